@@ -1,0 +1,517 @@
+//! The data behind an evaluated array: a [`Buffer`] of elements and the [`Layout`] that maps an
+//! index to one of them. Views (transpose, broadcast, slices, most reshapes) share a buffer
+//! with a new layout.
+
+use std::sync::Arc;
+
+use crate::dtype::{Complex64, Element, bf16, f16};
+use crate::{DType, Error, Result};
+
+/// Elements on the host, one vector per element type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HostData {
+    /// `bool`
+    Bool(Vec<bool>),
+    /// `u8`
+    U8(Vec<u8>),
+    /// `u16`
+    U16(Vec<u16>),
+    /// `u32`
+    U32(Vec<u32>),
+    /// `u64`
+    U64(Vec<u64>),
+    /// `i8`
+    I8(Vec<i8>),
+    /// `i16`
+    I16(Vec<i16>),
+    /// `i32`
+    I32(Vec<i32>),
+    /// `i64`
+    I64(Vec<i64>),
+    /// `f16`
+    F16(Vec<f16>),
+    /// `bf16`
+    BF16(Vec<bf16>),
+    /// `f32`
+    F32(Vec<f32>),
+    /// `f64`
+    F64(Vec<f64>),
+    /// `complex64`
+    C64(Vec<Complex64>),
+}
+
+/// Runs `$body` with `$v` bound to the typed vector inside host data, and `$T` to its element
+/// type: the one place a kernel's element type is chosen from the data.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_host {
+    ($data:expr, $v:ident, $T:ident => $body:expr) => {{
+        use $crate::array::HostData as H;
+        #[allow(unused_imports)]
+        use $crate::dtype::{Complex64, bf16, f16};
+        match $data {
+            H::Bool($v) => {
+                type $T = bool;
+                $body
+            }
+            H::U8($v) => {
+                type $T = u8;
+                $body
+            }
+            H::U16($v) => {
+                type $T = u16;
+                $body
+            }
+            H::U32($v) => {
+                type $T = u32;
+                $body
+            }
+            H::U64($v) => {
+                type $T = u64;
+                $body
+            }
+            H::I8($v) => {
+                type $T = i8;
+                $body
+            }
+            H::I16($v) => {
+                type $T = i16;
+                $body
+            }
+            H::I32($v) => {
+                type $T = i32;
+                $body
+            }
+            H::I64($v) => {
+                type $T = i64;
+                $body
+            }
+            H::F16($v) => {
+                type $T = f16;
+                $body
+            }
+            H::BF16($v) => {
+                type $T = bf16;
+                $body
+            }
+            H::F32($v) => {
+                type $T = f32;
+                $body
+            }
+            H::F64($v) => {
+                type $T = f64;
+                $body
+            }
+            H::C64($v) => {
+                type $T = Complex64;
+                $body
+            }
+        }
+    }};
+}
+
+/// Runs `$body` with `$T` bound to the Rust type of a [`DType`].
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_dtype {
+    ($dtype:expr, $T:ident => $body:expr) => {{
+        use $crate::DType as D;
+        #[allow(unused_imports)]
+        use $crate::dtype::{Complex64, bf16, f16};
+        match $dtype {
+            D::Bool => {
+                type $T = bool;
+                $body
+            }
+            D::U8 => {
+                type $T = u8;
+                $body
+            }
+            D::U16 => {
+                type $T = u16;
+                $body
+            }
+            D::U32 => {
+                type $T = u32;
+                $body
+            }
+            D::U64 => {
+                type $T = u64;
+                $body
+            }
+            D::I8 => {
+                type $T = i8;
+                $body
+            }
+            D::I16 => {
+                type $T = i16;
+                $body
+            }
+            D::I32 => {
+                type $T = i32;
+                $body
+            }
+            D::I64 => {
+                type $T = i64;
+                $body
+            }
+            D::F16 => {
+                type $T = f16;
+                $body
+            }
+            D::BF16 => {
+                type $T = bf16;
+                $body
+            }
+            D::F32 => {
+                type $T = f32;
+                $body
+            }
+            D::F64 => {
+                type $T = f64;
+                $body
+            }
+            D::C64 => {
+                type $T = Complex64;
+                $body
+            }
+        }
+    }};
+}
+
+impl HostData {
+    /// The element type held.
+    pub fn dtype(&self) -> DType {
+        crate::with_host!(self, _v, T => <T as Element>::DTYPE)
+    }
+
+    /// The number of elements held.
+    pub fn len(&self) -> usize {
+        crate::with_host!(self, v, _T => v.len())
+    }
+
+    /// Whether no element is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `n` default (zero) elements of `dtype`.
+    pub fn zeros(dtype: DType, n: usize) -> HostData {
+        crate::with_dtype!(dtype, T => T::into_host(vec![T::default(); n]))
+    }
+
+    /// The typed elements, or an error naming `op` if they are not of type `T`.
+    pub fn typed<T: Element>(&self, op: &'static str) -> Result<&[T]> {
+        T::host_slice(self).ok_or(Error::DTypeMismatch {
+            op,
+            dtype: self.dtype(),
+            requested: T::DTYPE,
+        })
+    }
+}
+
+/// Memory holding an array's elements. Several arrays (views) may share one buffer.
+#[derive(Debug)]
+pub struct Buffer {
+    host: HostData,
+}
+
+impl Buffer {
+    /// A buffer of host elements.
+    pub fn from_host(host: HostData) -> Buffer {
+        Buffer { host }
+    }
+
+    /// The elements on the host.
+    pub fn host(&self) -> &HostData {
+        &self.host
+    }
+
+    /// The elements on the host, mutably (the buffer must be owned alone).
+    pub fn host_mut(&mut self) -> &mut HostData {
+        &mut self.host
+    }
+
+    /// The host elements, taking the buffer.
+    pub fn into_host(self) -> HostData {
+        self.host
+    }
+}
+
+/// How an index maps to a buffer element: `offset + Σ index[i] · strides[i]`, in elements.
+/// Strides may be zero (broadcast) or negative (reversed slices).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// The array's shape.
+    pub shape: Vec<usize>,
+    /// The step in elements along each axis.
+    pub strides: Vec<isize>,
+    /// The element of index zero.
+    pub offset: usize,
+}
+
+/// Row-major strides of `shape`.
+pub fn row_major_strides(shape: &[usize]) -> Vec<isize> {
+    let mut strides = vec![0isize; shape.len()];
+    let mut acc = 1isize;
+    for (s, &n) in strides.iter_mut().zip(shape).rev() {
+        *s = acc;
+        acc *= n.max(1) as isize;
+    }
+    strides
+}
+
+impl Layout {
+    /// A row-major layout of `shape` from element 0.
+    pub fn contiguous(shape: &[usize]) -> Layout {
+        Layout {
+            shape: shape.to_vec(),
+            strides: row_major_strides(shape),
+            offset: 0,
+        }
+    }
+
+    /// The number of elements.
+    pub fn size(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// Whether the elements are in row-major order, one after another, from `offset` (axes of
+    /// size 1 may have any stride).
+    pub fn is_row_contiguous(&self) -> bool {
+        let mut expected = 1isize;
+        for (&n, &s) in self.shape.iter().zip(&self.strides).rev() {
+            if n == 1 {
+                continue;
+            }
+            if s != expected {
+                return false;
+            }
+            expected *= n as isize;
+        }
+        true
+    }
+
+    /// Whether every index maps to the same element.
+    pub fn is_scalar_broadcast(&self) -> bool {
+        self.shape
+            .iter()
+            .zip(&self.strides)
+            .all(|(&n, &s)| n <= 1 || s == 0)
+    }
+
+    /// The buffer element of a multi-index.
+    pub fn element(&self, index: &[usize]) -> usize {
+        let mut at = self.offset as isize;
+        for (&i, &s) in index.iter().zip(&self.strides) {
+            at += i as isize * s;
+        }
+        at as usize
+    }
+}
+
+/// Merges adjacent axes that every layout traverses as one (and drops axes of size 1), so
+/// strided loops run over as few, as long, axes as possible. Returns the merged shape and the
+/// merged strides of each layout.
+pub fn collapse(shape: &[usize], strides: &[&[isize]]) -> (Vec<usize>, Vec<Vec<isize>>) {
+    let mut out_shape: Vec<usize> = Vec::with_capacity(shape.len());
+    let mut out_strides: Vec<Vec<isize>> = vec![Vec::with_capacity(shape.len()); strides.len()];
+    for (axis, &n) in shape.iter().enumerate() {
+        if n == 1 {
+            continue;
+        }
+        let mergeable = !out_shape.is_empty()
+            && strides.iter().zip(&out_strides).all(|(s, o)| {
+                let last = *o.last().expect("same length as out_shape");
+                last == s[axis] * n as isize
+            });
+        if mergeable {
+            let last = out_shape.len() - 1;
+            out_shape[last] *= n;
+            for (s, o) in strides.iter().zip(out_strides.iter_mut()) {
+                o[last] = s[axis];
+            }
+        } else {
+            out_shape.push(n);
+            for (s, o) in strides.iter().zip(out_strides.iter_mut()) {
+                o.push(s[axis]);
+            }
+        }
+    }
+    (out_shape, out_strides)
+}
+
+/// Visits the buffer positions of `count` consecutive elements (in row-major order of `shape`)
+/// starting at linear index `start`, for several layouts at once: `f(positions)` is called
+/// with one buffer position per layout, and the inner axis runs as a tight loop.
+pub fn for_each_strided<const N: usize>(
+    shape: &[usize],
+    strides: [&[isize]; N],
+    offsets: [usize; N],
+    start: usize,
+    count: usize,
+    mut f: impl FnMut([usize; N]),
+) {
+    if count == 0 {
+        return;
+    }
+    let nd = shape.len();
+    if nd == 0 {
+        f(offsets);
+        return;
+    }
+    // The multi-index of `start`.
+    let mut index = vec![0usize; nd];
+    let mut rem = start;
+    for axis in (0..nd).rev() {
+        index[axis] = rem % shape[axis];
+        rem /= shape[axis];
+    }
+    let mut pos = [0isize; N];
+    for k in 0..N {
+        pos[k] = offsets[k] as isize;
+        for axis in 0..nd {
+            pos[k] += index[axis] as isize * strides[k][axis];
+        }
+    }
+    let inner = shape[nd - 1];
+    let inner_strides: [isize; N] = std::array::from_fn(|k| strides[k][nd - 1]);
+    let mut left = count;
+    loop {
+        let run = (inner - index[nd - 1]).min(left);
+        for _ in 0..run {
+            f(pos.map(|p| p as usize));
+            for k in 0..N {
+                pos[k] += inner_strides[k];
+            }
+        }
+        left -= run;
+        if left == 0 {
+            return;
+        }
+        // Carry into the outer axes.
+        for k in 0..N {
+            pos[k] -= inner_strides[k] * (index[nd - 1] + run) as isize;
+        }
+        index[nd - 1] = 0;
+        let mut axis = nd - 1;
+        loop {
+            if axis == 0 {
+                return;
+            }
+            axis -= 1;
+            index[axis] += 1;
+            for k in 0..N {
+                pos[k] += strides[k][axis];
+            }
+            if index[axis] < shape[axis] {
+                break;
+            }
+            for k in 0..N {
+                pos[k] -= strides[k][axis] * shape[axis] as isize;
+            }
+            index[axis] = 0;
+        }
+    }
+}
+
+/// An evaluated array's data: a shared buffer and the layout of this array within it.
+#[derive(Debug, Clone)]
+pub struct ArrayData {
+    /// The elements (possibly shared with other arrays).
+    pub buffer: Arc<Buffer>,
+    /// Where this array's elements are.
+    pub layout: Layout,
+}
+
+impl ArrayData {
+    /// Data owning `host` laid out row-major as `shape`.
+    pub fn from_host(host: HostData, shape: &[usize]) -> ArrayData {
+        debug_assert_eq!(host.len(), shape.iter().product::<usize>());
+        ArrayData {
+            buffer: Arc::new(Buffer::from_host(host)),
+            layout: Layout::contiguous(shape),
+        }
+    }
+
+    /// Data owning `v` laid out row-major as `shape`.
+    pub fn from_vec<T: Element>(v: Vec<T>, shape: &[usize]) -> ArrayData {
+        ArrayData::from_host(T::into_host(v), shape)
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.buffer.host().dtype()
+    }
+
+    /// The same buffer seen through another layout.
+    pub fn view(&self, layout: Layout) -> ArrayData {
+        ArrayData {
+            buffer: Arc::clone(&self.buffer),
+            layout,
+        }
+    }
+
+    /// Whether this data is the only holder of its buffer, so that an operation may write its
+    /// result there (donation).
+    pub fn is_donatable(&self) -> bool {
+        Arc::strong_count(&self.buffer) == 1
+    }
+
+    /// The elements in row-major order, as a new vector.
+    pub fn to_vec<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
+        let src = self.buffer.host().typed::<T>(op)?;
+        Ok(gather_row_major(src, &self.layout))
+    }
+
+    /// The elements as a row-major slice when the layout allows it without copying.
+    pub fn contiguous_slice<T: Element>(&self) -> Option<&[T]> {
+        if !self.layout.is_row_contiguous() {
+            return None;
+        }
+        let src = T::host_slice(self.buffer.host())?;
+        Some(&src[self.layout.offset..self.layout.offset + self.layout.size()])
+    }
+}
+
+/// The elements of a strided layout in row-major order.
+pub fn gather_row_major<T: Copy>(src: &[T], layout: &Layout) -> Vec<T> {
+    let n = layout.size();
+    if layout.is_row_contiguous() {
+        return src[layout.offset..layout.offset + n].to_vec();
+    }
+    let mut out = Vec::with_capacity(n);
+    let (shape, strides) = collapse(&layout.shape, &[&layout.strides]);
+    for_each_strided(&shape, [&strides[0]], [layout.offset], 0, n, |[p]| {
+        out.push(src[p])
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collapse_merges_contiguous_axes() {
+        let (s, st) = collapse(&[2, 3, 4], &[&[12, 4, 1]]);
+        assert_eq!(s, vec![24]);
+        assert_eq!(st, vec![vec![1]]);
+        let (s, st) = collapse(&[2, 1, 3, 4], &[&[1, 99, 8, 2]]);
+        assert_eq!(s, vec![2, 12]);
+        assert_eq!(st, vec![vec![1, 2]]);
+    }
+
+    #[test]
+    fn strided_walk_starts_anywhere() {
+        // A transposed 3x4: element (i, j) at j * 3 + i.
+        let shape = [4usize, 3];
+        let strides: &[isize] = &[1, 4];
+        let mut all = Vec::new();
+        for_each_strided(&shape, [strides], [0], 0, 12, |[p]| all.push(p));
+        assert_eq!(all, vec![0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11]);
+        let mut part = Vec::new();
+        for_each_strided(&shape, [strides], [0], 5, 4, |[p]| part.push(p));
+        assert_eq!(part, all[5..9].to_vec());
+    }
+}

@@ -1,0 +1,328 @@
+//! The shared machinery of elementwise kernels: how each input is read (contiguous, one
+//! broadcast element, or strided), chunking over the rayon pool, and donation of an input's
+//! buffer to the output. Layout is classified here once for every elementwise family.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+
+use crate::Result;
+use crate::array::{ArrayData, Layout, collapse, for_each_strided};
+use crate::dtype::Element;
+
+/// Elements per task: below twice this, work stays on the calling thread.
+pub(crate) const GRAIN: usize = 1 << 15;
+
+/// Fills `out` chunk by chunk with `f(start, chunk)`, over the pool when it is large.
+pub(crate) fn fill<U: Send>(out: &mut [U], f: impl Fn(usize, &mut [U]) + Sync) {
+    let n = out.len();
+    if n <= 2 * GRAIN {
+        f(0, out);
+        return;
+    }
+    let chunk = GRAIN.max(n.div_ceil(rayon::current_num_threads() * 4));
+    out.par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(i, c)| f(i * chunk, c));
+}
+
+/// How an input is read, decided once per kernel.
+enum Source<'a, T> {
+    /// Row-major elements, the output's index is theirs.
+    Contiguous(&'a [T]),
+    /// One element for every index.
+    Broadcast(T),
+    /// Anything else.
+    Strided(&'a [T], &'a Layout),
+}
+
+impl<'a, T: Element> Source<'a, T> {
+    fn new(data: &'a ArrayData, op: &'static str) -> Result<Source<'a, T>> {
+        let src = data.buffer.host().typed::<T>(op)?;
+        let layout = &data.layout;
+        let n = layout.size();
+        Ok(if layout.is_row_contiguous() {
+            Source::Contiguous(&src[layout.offset..layout.offset + n])
+        } else if layout.is_scalar_broadcast() && n > 0 {
+            Source::Broadcast(src[layout.offset])
+        } else {
+            Source::Strided(src, layout)
+        })
+    }
+}
+
+/// The data of `shape` owning `out`, row-major.
+fn output<U: Element>(out: Vec<U>, shape: &[usize]) -> ArrayData {
+    ArrayData::from_vec(out, shape)
+}
+
+/// The input's elements, mutably, when its buffer may be written in place for a row-major
+/// result of the same type and size.
+fn donated<T: Element>(data: &mut ArrayData) -> Option<&mut [T]> {
+    let n = data.layout.size();
+    if data.layout.offset != 0 || !data.layout.is_row_contiguous() || n == 0 {
+        return None;
+    }
+    let buffer = Arc::get_mut(&mut data.buffer)?;
+    let elements = T::host_slice_mut(buffer.host_mut())?;
+    (elements.len() == n).then_some(elements)
+}
+
+/// The donated input's buffer, laid out row-major as `shape`.
+fn donated_output(data: &ArrayData, shape: &[usize]) -> ArrayData {
+    data.view(Layout::contiguous(shape))
+}
+
+/// `f` of each element of `x`.
+pub(crate) fn map<T: Element, U: Element>(
+    x: &ArrayData,
+    op: &'static str,
+    f: impl Fn(T) -> U + Sync,
+) -> Result<ArrayData> {
+    let shape = &x.layout.shape;
+    let mut out = vec![U::default(); x.layout.size()];
+    match Source::<T>::new(x, op)? {
+        Source::Contiguous(src) => fill(&mut out, |start, chunk| {
+            for (o, &v) in chunk.iter_mut().zip(&src[start..]) {
+                *o = f(v);
+            }
+        }),
+        Source::Broadcast(v) => {
+            let y = f(v);
+            fill(&mut out, |_, chunk| chunk.fill(y));
+        }
+        Source::Strided(src, layout) => {
+            let (cshape, cstrides) = collapse(&layout.shape, &[&layout.strides]);
+            fill(&mut out, |start, chunk| {
+                let mut k = 0;
+                for_each_strided(
+                    &cshape,
+                    [&cstrides[0]],
+                    [layout.offset],
+                    start,
+                    chunk.len(),
+                    |[p]| {
+                        chunk[k] = f(src[p]);
+                        k += 1;
+                    },
+                );
+            });
+        }
+    }
+    Ok(output(out, shape))
+}
+
+/// `f` of each element of `x`, written over `x` when its buffer can be donated.
+pub(crate) fn map_same<T: Element>(
+    x: &mut ArrayData,
+    op: &'static str,
+    f: impl Fn(T) -> T + Sync,
+) -> Result<ArrayData> {
+    let shape = x.layout.shape.clone();
+    if let Some(elements) = donated::<T>(x) {
+        fill(elements, |_, chunk| {
+            for v in chunk.iter_mut() {
+                *v = f(*v);
+            }
+        });
+        return Ok(donated_output(x, &shape));
+    }
+    map(x, op, f)
+}
+
+/// Writes `f(out[i], b[i])` over `out`, `b` read through its source.
+fn zip_into_first<T: Element, B: Element>(
+    out: &mut [T],
+    b: &Source<'_, B>,
+    f: impl Fn(T, B) -> T + Sync,
+) {
+    match b {
+        Source::Contiguous(src) => fill(out, |start, chunk| {
+            for (o, &v) in chunk.iter_mut().zip(&src[start..]) {
+                *o = f(*o, v);
+            }
+        }),
+        Source::Broadcast(v) => fill(out, |_, chunk| {
+            for o in chunk.iter_mut() {
+                *o = f(*o, *v);
+            }
+        }),
+        Source::Strided(src, layout) => {
+            let (cshape, cstrides) = collapse(&layout.shape, &[&layout.strides]);
+            fill(out, |start, chunk| {
+                let mut k = 0;
+                for_each_strided(
+                    &cshape,
+                    [&cstrides[0]],
+                    [layout.offset],
+                    start,
+                    chunk.len(),
+                    |[p]| {
+                        chunk[k] = f(chunk[k], src[p]);
+                        k += 1;
+                    },
+                );
+            });
+        }
+    }
+}
+
+/// `f(a[i], b[i])` for two inputs of one shape.
+pub(crate) fn zip<A: Element, B: Element, U: Element>(
+    a: &ArrayData,
+    b: &ArrayData,
+    op: &'static str,
+    f: impl Fn(A, B) -> U + Sync,
+) -> Result<ArrayData> {
+    let shape = &a.layout.shape;
+    let mut out = vec![U::default(); a.layout.size()];
+    match (Source::<A>::new(a, op)?, Source::<B>::new(b, op)?) {
+        (Source::Contiguous(x), Source::Contiguous(y)) => fill(&mut out, |start, chunk| {
+            let n = chunk.len();
+            for ((o, &u), &v) in chunk
+                .iter_mut()
+                .zip(&x[start..start + n])
+                .zip(&y[start..start + n])
+            {
+                *o = f(u, v);
+            }
+        }),
+        (Source::Broadcast(u), Source::Contiguous(y)) => fill(&mut out, |start, chunk| {
+            for (o, &v) in chunk.iter_mut().zip(&y[start..]) {
+                *o = f(u, v);
+            }
+        }),
+        (Source::Contiguous(x), Source::Broadcast(v)) => fill(&mut out, |start, chunk| {
+            for (o, &u) in chunk.iter_mut().zip(&x[start..]) {
+                *o = f(u, v);
+            }
+        }),
+        (Source::Broadcast(u), Source::Broadcast(v)) => {
+            let y = f(u, v);
+            fill(&mut out, |_, chunk| chunk.fill(y));
+        }
+        _ => {
+            let (sa, sb) = (
+                a.buffer.host().typed::<A>(op)?,
+                b.buffer.host().typed::<B>(op)?,
+            );
+            let (cshape, cs) = collapse(shape, &[&a.layout.strides, &b.layout.strides]);
+            let offsets = [a.layout.offset, b.layout.offset];
+            fill(&mut out, |start, chunk| {
+                let mut k = 0;
+                for_each_strided(
+                    &cshape,
+                    [&cs[0], &cs[1]],
+                    offsets,
+                    start,
+                    chunk.len(),
+                    |[p, q]| {
+                        chunk[k] = f(sa[p], sb[q]);
+                        k += 1;
+                    },
+                );
+            });
+        }
+    }
+    Ok(output(out, shape))
+}
+
+/// `f(a[i], b[i])` of one type, written over `a` or `b` when one of them can be donated.
+pub(crate) fn zip_same<T: Element>(
+    inputs: &mut [ArrayData],
+    op: &'static str,
+    f: impl Fn(T, T) -> T + Sync,
+) -> Result<ArrayData> {
+    let shape = inputs[0].layout.shape.clone();
+    let (first, rest) = inputs.split_at_mut(1);
+    let (a, b) = (&mut first[0], &mut rest[0]);
+    if let Some(out) = donated::<T>(a) {
+        zip_into_first(out, &Source::<T>::new(b, op)?, &f);
+        return Ok(donated_output(a, &shape));
+    }
+    if let Some(out) = donated::<T>(b) {
+        zip_into_first(out, &Source::<T>::new(a, op)?, |y, x| f(x, y));
+        return Ok(donated_output(b, &shape));
+    }
+    zip(a, b, op, f)
+}
+
+/// `f(a[i], b[i], c[i])` for three inputs of one shape.
+pub(crate) fn zip3<A: Element, B: Element, C: Element, U: Element>(
+    a: &ArrayData,
+    b: &ArrayData,
+    c: &ArrayData,
+    op: &'static str,
+    f: impl Fn(A, B, C) -> U + Sync,
+) -> Result<ArrayData> {
+    let shape = &a.layout.shape;
+    let mut out = vec![U::default(); a.layout.size()];
+    match (
+        Source::<A>::new(a, op)?,
+        Source::<B>::new(b, op)?,
+        Source::<C>::new(c, op)?,
+    ) {
+        (Source::Contiguous(x), Source::Contiguous(y), Source::Contiguous(z)) => {
+            fill(&mut out, |start, chunk| {
+                let n = chunk.len();
+                let it = chunk
+                    .iter_mut()
+                    .zip(&x[start..start + n])
+                    .zip(&y[start..start + n])
+                    .zip(&z[start..start + n]);
+                for (((o, &u), &v), &w) in it {
+                    *o = f(u, v, w);
+                }
+            })
+        }
+        (Source::Contiguous(x), Source::Contiguous(y), Source::Broadcast(w)) => {
+            fill(&mut out, |start, chunk| {
+                let n = chunk.len();
+                for ((o, &u), &v) in chunk
+                    .iter_mut()
+                    .zip(&x[start..start + n])
+                    .zip(&y[start..start + n])
+                {
+                    *o = f(u, v, w);
+                }
+            })
+        }
+        (Source::Contiguous(x), Source::Broadcast(v), Source::Contiguous(z)) => {
+            fill(&mut out, |start, chunk| {
+                let n = chunk.len();
+                for ((o, &u), &w) in chunk
+                    .iter_mut()
+                    .zip(&x[start..start + n])
+                    .zip(&z[start..start + n])
+                {
+                    *o = f(u, v, w);
+                }
+            })
+        }
+        _ => {
+            let sa = a.buffer.host().typed::<A>(op)?;
+            let sb = b.buffer.host().typed::<B>(op)?;
+            let sc = c.buffer.host().typed::<C>(op)?;
+            let (cshape, cs) = collapse(
+                shape,
+                &[&a.layout.strides, &b.layout.strides, &c.layout.strides],
+            );
+            let offsets = [a.layout.offset, b.layout.offset, c.layout.offset];
+            fill(&mut out, |start, chunk| {
+                let mut k = 0;
+                for_each_strided(
+                    &cshape,
+                    [&cs[0], &cs[1], &cs[2]],
+                    offsets,
+                    start,
+                    chunk.len(),
+                    |[p, q, r]| {
+                        chunk[k] = f(sa[p], sb[q], sc[r]);
+                        k += 1;
+                    },
+                );
+            });
+        }
+    }
+    Ok(output(out, shape))
+}

@@ -1,0 +1,185 @@
+//! One-input elementwise kernels and casts on the CPU.
+
+use num_traits::{Float, Zero};
+
+use super::elementwise::{map, map_same};
+use super::math::{AccFloat, FloatElem, IntElem};
+use crate::array::ArrayData;
+use crate::dtype::{Complex64, Element};
+use crate::ops::unary::UnaryOp;
+use crate::{DType, Error, Result};
+
+/// `x` converted to `dtype` elementwise.
+pub(crate) fn astype(x: &mut ArrayData, dtype: DType) -> ArrayData {
+    crate::with_host!(x.buffer.host(), _v, S => {
+        crate::with_dtype!(dtype, D => {
+            map::<S, D>(x, "astype", |v| D::from_canon(v.to_canon())).expect("typed by the buffer")
+        })
+    })
+}
+
+/// Computes `op` on `x`, whose output type is `out` (checked when the node was built).
+pub(crate) fn eval(op: UnaryOp, x: &mut ArrayData, out: DType) -> Result<ArrayData> {
+    match x.dtype() {
+        DType::F16 => float::<crate::dtype::f16>(op, x),
+        DType::BF16 => float::<crate::dtype::bf16>(op, x),
+        DType::F32 => float::<f32>(op, x),
+        DType::F64 => float::<f64>(op, x),
+        DType::C64 => complex(op, x, out),
+        DType::Bool => boolean(op, x),
+        DType::U8 => integer::<u8>(op, x, out),
+        DType::U16 => integer::<u16>(op, x, out),
+        DType::U32 => integer::<u32>(op, x, out),
+        DType::U64 => integer::<u64>(op, x, out),
+        DType::I8 => integer::<i8>(op, x, out),
+        DType::I16 => integer::<i16>(op, x, out),
+        DType::I32 => integer::<i32>(op, x, out),
+        DType::I64 => integer::<i64>(op, x, out),
+    }
+}
+
+fn float<T: FloatElem>(op: UnaryOp, x: &mut ArrayData) -> Result<ArrayData> {
+    use UnaryOp::*;
+    let name = op.name();
+    macro_rules! same {
+        ($f:expr) => {
+            map_same::<T>(x, name, |v| T::down(($f)(v.up())))
+        };
+    }
+    macro_rules! pred {
+        ($f:expr) => {
+            map::<T, bool>(x, name, |v| ($f)(v.up()))
+        };
+    }
+    let one = <T::Acc as AccFloat>::c(1.0);
+    match op {
+        Abs => same!(|a: T::Acc| a.abs()),
+        Negative => same!(|a: T::Acc| -a),
+        Sign => same!(|a: T::Acc| if a > T::Acc::zero() {
+            one
+        } else if a < T::Acc::zero() {
+            -one
+        } else {
+            a
+        }),
+        Square => same!(|a: T::Acc| a * a),
+        Sqrt => same!(|a: T::Acc| a.sqrt()),
+        Rsqrt => same!(|a: T::Acc| one / a.sqrt()),
+        Reciprocal => same!(|a: T::Acc| one / a),
+        Exp => same!(|a: T::Acc| a.exp()),
+        Expm1 => same!(|a: T::Acc| a.exp_m1()),
+        Log => same!(|a: T::Acc| a.ln()),
+        Log1p => same!(|a: T::Acc| a.ln_1p()),
+        Log2 => same!(|a: T::Acc| a.log2()),
+        Log10 => same!(|a: T::Acc| a.log10()),
+        Sin => same!(|a: T::Acc| a.sin()),
+        Cos => same!(|a: T::Acc| a.cos()),
+        Tan => same!(|a: T::Acc| a.tan()),
+        ArcSin => same!(|a: T::Acc| a.asin()),
+        ArcCos => same!(|a: T::Acc| a.acos()),
+        ArcTan => same!(|a: T::Acc| a.atan()),
+        Sinh => same!(|a: T::Acc| a.sinh()),
+        Cosh => same!(|a: T::Acc| a.cosh()),
+        Tanh => same!(|a: T::Acc| a.tanh()),
+        ArcSinh => same!(|a: T::Acc| a.asinh()),
+        ArcCosh => same!(|a: T::Acc| a.acosh()),
+        ArcTanh => same!(|a: T::Acc| a.atanh()),
+        Sigmoid => same!(|a: T::Acc| one / (one + (-a).exp())),
+        Erf => same!(|a: T::Acc| a.erf()),
+        ErfInv => same!(|a: T::Acc| a.erfinv()),
+        Floor => same!(|a: T::Acc| a.floor()),
+        Ceil => same!(|a: T::Acc| a.ceil()),
+        Round => same!(|a: T::Acc| a.round_even()),
+        Trunc => same!(|a: T::Acc| a.trunc()),
+        IsNan => pred!(|a: T::Acc| a.is_nan()),
+        IsInf => pred!(|a: T::Acc| a.is_infinite()),
+        IsPosInf => pred!(|a: T::Acc| a == T::Acc::infinity()),
+        IsNegInf => pred!(|a: T::Acc| a == T::Acc::neg_infinity()),
+        IsFinite => pred!(|a: T::Acc| a.is_finite()),
+        LogicalNot => pred!(|a: T::Acc| a == T::Acc::zero()),
+        Conjugate | Real => Ok(x.clone()),
+        Imag | BitwiseInvert => Err(Error::UnsupportedDType {
+            op: name,
+            dtype: T::DTYPE,
+        }),
+    }
+}
+
+fn integer<T: IntElem>(op: UnaryOp, x: &mut ArrayData, out: DType) -> Result<ArrayData> {
+    use UnaryOp::*;
+    let name = op.name();
+    match op {
+        Abs if T::SIGNED => {
+            map_same::<T>(
+                x,
+                name,
+                |v| if v < T::zero() { v.wrapping_neg() } else { v },
+            )
+        }
+        Negative => map_same::<T>(x, name, |v| v.wrapping_neg()),
+        Sign => map_same::<T>(x, name, |v| {
+            if v > T::zero() {
+                T::one()
+            } else if v < T::zero() {
+                T::zero().wrapping_sub(&T::one())
+            } else {
+                T::zero()
+            }
+        }),
+        Square => map_same::<T>(x, name, |v| v.wrapping_mul(&v)),
+        BitwiseInvert => map_same::<T>(x, name, |v| !v),
+        Abs | Floor | Ceil | Round | Trunc | Conjugate | Real => Ok(x.clone()),
+        IsNan | IsInf | IsPosInf | IsNegInf => map::<T, bool>(x, name, |_| false),
+        IsFinite => map::<T, bool>(x, name, |_| true),
+        LogicalNot => map::<T, bool>(x, name, |v| v == T::zero()),
+        _ => Err(Error::UnsupportedDType {
+            op: name,
+            dtype: out,
+        }),
+    }
+}
+
+fn boolean(op: UnaryOp, x: &mut ArrayData) -> Result<ArrayData> {
+    use UnaryOp::*;
+    let name = op.name();
+    match op {
+        LogicalNot | BitwiseInvert => map_same::<bool>(x, name, |v| !v),
+        Abs | Sign | Square | Floor | Ceil | Round | Trunc | Conjugate | Real => Ok(x.clone()),
+        IsNan | IsInf | IsPosInf | IsNegInf => map::<bool, bool>(x, name, |_| false),
+        IsFinite => map::<bool, bool>(x, name, |_| true),
+        _ => Err(Error::UnsupportedDType {
+            op: name,
+            dtype: DType::Bool,
+        }),
+    }
+}
+
+fn complex(op: UnaryOp, x: &mut ArrayData, out: DType) -> Result<ArrayData> {
+    use UnaryOp::*;
+    let name = op.name();
+    type C = Complex64;
+    match op {
+        Abs => map::<C, f32>(x, name, |z| z.norm()),
+        Real => map::<C, f32>(x, name, |z| z.re),
+        Imag => map::<C, f32>(x, name, |z| z.im),
+        Negative => map_same::<C>(x, name, |z| -z),
+        Sign => map_same::<C>(x, name, |z| if z.is_zero() { z } else { z / z.norm() }),
+        Square => map_same::<C>(x, name, |z| z * z),
+        Sqrt => map_same::<C>(x, name, |z| z.sqrt()),
+        Reciprocal => map_same::<C>(x, name, |z| z.inv()),
+        Exp => map_same::<C>(x, name, |z| z.exp()),
+        Log => map_same::<C>(x, name, |z| z.ln()),
+        Sin => map_same::<C>(x, name, |z| z.sin()),
+        Cos => map_same::<C>(x, name, |z| z.cos()),
+        Tan => map_same::<C>(x, name, |z| z.tan()),
+        Sinh => map_same::<C>(x, name, |z| z.sinh()),
+        Cosh => map_same::<C>(x, name, |z| z.cosh()),
+        Tanh => map_same::<C>(x, name, |z| z.tanh()),
+        Conjugate => map_same::<C>(x, name, |z| z.conj()),
+        LogicalNot => map::<C, bool>(x, name, |z| z.is_zero()),
+        _ => Err(Error::UnsupportedDType {
+            op: name,
+            dtype: out,
+        }),
+    }
+}

@@ -1,0 +1,36 @@
+//! nuvec-core: lazy n-dimensional arrays for machine learning, with MLX's semantics.
+//!
+//! Operations record a graph of [`Primitive`]s; [`eval`] computes it on the CPU (and, with the
+//! CUDA backend, on NVIDIA GPUs). Functions are at the crate root, named as in MLX.
+//!
+//! ```
+//! use nuvec_core::{Array, Result, sum};
+//!
+//! # fn main() -> Result<()> {
+//! let x = Array::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[2, 3])?;
+//! let y = (&x * 2.0 + 1.0).reshape(&[3, 2])?;
+//! assert_eq!(y.shape(), [3, 2]);
+//! assert_eq!(y.to_vec::<f32>()?, [3.0, 5.0, 7.0, 9.0, 11.0, 13.0]);
+//! # let _ = sum;
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod array;
+mod backend;
+pub mod device;
+pub mod dtype;
+pub mod error;
+pub mod ops;
+pub mod primitive;
+pub mod transforms;
+
+pub use array::{Array, HostData, Operand, Scalar};
+pub use device::{Device, DeviceKind, Stream, default_stream, set_default_stream, with_stream};
+pub use dtype::{Category, Complex64, DType, Element, bf16, f16, promote_types};
+pub use error::{Error, Result};
+pub use ops::*;
+pub use primitive::Primitive;
+pub use transforms::{async_eval, eval};

@@ -1,0 +1,180 @@
+//! Shape and layout: views that copy nothing (reshape where strides allow, transpose,
+//! broadcast, squeeze, expand) and the copies that change layout.
+
+use crate::error::invalid;
+use crate::ops::{check_errors, expect_inputs, normalize_axis};
+use crate::primitive::{OutputSpec, Primitive};
+use crate::{Array, Error, Result};
+
+/// The shape and layout primitives.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum ShapeOp {
+    /// The same elements in row-major order with another shape (a view where the strides
+    /// allow).
+    Reshape(Vec<usize>),
+    /// Axes permuted: output axis `i` is input axis `perm[i]` (a view).
+    Transpose(Vec<usize>),
+    /// Broadcast to a shape (a view with zero strides).
+    Broadcast(Vec<usize>),
+    /// A row-major copy.
+    Contiguous,
+}
+
+impl ShapeOp {
+    /// The primitive's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ShapeOp::Reshape(_) => "reshape",
+            ShapeOp::Transpose(_) => "transpose",
+            ShapeOp::Broadcast(_) => "broadcast_to",
+            ShapeOp::Contiguous => "contiguous",
+        }
+    }
+
+    /// The output's shape and type.
+    pub fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        let op = self.name();
+        expect_inputs(op, inputs, 1)?;
+        let x = &inputs[0];
+        let shape = match self {
+            ShapeOp::Reshape(shape) => {
+                if shape.iter().product::<usize>() != x.size() {
+                    return Err(invalid(
+                        op,
+                        format!("cannot reshape {:?} to {shape:?}", x.shape()),
+                    ));
+                }
+                shape.clone()
+            }
+            ShapeOp::Transpose(perm) => {
+                let mut seen = vec![false; x.ndim()];
+                if perm.len() != x.ndim()
+                    || perm
+                        .iter()
+                        .any(|&p| p >= x.ndim() || std::mem::replace(&mut seen[p], true))
+                {
+                    return Err(invalid(
+                        op,
+                        format!("{perm:?} is not a permutation of {} axes", x.ndim()),
+                    ));
+                }
+                perm.iter().map(|&p| x.shape()[p]).collect()
+            }
+            ShapeOp::Broadcast(shape) => {
+                let out = crate::ops::broadcast_shapes(op, x.shape(), shape)?;
+                if out != *shape {
+                    return Err(Error::IncompatibleShapes {
+                        op,
+                        lhs: x.shape().to_vec(),
+                        rhs: shape.clone(),
+                    });
+                }
+                out
+            }
+            ShapeOp::Contiguous => x.shape().to_vec(),
+        };
+        Ok(vec![(shape, x.dtype())])
+    }
+}
+
+/// `shape` with one `-1` entry inferred from `size`.
+fn infer_shape(
+    op: &'static str,
+    shape: &[isize],
+    size: usize,
+    from: &[usize],
+) -> Result<Vec<usize>> {
+    let mut infer = None;
+    let mut known = 1usize;
+    for (i, &d) in shape.iter().enumerate() {
+        match d {
+            -1 if infer.is_none() => infer = Some(i),
+            d if d >= 0 => known *= d as usize,
+            _ => return Err(invalid(op, format!("invalid shape {shape:?}"))),
+        }
+    }
+    let mut out: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+    if let Some(i) = infer {
+        if known == 0 || size % known != 0 {
+            return Err(invalid(op, format!("cannot reshape {from:?} to {shape:?}")));
+        }
+        out[i] = size / known;
+    }
+    if out.iter().product::<usize>() != size {
+        return Err(invalid(op, format!("cannot reshape {from:?} to {shape:?}")));
+    }
+    Ok(out)
+}
+
+/// `a` with a new shape of the same size; one entry may be `-1`. A view when the layout
+/// allows, else a copy.
+pub fn reshape(a: &Array, shape: &[isize]) -> Result<Array> {
+    check_errors(&[a])?;
+    let shape = infer_shape("reshape", shape, a.size(), a.shape())?;
+    if shape == a.shape() {
+        return Ok(a.clone());
+    }
+    Array::op1(Primitive::Shape(ShapeOp::Reshape(shape)), vec![a.clone()])
+}
+
+/// `a` with its axes permuted: output axis `i` is axis `axes[i]` of `a`. A view.
+pub fn transpose(a: &Array, axes: &[usize]) -> Result<Array> {
+    check_errors(&[a])?;
+    if axes.iter().enumerate().all(|(i, &p)| i == p) && axes.len() == a.ndim() {
+        return Ok(a.clone());
+    }
+    Array::op1(
+        Primitive::Shape(ShapeOp::Transpose(axes.to_vec())),
+        vec![a.clone()],
+    )
+}
+
+/// `a` broadcast to `shape` (NumPy's rules). A view.
+pub fn broadcast_to(a: &Array, shape: &[usize]) -> Result<Array> {
+    check_errors(&[a])?;
+    if a.shape() == shape {
+        return Ok(a.clone());
+    }
+    Array::op1(
+        Primitive::Shape(ShapeOp::Broadcast(shape.to_vec())),
+        vec![a.clone()],
+    )
+}
+
+/// `a` with row-major layout (a copy unless it is row-major already).
+pub fn contiguous(a: &Array) -> Result<Array> {
+    check_errors(&[a])?;
+    Array::op1(Primitive::Shape(ShapeOp::Contiguous), vec![a.clone()])
+}
+
+/// `a` with a new axis of size 1 at `axis` (counted in the result's axes). A view.
+pub fn expand_dims(a: &Array, axis: isize) -> Result<Array> {
+    check_errors(&[a])?;
+    let axis = normalize_axis("expand_dims", axis, a.ndim() + 1)?;
+    let mut shape: Vec<isize> = a.shape().iter().map(|&d| d as isize).collect();
+    shape.insert(axis, 1);
+    reshape(a, &shape)
+}
+
+/// `a` without the given axes of size 1 (every size-1 axis when `axes` is empty). A view.
+pub fn squeeze(a: &Array, axes: &[isize]) -> Result<Array> {
+    check_errors(&[a])?;
+    let drop: Vec<usize> = if axes.is_empty() {
+        (0..a.ndim()).filter(|&i| a.shape()[i] == 1).collect()
+    } else {
+        let axes = crate::ops::normalize_axes("squeeze", axes, a.ndim())?;
+        if let Some(&bad) = axes.iter().find(|&&i| a.shape()[i] != 1) {
+            return Err(invalid(
+                "squeeze",
+                format!("axis {bad} has size {}, not 1", a.shape()[bad]),
+            ));
+        }
+        axes
+    };
+    let shape: Vec<isize> = (0..a.ndim())
+        .filter(|i| !drop.contains(i))
+        .map(|i| a.shape()[i] as isize)
+        .collect();
+    reshape(a, &shape)
+}
