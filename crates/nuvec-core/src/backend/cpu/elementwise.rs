@@ -13,8 +13,10 @@ use crate::dtype::Element;
 /// Elements per task: below twice this, work stays on the calling thread.
 pub(crate) const GRAIN: usize = 1 << 15;
 
-/// Fills `out` chunk by chunk with `f(start, chunk)`, over the pool when it is large.
-pub(crate) fn fill<U: Send>(out: &mut [U], f: impl Fn(usize, &mut [U]) + Sync) {
+/// Fills `out` chunk by chunk with `f(start, chunk)`, over the pool when it is large. `f` is
+/// a trait object so that the pool's machinery is built once per element type, not once per
+/// kernel (which kept compile times in check).
+pub(crate) fn fill<U: Send>(out: &mut [U], f: &(dyn Fn(usize, &mut [U]) + Sync)) {
     let n = out.len();
     if n <= 2 * GRAIN {
         f(0, out);
@@ -82,18 +84,18 @@ pub(crate) fn map<T: Element, U: Element>(
     let shape = &x.layout.shape;
     let mut out = vec![U::default(); x.layout.size()];
     match Source::<T>::new(x, op)? {
-        Source::Contiguous(src) => fill(&mut out, |start, chunk| {
+        Source::Contiguous(src) => fill(&mut out, &|start, chunk| {
             for (o, &v) in chunk.iter_mut().zip(&src[start..]) {
                 *o = f(v);
             }
         }),
         Source::Broadcast(v) => {
             let y = f(v);
-            fill(&mut out, |_, chunk| chunk.fill(y));
+            fill(&mut out, &|_, chunk| chunk.fill(y));
         }
         Source::Strided(src, layout) => {
             let (cshape, cstrides) = collapse(&layout.shape, &[&layout.strides]);
-            fill(&mut out, |start, chunk| {
+            fill(&mut out, &|start, chunk| {
                 let mut k = 0;
                 for_each_strided(
                     &cshape,
@@ -120,7 +122,7 @@ pub(crate) fn map_same<T: Element>(
 ) -> Result<ArrayData> {
     let shape = x.layout.shape.clone();
     if let Some(elements) = donated::<T>(x) {
-        fill(elements, |_, chunk| {
+        fill(elements, &|_, chunk| {
             for v in chunk.iter_mut() {
                 *v = f(*v);
             }
@@ -137,19 +139,19 @@ fn zip_into_first<T: Element, B: Element>(
     f: impl Fn(T, B) -> T + Sync,
 ) {
     match b {
-        Source::Contiguous(src) => fill(out, |start, chunk| {
+        Source::Contiguous(src) => fill(out, &|start, chunk| {
             for (o, &v) in chunk.iter_mut().zip(&src[start..]) {
                 *o = f(*o, v);
             }
         }),
-        Source::Broadcast(v) => fill(out, |_, chunk| {
+        Source::Broadcast(v) => fill(out, &|_, chunk| {
             for o in chunk.iter_mut() {
                 *o = f(*o, *v);
             }
         }),
         Source::Strided(src, layout) => {
             let (cshape, cstrides) = collapse(&layout.shape, &[&layout.strides]);
-            fill(out, |start, chunk| {
+            fill(out, &|start, chunk| {
                 let mut k = 0;
                 for_each_strided(
                     &cshape,
@@ -177,7 +179,7 @@ pub(crate) fn zip<A: Element, B: Element, U: Element>(
     let shape = &a.layout.shape;
     let mut out = vec![U::default(); a.layout.size()];
     match (Source::<A>::new(a, op)?, Source::<B>::new(b, op)?) {
-        (Source::Contiguous(x), Source::Contiguous(y)) => fill(&mut out, |start, chunk| {
+        (Source::Contiguous(x), Source::Contiguous(y)) => fill(&mut out, &|start, chunk| {
             let n = chunk.len();
             for ((o, &u), &v) in chunk
                 .iter_mut()
@@ -187,19 +189,19 @@ pub(crate) fn zip<A: Element, B: Element, U: Element>(
                 *o = f(u, v);
             }
         }),
-        (Source::Broadcast(u), Source::Contiguous(y)) => fill(&mut out, |start, chunk| {
+        (Source::Broadcast(u), Source::Contiguous(y)) => fill(&mut out, &|start, chunk| {
             for (o, &v) in chunk.iter_mut().zip(&y[start..]) {
                 *o = f(u, v);
             }
         }),
-        (Source::Contiguous(x), Source::Broadcast(v)) => fill(&mut out, |start, chunk| {
+        (Source::Contiguous(x), Source::Broadcast(v)) => fill(&mut out, &|start, chunk| {
             for (o, &u) in chunk.iter_mut().zip(&x[start..]) {
                 *o = f(u, v);
             }
         }),
         (Source::Broadcast(u), Source::Broadcast(v)) => {
             let y = f(u, v);
-            fill(&mut out, |_, chunk| chunk.fill(y));
+            fill(&mut out, &|_, chunk| chunk.fill(y));
         }
         _ => {
             let (sa, sb) = (
@@ -208,7 +210,7 @@ pub(crate) fn zip<A: Element, B: Element, U: Element>(
             );
             let (cshape, cs) = collapse(shape, &[&a.layout.strides, &b.layout.strides]);
             let offsets = [a.layout.offset, b.layout.offset];
-            fill(&mut out, |start, chunk| {
+            fill(&mut out, &|start, chunk| {
                 let mut k = 0;
                 for_each_strided(
                     &cshape,
@@ -263,7 +265,7 @@ pub(crate) fn zip3<A: Element, B: Element, C: Element, U: Element>(
         Source::<C>::new(c, op)?,
     ) {
         (Source::Contiguous(x), Source::Contiguous(y), Source::Contiguous(z)) => {
-            fill(&mut out, |start, chunk| {
+            fill(&mut out, &|start, chunk| {
                 let n = chunk.len();
                 let it = chunk
                     .iter_mut()
@@ -276,7 +278,7 @@ pub(crate) fn zip3<A: Element, B: Element, C: Element, U: Element>(
             })
         }
         (Source::Contiguous(x), Source::Contiguous(y), Source::Broadcast(w)) => {
-            fill(&mut out, |start, chunk| {
+            fill(&mut out, &|start, chunk| {
                 let n = chunk.len();
                 for ((o, &u), &v) in chunk
                     .iter_mut()
@@ -288,7 +290,7 @@ pub(crate) fn zip3<A: Element, B: Element, C: Element, U: Element>(
             })
         }
         (Source::Contiguous(x), Source::Broadcast(v), Source::Contiguous(z)) => {
-            fill(&mut out, |start, chunk| {
+            fill(&mut out, &|start, chunk| {
                 let n = chunk.len();
                 for ((o, &u), &w) in chunk
                     .iter_mut()
@@ -308,7 +310,7 @@ pub(crate) fn zip3<A: Element, B: Element, C: Element, U: Element>(
                 &[&a.layout.strides, &b.layout.strides, &c.layout.strides],
             );
             let offsets = [a.layout.offset, b.layout.offset, c.layout.offset];
-            fill(&mut out, |start, chunk| {
+            fill(&mut out, &|start, chunk| {
                 let mut k = 0;
                 for_each_strided(
                     &cshape,

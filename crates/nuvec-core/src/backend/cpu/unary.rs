@@ -5,17 +5,60 @@ use num_traits::{Float, Zero};
 use super::elementwise::{map, map_same};
 use super::math::{AccFloat, FloatElem, IntElem};
 use crate::array::ArrayData;
-use crate::dtype::{Complex64, Element};
+use crate::dtype::{Canon, Complex64, Element};
 use crate::ops::unary::UnaryOp;
 use crate::{DType, Error, Result};
 
-/// `x` converted to `dtype` elementwise.
+/// `x` converted to `dtype` elementwise. Float-to-float casts convert directly; the rest go
+/// through [`Canon`] in chunks, so that the kernel is built once per source type and once
+/// per destination type rather than once per pair.
 pub(crate) fn astype(x: &mut ArrayData, dtype: DType) -> ArrayData {
-    crate::with_host!(x.buffer.host(), _v, S => {
-        crate::with_dtype!(dtype, D => {
-            map::<S, D>(x, "astype", |v| D::from_canon(v.to_canon())).expect("typed by the buffer")
+    use crate::dtype::{bf16, f16};
+    macro_rules! direct {
+        ($($s:ty => $d:ty: $f:expr;)*) => {
+            $(if x.dtype() == <$s as Element>::DTYPE && dtype == <$d as Element>::DTYPE {
+                return map::<$s, $d>(x, "astype", $f).expect("typed by the buffer");
+            })*
+        };
+    }
+    direct! {
+        f32 => f16: f16::from_f32;
+        f32 => bf16: bf16::from_f32;
+        f16 => f32: f16::to_f32;
+        bf16 => f32: bf16::to_f32;
+        f32 => f64: f64::from;
+        f64 => f32: |v| v as f32;
+    }
+    let source = super::copy::to_contiguous_shared(x);
+    let offset = source.layout.offset;
+    let read: Box<dyn Fn(usize, &mut [Canon]) + Sync> = crate::with_host!(source.buffer.host(), v, _S => {
+        Box::new(move |start: usize, out: &mut [Canon]| {
+            for (o, s) in out.iter_mut().zip(&v[offset + start..]) {
+                *o = s.to_canon();
+            }
         })
-    })
+    });
+    crate::with_dtype!(dtype, D => write_canon::<D>(&*read, &x.layout.shape))
+}
+
+/// A new array of `D` filled from `read(start, canon_values)`.
+fn write_canon<D: Element>(
+    read: &(dyn Fn(usize, &mut [Canon]) + Sync),
+    shape: &[usize],
+) -> ArrayData {
+    let n = shape.iter().product();
+    let mut out = vec![D::default(); n];
+    super::elementwise::fill(&mut out, &|start, chunk| {
+        let mut tmp = [Canon::Bool(false); 1024];
+        for (i, part) in chunk.chunks_mut(tmp.len()).enumerate() {
+            let tmp = &mut tmp[..part.len()];
+            read(start + i * 1024, tmp);
+            for (o, &c) in part.iter_mut().zip(tmp.iter()) {
+                *o = D::from_canon(c);
+            }
+        }
+    });
+    ArrayData::from_vec(out, shape)
 }
 
 /// Computes `op` on `x`, whose output type is `out` (checked when the node was built).
