@@ -178,3 +178,120 @@ pub fn squeeze(a: &Array, axes: &[isize]) -> Result<Array> {
         .collect();
     reshape(a, &shape)
 }
+
+/// One axis of a slice, as Python's `start:stop:step`: `None` bounds mean the whole axis in
+/// the step's direction, negative bounds count from the end, and bounds past either end are
+/// clamped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct SliceArg {
+    /// The first index (default: the start, or the end for a negative step).
+    pub start: Option<isize>,
+    /// One past the last index (default: past the end, or before the start for a negative
+    /// step).
+    pub stop: Option<isize>,
+    /// The step between indices; never 0.
+    pub step: isize,
+}
+
+impl SliceArg {
+    /// `start:stop:step`.
+    pub const fn new(start: Option<isize>, stop: Option<isize>, step: isize) -> SliceArg {
+        SliceArg { start, stop, step }
+    }
+
+    /// `:` (the whole axis).
+    pub const fn full() -> SliceArg {
+        SliceArg::new(None, None, 1)
+    }
+
+    /// The single index `i` kept as an axis of size 1 (`i:i+1`, negative `i` from the end).
+    pub const fn index(i: isize) -> SliceArg {
+        SliceArg::new(Some(i), if i == -1 { None } else { Some(i + 1) }, 1)
+    }
+
+    /// `(first index, step, length)` of this slice over an axis of size `dim`, with Python's
+    /// clamping; an error for a zero step.
+    pub fn resolve(&self, op: &'static str, dim: usize) -> Result<(usize, isize, usize)> {
+        let step = self.step;
+        if step == 0 {
+            return Err(invalid(op, "slice step cannot be zero"));
+        }
+        let n = dim as isize;
+        let clamp = |v: isize, lo: isize, hi: isize| v.max(lo).min(hi);
+        let norm = |v: isize| if v < 0 { v + n } else { v };
+        let (start, stop) = if step > 0 {
+            (
+                self.start.map_or(0, |s| clamp(norm(s), 0, n)),
+                self.stop.map_or(n, |s| clamp(norm(s), 0, n)),
+            )
+        } else {
+            (
+                self.start.map_or(n - 1, |s| clamp(norm(s), -1, n - 1)),
+                self.stop.map_or(-1, |s| clamp(norm(s), -1, n - 1)),
+            )
+        };
+        let len = if step > 0 {
+            if stop > start {
+                (stop - start + step - 1) / step
+            } else {
+                0
+            }
+        } else if start > stop {
+            (start - stop + (-step) - 1) / (-step)
+        } else {
+            0
+        };
+        // An empty slice starts anywhere valid.
+        let first = if len == 0 { 0 } else { start as usize };
+        Ok((first, step, len as usize))
+    }
+}
+
+#[cfg(test)]
+mod slice_arg_tests {
+    use super::SliceArg;
+
+    /// Python's `range(dim)[start:stop:step]`, by brute force.
+    fn python(dim: isize, s: SliceArg) -> Vec<isize> {
+        let idx: Vec<isize> = (0..dim).collect();
+        let norm = |v: isize| if v < 0 { v + dim } else { v };
+        let mut out = Vec::new();
+        if s.step > 0 {
+            let start = s.start.map_or(0, |v| norm(v).clamp(0, dim));
+            let stop = s.stop.map_or(dim, |v| norm(v).clamp(0, dim));
+            let mut i = start;
+            while i < stop {
+                out.push(idx[i as usize]);
+                i += s.step;
+            }
+        } else {
+            let start = s.start.map_or(dim - 1, |v| norm(v).clamp(-1, dim - 1));
+            let stop = s.stop.map_or(-1, |v| norm(v).clamp(-1, dim - 1));
+            let mut i = start;
+            while i > stop {
+                out.push(idx[i as usize]);
+                i += s.step;
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn resolve_matches_python_slices() {
+        let bounds = [None, Some(-7), Some(-2), Some(0), Some(1), Some(3), Some(9)];
+        for dim in [0isize, 1, 5] {
+            for &start in &bounds {
+                for &stop in &bounds {
+                    for step in [-3isize, -1, 1, 2] {
+                        let s = SliceArg::new(start, stop, step);
+                        let (first, st, len) = s.resolve("test", dim as usize).unwrap();
+                        let got: Vec<isize> =
+                            (0..len as isize).map(|k| first as isize + k * st).collect();
+                        assert_eq!(got, python(dim, s), "{dim} {s:?}");
+                    }
+                }
+            }
+        }
+        assert!(SliceArg::new(None, None, 0).resolve("test", 3).is_err());
+    }
+}
