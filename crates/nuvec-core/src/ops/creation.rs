@@ -126,6 +126,8 @@ pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Array> {
         return Err(invalid(OP, format!("{real} values exceed the maximum size")));
     }
     let n = real.max(0.0) as usize;
+    // An infinite step leaves at most `start` (and `0 · ∞` is NaN).
+    let step = if step.is_infinite() { 0.0 } else { step };
     let op = CreationOp::Arange {
         start,
         step,
