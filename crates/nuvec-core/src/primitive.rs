@@ -65,6 +65,8 @@ pub enum Primitive {
     Index(IndexOp),
     /// Matrix products.
     Matmul(MatmulOp),
+    /// The input unchanged, with no derivative flowing back through it.
+    StopGradient,
 }
 
 impl Primitive {
@@ -83,6 +85,7 @@ impl Primitive {
             Primitive::Shape(op) => op.name(),
             Primitive::Index(op) => op.name(),
             Primitive::Matmul(op) => op.name(),
+            Primitive::StopGradient => "stop_gradient",
         }
     }
 
@@ -105,6 +108,10 @@ impl Primitive {
             Primitive::Shape(op) => op.output_specs(inputs),
             Primitive::Index(op) => op.output_specs(inputs),
             Primitive::Matmul(op) => op.output_specs(inputs),
+            Primitive::StopGradient => {
+                crate::ops::expect_inputs("stop_gradient", inputs, 1)?;
+                Ok(vec![(inputs[0].shape().to_vec(), inputs[0].dtype())])
+            }
         }
     }
 }

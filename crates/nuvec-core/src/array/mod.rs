@@ -22,6 +22,7 @@ mod data;
 mod display;
 pub(crate) mod operand;
 mod operators;
+pub mod pool;
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
