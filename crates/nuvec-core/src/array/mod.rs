@@ -117,6 +117,19 @@ impl Array {
         })
     }
 
+    /// An array of this shape and type with neither data nor a node: a stand-in that
+    /// [`crate::vmap`] records a function's graph on. Evaluating it is an error.
+    pub(crate) fn placeholder(shape: Vec<usize>, dtype: DType) -> Array {
+        Array::from_inner(Inner {
+            shape,
+            dtype,
+            stream: default_stream(),
+            error: None,
+            node: None,
+            data: OnceLock::new(),
+        })
+    }
+
     /// The error this array stands for, if it is the result of a failed operation.
     pub fn error(&self) -> Option<Error> {
         self.0.error.clone()
