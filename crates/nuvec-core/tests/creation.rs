@@ -65,7 +65,13 @@ fn arange_of_integers() {
             let first = start.trunc() as i64;
             let delta = (start + step).trunc() as i64 - first;
             let want: Vec<f64> = (0..n)
-                .map(|i| values(&Array::scalar(first + i as i64 * delta).astype(dtype).unwrap())[0])
+                .map(|i| {
+                    values(
+                        &Array::scalar(first + i as i64 * delta)
+                            .astype(dtype)
+                            .unwrap(),
+                    )[0]
+                })
                 .collect();
             assert_eq!(values(&a), want, "{dtype} {start} {stop} {step}");
         }
@@ -83,7 +89,10 @@ fn arange_rejects_bad_input() {
     assert!(arange(0.0, 1.0, 1.0, DType::Bool).is_err(), "bool");
     assert!(arange(0.0, f64::NAN, 1.0, DType::F32).is_err(), "NaN stop");
     assert!(arange(0.0, 1.0, f64::NAN, DType::F32).is_err(), "NaN step");
-    assert!(arange(f64::NEG_INFINITY, 1.0, 1.0, DType::F32).is_err(), "infinite start");
+    assert!(
+        arange(f64::NEG_INFINITY, 1.0, 1.0, DType::F32).is_err(),
+        "infinite start"
+    );
     assert!(arange(0.0, 1e12, 1.0, DType::F32).is_err(), "too long");
     let err = arange(0.0, 1.0, 0.0, DType::F32).unwrap_err().to_string();
     assert!(err.starts_with("arange"), "{err}");
@@ -92,7 +101,12 @@ fn arange_rejects_bad_input() {
 #[test]
 fn linspace_matches_formula() {
     for dtype in [DType::F32, DType::F64, DType::F16, DType::I32] {
-        for (start, stop, num) in [(0.0, 1.0, 5), (2.0, -3.0, 7), (-1.0, 1.0, 2), (0.0, 9.0, 10)] {
+        for (start, stop, num) in [
+            (0.0, 1.0, 5),
+            (2.0, -3.0, 7),
+            (-1.0, 1.0, 2),
+            (0.0, 9.0, 10),
+        ] {
             let a = linspace(start, stop, num, dtype).unwrap();
             assert_eq!(a.shape(), [num]);
             assert_eq!(a.dtype(), dtype);
@@ -119,7 +133,13 @@ fn linspace_matches_formula() {
 
 #[test]
 fn eye_identity_and_tri() {
-    let shapes = [(3, None), (3, Some(5)), (4, Some(2)), (0, Some(3)), (1, None)];
+    let shapes = [
+        (3, None),
+        (3, Some(5)),
+        (4, Some(2)),
+        (0, Some(3)),
+        (1, None),
+    ];
     for dtype in [DType::F32, DType::I32, DType::Bool, DType::BF16] {
         for (n, m) in shapes {
             let cols = m.unwrap_or(n);
@@ -153,7 +173,10 @@ fn eye_identity_and_tri() {
 fn tril_and_triu() {
     let data: Vec<f64> = (0..2 * 3 * 4).map(|v| v as f64 + 1.0).collect();
     for dtype in [DType::F32, DType::I64, DType::F16] {
-        let x = Array::from_slice(&data, &[2, 3, 4]).unwrap().astype(dtype).unwrap();
+        let x = Array::from_slice(&data, &[2, 3, 4])
+            .unwrap()
+            .astype(dtype)
+            .unwrap();
         // A transposed view of the same values.
         let xt = transpose(&x, &[0, 2, 1]).unwrap(); // [2, 4, 3]
         for (a, shape) in [(&x, [2usize, 3, 4]), (&xt, [2, 4, 3])] {

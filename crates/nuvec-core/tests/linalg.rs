@@ -1,9 +1,13 @@
 //! Matrix products and their composites against float64 references computed here.
 
 use nuvec_core::{
-    Array, DType, MatmulOp, Primitive, TensorAxes, addmm, broadcast_to, inner, kron,
-    matmul, outer, tensordot, transpose,
+    Array, DType, MatmulOp, Primitive, SliceArg, TensorAxes, addmm, broadcast_to, inner, kron,
+    matmul, outer, slice, tensordot, transpose,
 };
+
+fn s(start: Option<isize>, stop: Option<isize>, step: isize) -> SliceArg {
+    SliceArg::new(start, stop, step)
+}
 
 /// A small deterministic generator of values in [-1, 1).
 struct Rng(u64);
@@ -61,8 +65,16 @@ fn unravel(mut i: usize, shape: &[usize]) -> Vec<usize> {
 /// NumPy's matmul in f64 by a triple loop: the result and, for tolerances, the sum of the
 /// absolute values of the terms of each element.
 fn reference(a: &[f64], sa: &[usize], b: &[f64], sb: &[usize]) -> (Vec<f64>, Vec<f64>, Vec<usize>) {
-    let a_shape: Vec<usize> = if sa.len() == 1 { vec![1, sa[0]] } else { sa.to_vec() };
-    let b_shape: Vec<usize> = if sb.len() == 1 { vec![sb[0], 1] } else { sb.to_vec() };
+    let a_shape: Vec<usize> = if sa.len() == 1 {
+        vec![1, sa[0]]
+    } else {
+        sa.to_vec()
+    };
+    let b_shape: Vec<usize> = if sb.len() == 1 {
+        vec![sb[0], 1]
+    } else {
+        sb.to_vec()
+    };
     let (na, nb) = (a_shape.len(), b_shape.len());
     let (m, k, n) = (a_shape[na - 2], a_shape[na - 1], b_shape[nb - 1]);
     assert_eq!(k, b_shape[nb - 2]);
@@ -80,8 +92,12 @@ fn reference(a: &[f64], sa: &[usize], b: &[f64], sb: &[usize]) -> (Vec<f64>, Vec
     let mut abs = Vec::new();
     for t in 0..count {
         let idx = unravel(t, &batch);
-        let oa: usize = (0..nbatch).map(|d| if ba[d] == 1 { 0 } else { idx[d] * sta[d] }).sum();
-        let ob: usize = (0..nbatch).map(|d| if bb[d] == 1 { 0 } else { idx[d] * stb[d] }).sum();
+        let oa: usize = (0..nbatch)
+            .map(|d| if ba[d] == 1 { 0 } else { idx[d] * sta[d] })
+            .sum();
+        let ob: usize = (0..nbatch)
+            .map(|d| if bb[d] == 1 { 0 } else { idx[d] * stb[d] })
+            .sum();
         for i in 0..m {
             for j in 0..n {
                 let (mut s, mut s_abs) = (0.0, 0.0);
@@ -118,7 +134,11 @@ fn eps(dtype: DType) -> f64 {
 /// Checks `got` against a reference: the result's rounding plus f32 (or f64) accumulation.
 fn assert_close(got: &[f64], want: &[f64], abs: &[f64], dtype: DType, what: &str) {
     assert_eq!(got.len(), want.len(), "{what}: length");
-    let acc = if dtype == DType::F64 { f64::EPSILON } else { f32::EPSILON as f64 };
+    let acc = if dtype == DType::F64 {
+        f64::EPSILON
+    } else {
+        f32::EPSILON as f64
+    };
     for (i, ((&g, &w), &s)) in got.iter().zip(want).zip(abs).enumerate() {
         let tol = 2.0 * eps(dtype) * (w.abs() + s * 1e-3) + 16.0 * acc * s + 1e-300;
         assert!(
@@ -211,9 +231,38 @@ fn matmul_reads_views_in_place() {
         let a = broadcast_to(&row, &[3, 4]).unwrap();
         let b = broadcast_to(&col, &[4, 5]).unwrap();
         check(&a, &b, "broadcast rows and columns");
-        let (s, _) = random(&mut rng, &[], dtype);
-        let a = broadcast_to(&s, &[2, 3, 4]).unwrap();
+        let (one, _) = random(&mut rng, &[], dtype);
+        let a = broadcast_to(&one, &[2, 3, 4]).unwrap();
         check(&a, &b, "one broadcast element");
+        // Sliced views with negative steps: a[::-1, 1:8:2, ::-3] @ b[5:0:-2, ::2].
+        let (big, _) = random(&mut rng, &[3, 9, 8], dtype);
+        let a = slice(
+            &big,
+            &[s(None, None, -1), s(Some(1), Some(8), 2), s(None, None, -3)],
+        );
+        let a = a.unwrap(); // [3, 4, 3]
+        let (small, _) = random(&mut rng, &[7, 5], dtype);
+        let b = slice(&small, &[s(Some(5), Some(0), -2), s(None, None, 2)]).unwrap(); // [3, 3]
+        check(&a, &b, "negative steps");
+        check(
+            &b,
+            &transpose(&a, &[0, 2, 1]).unwrap(),
+            "negative steps, b batched",
+        );
+        // Every other row of a batch still steps as one axis: one tall product.
+        let (t, _) = random(&mut rng, &[4, 6, 5], dtype);
+        let a = slice(&t, &[SliceArg::full(), s(None, None, 2)]).unwrap(); // [4, 3, 5]
+        let (r, _) = random(&mut rng, &[5, 2], dtype);
+        check(&a, &r, "strided rows merged over the batch");
+        check(
+            &slice(&a, &[s(None, None, -1)]).unwrap(),
+            &r,
+            "reversed batch, shared b",
+        );
+        // Rows of one element whose batch axis is the matrix's column axis.
+        let (w, _) = random(&mut rng, &[5, 6], dtype);
+        let a = nuvec_core::expand_dims(&w.t().unwrap(), 1).unwrap(); // [6, 1, 5]
+        check(&a, &r, "single rows from a transposed matrix");
     }
 }
 
@@ -319,7 +368,13 @@ fn matmul_rejects_bad_input() {
     // The primitive itself checks its inputs.
     let prim = Primitive::Matmul(MatmulOp::Matmul);
     assert!(Array::from_op(prim.clone(), vec![f(&[2, 3, 4]), f(&[1, 4, 5])]).is_err());
-    assert!(Array::from_op(prim.clone(), vec![f(&[3, 4]), f(&[4, 5]).astype(DType::F64).unwrap()]).is_err());
+    assert!(
+        Array::from_op(
+            prim.clone(),
+            vec![f(&[3, 4]), f(&[4, 5]).astype(DType::F64).unwrap()]
+        )
+        .is_err()
+    );
     assert!(Array::from_op(prim, vec![f(&[3, 4])]).is_err());
 }
 
@@ -409,12 +464,24 @@ fn addmm_complex_and_promotion() {
 #[test]
 fn addmm_rejects_bad_input() {
     let f = |shape: &[usize]| array(&vec![1.0; shape.iter().product()], shape, DType::F32);
-    assert!(addmm(&f(&[3, 5]), &f(&[3, 4]), &f(&[3, 5]), 1.0, 1.0).is_err(), "inner sizes");
-    assert!(addmm(&f(&[4, 5]), &f(&[3, 4]), &f(&[4, 5]), 1.0, 1.0).is_err(), "c's shape");
-    assert!(addmm(&f(&[2, 3, 5]), &f(&[3, 4]), &f(&[4, 5]), 1.0, 1.0).is_err(), "c too big");
+    assert!(
+        addmm(&f(&[3, 5]), &f(&[3, 4]), &f(&[3, 5]), 1.0, 1.0).is_err(),
+        "inner sizes"
+    );
+    assert!(
+        addmm(&f(&[4, 5]), &f(&[3, 4]), &f(&[4, 5]), 1.0, 1.0).is_err(),
+        "c's shape"
+    );
+    assert!(
+        addmm(&f(&[2, 3, 5]), &f(&[3, 4]), &f(&[4, 5]), 1.0, 1.0).is_err(),
+        "c too big"
+    );
     let i = Array::from_slice(&[1i32, 2, 3, 4], &[2, 2]).unwrap();
     assert!(addmm(&i, &i, &i, 1.0, 1.0).is_err(), "integers");
-    assert!(addmm(&f(&[]), &Array::scalar(1.0f32), &f(&[2]), 1.0, 1.0).is_err(), "0-D");
+    assert!(
+        addmm(&f(&[]), &Array::scalar(1.0f32), &f(&[2]), 1.0, 1.0).is_err(),
+        "0-D"
+    );
 }
 
 #[test]
@@ -425,7 +492,10 @@ fn outer_and_inner() {
         let (b, bv) = random(&mut rng, &[4], dtype);
         let o = outer(&a, &b).unwrap();
         assert_eq!(o.shape(), [6, 4]);
-        let want: Vec<f64> = av.iter().flat_map(|x| bv.iter().map(move |y| x * y)).collect();
+        let want: Vec<f64> = av
+            .iter()
+            .flat_map(|x| bv.iter().map(move |y| x * y))
+            .collect();
         let abs: Vec<f64> = want.iter().map(|w| w.abs()).collect();
         assert_close(&values(&o), &want, &abs, dtype, "outer");
 
@@ -531,13 +601,25 @@ fn tensordot_counts_and_pairs() {
             let got = tensordot(&a, &b, axes.clone()).unwrap();
             let (want, abs, shape) = tensordot_ref(&av, a.shape(), &bv, b.shape(), &xa, &xb);
             assert_eq!(got.shape(), shape, "{axes:?}");
-            assert_close(&values(&got), &want, &abs, dtype, &format!("tensordot {axes:?}"));
+            assert_close(
+                &values(&got),
+                &want,
+                &abs,
+                dtype,
+                &format!("tensordot {axes:?}"),
+            );
         }
         // A count of 1 on matrices is the matrix product, on transposed views too.
         let (m, mv) = random(&mut rng, &[4, 3], dtype);
         let got = tensordot(&m.t().unwrap(), &m, 1).unwrap();
         let (want, abs, _) = tensordot_ref(&mv, &[4, 3], &mv, &[4, 3], &[0], &[0]);
-        assert_close(&values(&got), &want, &abs, dtype, "tensordot of a transposed view");
+        assert_close(
+            &values(&got),
+            &want,
+            &abs,
+            dtype,
+            "tensordot of a transposed view",
+        );
     }
 }
 
@@ -548,10 +630,22 @@ fn tensordot_rejects_bad_axes() {
     assert!(tensordot(&a, &b, 4).is_err(), "count too large");
     assert!(tensordot(&a, &b, -1).is_err(), "negative count");
     assert!(tensordot(&a, &b, 1).is_err(), "sizes differ");
-    assert!(tensordot(&a, &b, (vec![1isize, 2], vec![0isize])).is_err(), "lengths differ");
-    assert!(tensordot(&a, &b, ([3isize], [0isize])).is_err(), "axis out of range");
-    assert!(tensordot(&a, &b, ([1isize, 1], [0isize, 0])).is_err(), "repeated axis");
-    assert!(tensordot(&a, &b, ([0isize], [0isize])).is_err(), "sizes differ on pairs");
+    assert!(
+        tensordot(&a, &b, (vec![1isize, 2], vec![0isize])).is_err(),
+        "lengths differ"
+    );
+    assert!(
+        tensordot(&a, &b, ([3isize], [0isize])).is_err(),
+        "axis out of range"
+    );
+    assert!(
+        tensordot(&a, &b, ([1isize, 1], [0isize, 0])).is_err(),
+        "repeated axis"
+    );
+    assert!(
+        tensordot(&a, &b, ([0isize], [0isize])).is_err(),
+        "sizes differ on pairs"
+    );
     let i = Array::from_slice(&[1i32, 2], &[2]).unwrap();
     assert!(tensordot(&i, &i, 1).is_err(), "integers");
 }
@@ -559,15 +653,22 @@ fn tensordot_rejects_bad_axes() {
 #[test]
 fn kron_matches_blocks() {
     let mut rng = Rng(11);
-    let cases: &[(&[usize], &[usize])] = &[(&[2, 2], &[2, 3]), (&[3], &[2, 2]), (&[2, 1, 3], &[2, 2])];
+    let cases: &[(&[usize], &[usize])] =
+        &[(&[2, 2], &[2, 3]), (&[3], &[2, 2]), (&[2, 1, 3], &[2, 2])];
     for dtype in [DType::F32, DType::F64, DType::I32] {
         for (sa, sb) in cases {
             let (a, _) = random(&mut rng, sa, DType::F64);
             let (b, _) = random(&mut rng, sb, DType::F64);
             let scale = if dtype == DType::I32 { 10.0 } else { 1.0 };
             let (a, b) = (
-                nuvec_core::multiply(&a, scale).unwrap().astype(dtype).unwrap(),
-                nuvec_core::multiply(&b, scale).unwrap().astype(dtype).unwrap(),
+                nuvec_core::multiply(&a, scale)
+                    .unwrap()
+                    .astype(dtype)
+                    .unwrap(),
+                nuvec_core::multiply(&b, scale)
+                    .unwrap()
+                    .astype(dtype)
+                    .unwrap(),
             );
             let (av, bv) = (values(&a), values(&b));
             let got = kron(&a, &b).unwrap();

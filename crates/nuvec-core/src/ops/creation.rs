@@ -111,19 +111,29 @@ pub fn arange(start: f64, stop: f64, step: f64, dtype: DType) -> Result<Array> {
         return Err(invalid(OP, "cannot compute the length of a range with NaN"));
     }
     if start.is_infinite() || stop.is_infinite() {
-        return Err(invalid(OP, "cannot compute the length of an infinite range"));
+        return Err(invalid(
+            OP,
+            "cannot compute the length of an infinite range",
+        ));
     }
     if step == 0.0 {
         return Err(invalid(OP, "step must be nonzero"));
     }
     let real = if step.is_infinite() {
         // One value when the range is not empty.
-        if (step > 0.0) == (start < stop) { 1.0 } else { 0.0 }
+        if (step > 0.0) == (start < stop) {
+            1.0
+        } else {
+            0.0
+        }
     } else {
         ((stop - start) / step).ceil()
     };
     if real > i32::MAX as f64 {
-        return Err(invalid(OP, format!("{real} values exceed the maximum size")));
+        return Err(invalid(
+            OP,
+            format!("{real} values exceed the maximum size"),
+        ));
     }
     let n = real.max(0.0) as usize;
     // An infinite step leaves at most `start` (and `0 · ∞` is NaN).
@@ -161,7 +171,10 @@ pub fn linspace(start: f64, stop: f64, num: usize, dtype: DType) -> Result<Array
     let t_bar = crate::subtract(1.0, &t)?;
     let start = Array::from_slice(&[start], &[])?.astype(work)?;
     let stop = Array::from_slice(&[stop], &[])?.astype(work)?;
-    let out = crate::add(crate::multiply(&t_bar, &start)?, crate::multiply(&t, &stop)?)?;
+    let out = crate::add(
+        crate::multiply(&t_bar, &start)?,
+        crate::multiply(&t, &stop)?,
+    )?;
     out.astype(dtype)
 }
 

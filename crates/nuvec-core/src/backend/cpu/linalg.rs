@@ -193,14 +193,15 @@ fn with_output<T: Element>(
         return Ok(ArrayData::from_vec(out, shape));
     };
     let whole = c.layout.offset == 0 && c.layout.is_row_contiguous();
-    if whole && let Some(buffer) = Arc::get_mut(&mut c.buffer) {
-        if let Some(elements) = T::host_slice_mut(buffer.host_mut()).filter(|e| e.len() == n) {
-            f(elements);
-            return Ok(ArrayData {
-                buffer: Arc::clone(&c.buffer),
-                layout: Layout::contiguous(shape),
-            });
-        }
+    if whole
+        && let Some(buffer) = Arc::get_mut(&mut c.buffer)
+        && let Some(elements) = T::host_slice_mut(buffer.host_mut()).filter(|e| e.len() == n)
+    {
+        f(elements);
+        return Ok(ArrayData {
+            buffer: Arc::clone(&c.buffer),
+            layout: Layout::contiguous(shape),
+        });
     }
     let mut out = c.to_vec::<T>(op)?;
     f(&mut out);
