@@ -160,7 +160,11 @@ fn scientific(x: f64, kind: FloatKind, plus: bool, min_fraction: usize) -> (Stri
         (digits, exp) = split_exponent(&format!("{ax:.min_fraction$e}"));
     }
     let sign = sign(x, plus);
-    (format!("{sign}{}", &digits[..1]), digits[1..].to_string(), exp)
+    (
+        format!("{sign}{}", &digits[..1]),
+        digits[1..].to_string(),
+        exp,
+    )
 }
 
 /// One float format for a whole array (NumPy's `FloatingFormat` in its `maxprec` mode).
@@ -213,16 +217,13 @@ impl FloatFormat {
             // 'e' and the exponent's sign, then its digits.
             format.pad_right = fraction + 2 + exp_digits;
         } else {
-            let parts: Vec<_> = finite
-                .iter()
-                .map(|&v| positional(v, kind, plus))
-                .collect();
+            let parts: Vec<_> = finite.iter().map(|&v| positional(v, kind, plus)).collect();
             format.pad_left = parts.iter().map(|p| p.0.len()).max().unwrap_or(0);
             format.pad_right = parts.iter().map(|p| p.1.len()).max().unwrap_or(0);
         }
         if finite.len() != values.len() {
             // Room for "nan" and "-inf" right-aligned with the numbers' points.
-            let neg_inf = plus || values.iter().any(|&v| v == f64::NEG_INFINITY);
+            let neg_inf = plus || values.contains(&f64::NEG_INFINITY);
             let width = 3 + usize::from(neg_inf);
             format.pad_left = format
                 .pad_left
