@@ -135,8 +135,9 @@ fn check_sort(name: &str, x: &Array, axis: Option<isize>) {
 fn sort_matches_a_stable_reference_over_dtypes_and_axes() {
     let mut rng = Rng::new(1);
     for dtype in DTYPES {
-        let shape = [4usize, 5, 6];
-        let vals = data(&mut rng, 120, dtype);
+        // Short lanes (compared) and, flattened, a long one (radix-sorted).
+        let shape = [4usize, 5, 30];
+        let vals = data(&mut rng, 600, dtype);
         let x = Array::from_slice(&vals, &shape)
             .unwrap()
             .astype(dtype)
@@ -231,7 +232,16 @@ fn complex_sorts_lexicographically_with_nan_last() {
         c(1.0, 2.0),
         c(0.0, 0.0),
     ];
-    let x = Array::from_slice(&items, &[2, 4]).unwrap();
+    // Short lanes, and below one long enough for the radix sort.
+    let mut rng = Rng::new(6);
+    let part = |rng: &mut Rng| match rng.below(6) {
+        0 => f32::NAN,
+        1 => -0.0,
+        _ => rng.below(4) as f32 - 1.0,
+    };
+    let mut items = items.to_vec();
+    items.extend((0..592).map(|_| c(part(&mut rng), part(&mut rng))));
+    let x = Array::from_slice(&items, &[2, 300]).unwrap();
     // NumPy: [R + Rj, R + nanj, nan + Rj, nan + nanj]: real parts, then imaginary parts,
     // each with NaN last.
     let cmp = |a: &Complex64, b: &Complex64| {
@@ -240,8 +250,8 @@ fn complex_sorts_lexicographically_with_nan_last() {
     for axis in [Some(1), Some(0), None] {
         let (v, i) = sort_with_indices(&x, axis).unwrap();
         let (shape, ax) = match axis {
-            None => (vec![8], 0),
-            Some(a) => (vec![2, 4], a as usize),
+            None => (vec![600], 0),
+            Some(a) => (vec![2, 300], a as usize),
         };
         let got_v = v.to_vec::<Complex64>().unwrap();
         let got_i = i.to_vec::<u32>().unwrap();

@@ -2,10 +2,11 @@
 //!
 //! Each lane (the elements along the sorted axis at one position of the other axes) is sorted
 //! on its own, lanes in parallel over the pool for large arrays. Elements are compared through
-//! an ordered key ([`SortKey`]): floats become integers whose order is NumPy's (NaN last,
-//! `-0.0` equal to `0.0`), so every type sorts with integer comparisons. A lane is sorted as
-//! (key, index) pairs: the index breaks ties, which makes an unstable sort stable and a
-//! selection agree with the stable sort.
+//! an unsigned key ([`SortKey`]) whose order is NumPy's: floats map their bits so that NaN is
+//! last and `-0.0` equals `0.0`, signed integers flip their sign bit, complex numbers join the
+//! keys of both parts. A lane becomes (key, index) pairs: long lanes are sorted by an LSD radix
+//! sort (stable by construction), short ones by comparing pairs, where the index breaks ties,
+//! so both are stable and a selection (`partition`) agrees with the stable sort at `kth`.
 //!
 //! The outputs keep each lane contiguous (the sorted axis has stride 1, the other axes
 //! row-major around it), so a sort along a leading axis writes no scattered lanes; for the
@@ -20,15 +21,36 @@ use crate::dtype::{Complex64, Element, bf16, f16};
 use crate::ops::sort::SortOp;
 use crate::primitive::OutputSpec;
 
-/// An element type with NumPy's sort order, expressed as a key whose `Ord` is that order.
+/// An unsigned integer key, sortable a byte at a time.
+pub(crate) trait RadixKey: Ord + Copy + Default + Send + Sync {
+    /// The key's width in bytes.
+    const BYTES: usize;
+    /// Byte `i`, from the least significant.
+    fn byte(self, i: usize) -> usize;
+}
+
+macro_rules! radix_key {
+    ($($t:ty),*) => {$(
+        impl RadixKey for $t {
+            const BYTES: usize = std::mem::size_of::<$t>();
+            #[inline(always)]
+            fn byte(self, i: usize) -> usize {
+                ((self >> (8 * i)) & 0xff) as usize
+            }
+        }
+    )*};
+}
+radix_key!(u8, u16, u32, u64);
+
+/// An element type with NumPy's sort order, expressed as an unsigned key of the same order.
 pub(crate) trait SortKey: Element {
-    /// The ordered key.
-    type Key: Ord + Copy + Send + Sync;
+    /// The key type.
+    type Key: RadixKey;
     /// The key of a value.
     fn key(self) -> Self::Key;
 }
 
-macro_rules! identity_key {
+macro_rules! unsigned_key {
     ($($t:ty),*) => {$(
         impl SortKey for $t {
             type Key = $t;
@@ -39,7 +61,29 @@ macro_rules! identity_key {
         }
     )*};
 }
-identity_key!(bool, u8, u16, u32, u64, i8, i16, i32, i64);
+unsigned_key!(u8, u16, u32, u64);
+
+/// Signed integers: flipping the sign bit maps their order onto the unsigned one.
+macro_rules! signed_key {
+    ($($t:ty => $u:ty),*) => {$(
+        impl SortKey for $t {
+            type Key = $u;
+            #[inline(always)]
+            fn key(self) -> $u {
+                (self as $u) ^ (1 << (<$u>::BITS - 1))
+            }
+        }
+    )*};
+}
+signed_key!(i8 => u8, i16 => u16, i32 => u32, i64 => u64);
+
+impl SortKey for bool {
+    type Key = u8;
+    #[inline(always)]
+    fn key(self) -> u8 {
+        u8::from(self)
+    }
+}
 
 /// The order-preserving integer of a float's bits: negative values have their bits inverted
 /// (larger magnitudes first), the rest get the sign bit set (above every negative); NaN (any
@@ -66,10 +110,11 @@ float_key!(f32, u32, 0.0);
 float_key!(f64, u64, 0.0);
 
 impl SortKey for Complex64 {
-    type Key = (u32, u32);
+    /// The real part's key above the imaginary part's: lexicographic order.
+    type Key = u64;
     #[inline(always)]
-    fn key(self) -> (u32, u32) {
-        (self.re.key(), self.im.key())
+    fn key(self) -> u64 {
+        (u64::from(self.re.key()) << 32) | u64::from(self.im.key())
     }
 }
 
@@ -140,9 +185,6 @@ fn sort_lanes<T: SortKey>(
     other_shape.remove(axis);
     other_strides.remove(axis);
     let (other_shape, other_strides) = collapse(&other_shape, &[&other_strides]);
-    let lane_count = size / n;
-    // One huge lane: sort it with the whole pool.
-    let parallel_lane = lane_count < rayon::current_num_threads() && n > 4 * GRAIN;
     let work = |first: usize, values: &mut [T], indices: &mut [u32]| {
         let count = values.len() / n;
         let mut starts = Vec::with_capacity(count);
@@ -154,36 +196,49 @@ fn sort_lanes<T: SortKey>(
             count,
             |[p]| starts.push(p),
         );
-        let mut scratch: Vec<T> = Vec::new();
+        let mut block: Vec<T> = Vec::new();
         let mut pairs: Vec<(T::Key, u32)> = Vec::with_capacity(n);
-        for (l, &start) in starts.iter().enumerate() {
-            let lane: &[T] = if step == 1 {
-                &src[start..start + n]
-            } else {
-                // A strided lane is read once into a buffer: the gather below reads it at
-                // random.
-                scratch.clear();
-                scratch.extend((0..n).map(|j| src[(start as isize + j as isize * step) as usize]));
-                &scratch
-            };
-            pairs.clear();
-            pairs.extend(lane.iter().enumerate().map(|(j, &v)| (v.key(), j as u32)));
-            match kth {
-                None if parallel_lane => pairs.par_sort_unstable(),
-                None => pairs.sort_unstable(),
-                Some(k) => {
-                    pairs.select_nth_unstable(k);
+        let mut spare: Vec<(T::Key, u32)> = Vec::new();
+        for (g, group) in starts.chunks(GROUP).enumerate() {
+            if step != 1 {
+                // Strided lanes are copied out a group at a time, each row of the group read
+                // together (neighbouring lanes often share cache lines); the gather below
+                // then reads a lane at random from the copy.
+                block.clear();
+                block.resize(group.len() * n, T::default());
+                for j in 0..n {
+                    let off = j as isize * step;
+                    for (q, &start) in group.iter().enumerate() {
+                        block[q * n + j] = src[(start as isize + off) as usize];
+                    }
                 }
             }
-            let out_values = &mut values[l * n..(l + 1) * n];
-            let out_indices = &mut indices[l * n..(l + 1) * n];
-            for ((v, i), &(_, j)) in out_values
-                .iter_mut()
-                .zip(out_indices.iter_mut())
-                .zip(&pairs)
-            {
-                *v = lane[j as usize];
-                *i = j;
+            for (q, &start) in group.iter().enumerate() {
+                let lane: &[T] = if step == 1 {
+                    &src[start..start + n]
+                } else {
+                    &block[q * n..(q + 1) * n]
+                };
+                pairs.clear();
+                pairs.extend(lane.iter().enumerate().map(|(j, &v)| (v.key(), j as u32)));
+                let sorted: &[(T::Key, u32)] = match kth {
+                    None => sort_pairs(&mut pairs, &mut spare),
+                    Some(k) => {
+                        pairs.select_nth_unstable(k);
+                        &pairs
+                    }
+                };
+                let l = g * GROUP + q;
+                let out_values = &mut values[l * n..(l + 1) * n];
+                let out_indices = &mut indices[l * n..(l + 1) * n];
+                for ((v, i), &(_, j)) in out_values
+                    .iter_mut()
+                    .zip(out_indices.iter_mut())
+                    .zip(sorted)
+                {
+                    *v = lane[j as usize];
+                    *i = j;
+                }
             }
         }
     };
@@ -191,17 +246,59 @@ fn sort_lanes<T: SortKey>(
     (values, indices)
 }
 
+/// Strided lanes copied out together.
+const GROUP: usize = 16;
+
+/// Lanes from this length on are sorted by radix.
+const RADIX_FROM: usize = 256;
+
+/// Sorts (key, index) pairs whose indices ascend, stably by key: the sorted pairs, in `pairs`
+/// or in `spare`. Long runs take an LSD radix sort, a byte per pass, skipping bytes that all
+/// keys share; short ones a comparison sort of the pairs (the index breaking ties).
+fn sort_pairs<'a, K: RadixKey>(
+    pairs: &'a mut [(K, u32)],
+    spare: &'a mut Vec<(K, u32)>,
+) -> &'a [(K, u32)] {
+    let n = pairs.len();
+    if n < RADIX_FROM {
+        pairs.sort_unstable();
+        return pairs;
+    }
+    let mut counts = [[0u32; 256]; 8];
+    for &(k, _) in pairs.iter() {
+        for (b, c) in counts[..K::BYTES].iter_mut().enumerate() {
+            c[k.byte(b)] += 1;
+        }
+    }
+    spare.clear();
+    spare.resize(n, (K::default(), 0));
+    let (mut from, mut to): (&mut [(K, u32)], &mut [(K, u32)]) = (pairs, spare);
+    for (b, c) in counts[..K::BYTES].iter().enumerate() {
+        if c[from[0].0.byte(b)] as usize == n {
+            continue;
+        }
+        let mut offsets = [0u32; 256];
+        let mut acc = 0;
+        for (o, &k) in offsets.iter_mut().zip(c) {
+            *o = acc;
+            acc += k;
+        }
+        for &p in from.iter() {
+            let d = p.0.byte(b);
+            to[offsets[d] as usize] = p;
+            offsets[d] += 1;
+        }
+        std::mem::swap(&mut from, &mut to);
+    }
+    from
+}
+
 /// The work on a group of whole lanes: `(first lane, values, indices)`.
 type LaneWork<'a, T> = dyn Fn(usize, &mut [T], &mut [u32]) + Sync + 'a;
 
 /// Runs `f(first lane, values, indices)` over groups of whole lanes of `n` elements, over the
 /// pool when there is enough work.
-fn for_lane_chunks<T: Send>(
-    values: &mut [T],
-    indices: &mut [u32],
-    n: usize,
-    f: &LaneWork<'_, T>,
-) {
+fn for_lane_chunks<T: Send>(values: &mut [T], indices: &mut [u32], n: usize, f: &LaneWork<'_, T>) {
     let size = values.len();
     let lane_count = size / n;
     // Sorting costs more per element than elementwise work: smaller tasks pay off.
