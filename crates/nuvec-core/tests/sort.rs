@@ -376,6 +376,119 @@ fn partition_matches_the_sort_at_kth() {
 }
 
 #[test]
+fn sorts_read_sliced_views_with_negative_steps() {
+    let mut rng = Rng::new(7);
+    for dtype in [DType::F32, DType::I64, DType::BF16, DType::U8] {
+        let vals = data(&mut rng, 8 * 10, dtype);
+        let x = Array::from_slice(&vals, &[8, 10])
+            .unwrap()
+            .astype(dtype)
+            .unwrap();
+        // x[::-1, 1::3] and x[6:1:-2]
+        let a = slice(
+            &x,
+            &[
+                SliceArg::new(None, None, -1),
+                SliceArg::new(Some(1), None, 3),
+            ],
+        )
+        .unwrap();
+        let b = slice(&x, &[SliceArg::new(Some(6), Some(1), -2)]).unwrap();
+        assert_eq!(
+            (a.shape(), b.shape()),
+            ([8, 3].as_slice(), [3, 10].as_slice())
+        );
+        for (name, v) in [("reversed", &a), ("stepped", &b)] {
+            for axis in [Some(0), Some(1), None] {
+                check_sort(&format!("{dtype} {name} {axis:?}"), v, axis);
+            }
+            check_partition(&format!("{dtype} {name}"), v, -2, Some(0));
+            check_partition(&format!("{dtype} {name}"), v, 1, Some(1));
+        }
+    }
+}
+
+/// `topk` holds the `k` largest of each lane (as a multiset), the `k`-th largest first.
+fn check_topk(name: &str, x: &Array, k: usize, axis: Option<isize>) {
+    let (vals, shape, ax) = match axis {
+        None => (values(x), vec![x.size()], 0),
+        Some(a) => {
+            let ax = if a < 0 { a + x.ndim() as isize } else { a } as usize;
+            (values(x), x.shape().to_vec(), ax)
+        }
+    };
+    let n = shape[ax];
+    let (sorted, _) = reference(&vals, &shape, ax);
+    let top = topk(x, k, axis).unwrap();
+    let mut out_shape = shape.clone();
+    out_shape[ax] = k;
+    assert_eq!(top.shape(), out_shape.as_slice(), "{name}");
+    assert_eq!(top.dtype(), x.dtype(), "{name}");
+    let got = values(&top);
+    if k == 0 {
+        assert!(got.is_empty(), "{name}");
+        return;
+    }
+    for (lane, out) in lanes(&shape, ax).iter().zip(lanes(&out_shape, ax)) {
+        let mut mine: Vec<f64> = out.iter().map(|&p| got[p]).collect();
+        assert!(
+            same(mine[0], sorted[lane[n - k]]),
+            "{name}: first {}",
+            mine[0]
+        );
+        mine.sort_by(|a, b| order(*a, *b));
+        for (j, m) in mine.iter().enumerate() {
+            assert!(same(*m, sorted[lane[n - k + j]]), "{name}: {m} at {j}");
+        }
+    }
+}
+
+#[test]
+fn topk_holds_the_k_largest() {
+    let mut rng = Rng::new(8);
+    for dtype in [DType::F32, DType::F16, DType::I32, DType::U16, DType::Bool] {
+        let vals = data(&mut rng, 6 * 40, dtype);
+        let x = Array::from_slice(&vals, &[6, 40])
+            .unwrap()
+            .astype(dtype)
+            .unwrap();
+        for (k, axis) in [
+            (0, Some(1)),
+            (1, Some(1)),
+            (5, Some(-1)),
+            (40, Some(1)),
+            (3, Some(0)),
+        ] {
+            check_topk(&format!("{dtype} {k} {axis:?}"), &x, k, axis);
+        }
+        check_topk(&format!("{dtype} flat"), &x, 17, None);
+        check_topk(&format!("{dtype} transposed"), &x.t().unwrap(), 4, Some(0));
+        let rev = slice(&x, &[SliceArg::full(), SliceArg::new(None, None, -3)]).unwrap();
+        check_topk(&format!("{dtype} reversed"), &rev, 2, Some(1));
+    }
+    let row = Array::from_slice(&[2.0f64, 7.0, 1.0], &[1, 3]).unwrap();
+    check_topk(
+        "broadcast",
+        &broadcast_to(&row, &[4, 3]).unwrap(),
+        2,
+        Some(1),
+    );
+    let empty = Array::from_slice::<f32>(&[], &[3, 0]).unwrap();
+    check_topk("empty", &empty, 0, Some(1));
+    check_topk("empty rows", &empty, 2, Some(0));
+}
+
+#[test]
+fn topk_beyond_the_axis_is_an_error() {
+    let x = Array::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[2, 2]).unwrap();
+    let err = topk(&x, 3, Some(1)).unwrap_err();
+    assert!(err.to_string().starts_with("topk"), "{err}");
+    assert!(topk(&x, 5, None).is_err());
+    assert!(topk(&x, 1, Some(2)).is_err());
+    assert!(topk(&Array::scalar(1.0f32), 1, Some(0)).is_err());
+}
+
+#[test]
 fn searchsorted_matches_counting() {
     let mut rng = Rng::new(5);
     for dtype in [DType::F32, DType::I32, DType::F16, DType::U8] {

@@ -17,6 +17,7 @@
 //! ```
 
 use crate::error::invalid;
+use crate::ops::SliceArg;
 use crate::ops::{check_errors, expect_inputs, normalize_axis};
 use crate::primitive::{OutputSpec, Primitive};
 use crate::{Array, DType, Result};
@@ -265,6 +266,40 @@ pub fn argpartition(a: &Array, kth: isize, axis: Option<isize>) -> Result<Array>
     let (x, axis) = lane_input("argpartition", a, axis)?;
     let kth = resolve_kth("argpartition", &x, axis, kth)?;
     Ok(two_outputs(SortOp::Partition { kth, axis }, x)?.1)
+}
+
+/// The `k` largest elements of `a` along `axis` (`None`: of the flattened array), as MLX's
+/// `topk`: a [`partition`] around position `n - k` and a view of its last `k` elements. Their
+/// order: the smallest of them (the `k`-th largest) first, the others after it in no
+/// particular order. NaN counts as the largest value. An error when `k` exceeds the axis.
+///
+/// ```
+/// use nuvec_core::{Array, topk};
+///
+/// let a = Array::from_slice(&[3i32, 9, 1, 7, 5, 8], &[2, 3]).unwrap();
+/// let mut top = topk(&a, 2, Some(1)).unwrap().to_vec::<i32>().unwrap();
+/// assert_eq!(top[0], 3); // the 2nd largest of [3, 9, 1] comes first
+/// top[..2].sort();
+/// top[2..].sort();
+/// assert_eq!(top, [3, 9, 7, 8]);
+/// ```
+pub fn topk(a: &Array, k: usize, axis: Option<isize>) -> Result<Array> {
+    let (x, axis) = lane_input("topk", a, axis)?;
+    let n = x.shape()[axis];
+    if k > n {
+        return Err(invalid(
+            "topk",
+            format!("k = {k} exceeds the {n} elements along axis {axis}"),
+        ));
+    }
+    let partitioned = if k == 0 {
+        x
+    } else {
+        two_outputs(SortOp::Partition { kth: n - k, axis }, x)?.0
+    };
+    let mut args = vec![SliceArg::full(); axis + 1];
+    args[axis] = SliceArg::new(Some((n - k) as isize), None, 1);
+    crate::ops::slice(&partitioned, &args)
 }
 
 /// For each element of `v`, the index (`u32`) at which inserting it into the sorted 1-D

@@ -272,7 +272,8 @@ fn sort_pairs<'a, K: RadixKey>(
     }
     spare.clear();
     spare.resize(n, (K::default(), 0));
-    let (mut from, mut to): (&mut [(K, u32)], &mut [(K, u32)]) = (pairs, spare);
+    let mut from: &mut [(K, u32)] = pairs;
+    let mut to: &mut [(K, u32)] = spare;
     for (b, c) in counts[..K::BYTES].iter().enumerate() {
         if c[from[0].0.byte(b)] as usize == n {
             continue;
