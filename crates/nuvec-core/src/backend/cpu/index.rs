@@ -235,12 +235,20 @@ fn gather_blocks<T: Element>(src: &[T], plan: &Blocks) -> Vec<T> {
     if total == 0 {
         return out;
     }
-    if bn == 1 && plan.outer.len() == 1 {
-        // One element per index (flat takes): a plain gather.
-        let o = plan.outer[0];
+    if bn == 1 {
+        // One element per (outer, index) pair: runs along the indices, no block copies.
         fill(&mut out, &|start, chunk| {
-            for (v, &b) in chunk.iter_mut().zip(&plan.bases[start..]) {
-                *v = src[(o + b) as usize];
+            let (mut o, mut p) = (start / np, start % np);
+            let mut k = 0;
+            while k < chunk.len() {
+                let run = (np - p).min(chunk.len() - k);
+                let at = plan.outer[o];
+                for (v, &b) in chunk[k..k + run].iter_mut().zip(&plan.bases[p..p + run]) {
+                    *v = src[(at + b) as usize];
+                }
+                k += run;
+                p = 0;
+                o += 1;
             }
         });
         return out;
