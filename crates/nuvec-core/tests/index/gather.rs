@@ -225,7 +225,7 @@ fn gather_matches_formula() {
     let mut rng = Rng(8);
     let shape = [4usize, 3, 5];
     // (axes, index shapes (broadcast together), slice sizes)
-    let cases: [(&[isize], &[&[usize]], &[usize]); 5] = [
+    let cases: [IndexCase; 5] = [
         (&[0, 2], &[&[2, 1], &[3]], &[2, 3, 2]),
         (&[-1], &[&[4]], &[4, 1, 1]),
         (&[1, 0, 2], &[&[2], &[2], &[1]], &[1, 1, 5]),

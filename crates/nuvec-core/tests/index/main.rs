@@ -1,7 +1,7 @@
 //! The indexing family against direct formulas: every result is recomputed here with explicit
-//! index loops over the inputs' logical values, for contiguous, transposed, broadcast and
-//! empty inputs, several element types and index types, negative and out-of-range indices.
-//! This file holds the helpers; the tests are in the modules below.
+//! index loops over the inputs' logical values, for contiguous, transposed, broadcast,
+//! negative-step sliced and empty inputs, several element types and index types, negative
+//! and out-of-range indices. This file holds the helpers; the tests are in its modules.
 
 mod errors;
 mod gather;
@@ -11,8 +11,8 @@ mod slice_update;
 use nuvec_core::{
     Array, DType, Error, IndexOp, Primitive, ScatterMode, SliceArg, broadcast_to, gather,
     put_along_axis, scatter, scatter_add, scatter_add_axis, scatter_max, scatter_min, scatter_prod,
-    slice_update, slice_update_add, slice_update_max, slice_update_min, slice_update_prod, take,
-    take_along_axis, transpose,
+    slice, slice_update, slice_update_add, slice_update_max, slice_update_min, slice_update_prod,
+    take, take_along_axis, transpose,
 };
 
 const DTYPES: [DType; 4] = [DType::F32, DType::I32, DType::F16, DType::Bool];
@@ -25,6 +25,16 @@ const MODES: [ScatterMode; 5] = [
     ScatterMode::Min,
 ];
 
+/// A gather or scatter case: the axes, the index arrays' shapes, the window.
+type IndexCase = (
+    &'static [isize],
+    &'static [&'static [usize]],
+    &'static [usize],
+);
+
+/// A scatter along an axis: `a`'s shape, the indices' shape, the values' shape, the axis.
+type AxisCase = (&'static [usize], &'static [usize], &'static [usize], isize);
+
 /// How a test input is laid out.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Kind {
@@ -33,8 +43,15 @@ enum Kind {
     Transposed,
     /// A row-major array with a first axis of 1, broadcast along it.
     Broadcast,
+    /// Every other row of an array twice as long on axis 0, last first (`[::-2]`).
+    Sliced,
 }
-const KINDS: [Kind; 3] = [Kind::Contiguous, Kind::Transposed, Kind::Broadcast];
+const KINDS: [Kind; 4] = [
+    Kind::Contiguous,
+    Kind::Transposed,
+    Kind::Broadcast,
+    Kind::Sliced,
+];
 
 /// A small deterministic generator.
 struct Rng(u64);
@@ -129,6 +146,24 @@ fn make(shape: &[usize], dtype: DType, kind: Kind, rng: &mut Rng) -> (Array, Vec
             let a = broadcast_to(&base, shape).unwrap();
             let logical = (0..n)
                 .map(|k| at_broadcast(&w, &small, &unravel(k, shape)))
+                .collect();
+            (a, logical)
+        }
+        Kind::Sliced if !shape.is_empty() => {
+            let mut big = shape.to_vec();
+            big[0] *= 2;
+            let w = rng.values(2 * n, dtype);
+            let base = Array::from_vec(w.clone(), &big)
+                .unwrap()
+                .astype(dtype)
+                .unwrap();
+            let a = slice(&base, &[SliceArg::new(None, None, -2)]).unwrap();
+            let logical = (0..n)
+                .map(|k| {
+                    let mut i = unravel(k, shape);
+                    i[0] = big[0] - 1 - 2 * i[0];
+                    w[ravel(&i, &big)]
+                })
                 .collect();
             (a, logical)
         }

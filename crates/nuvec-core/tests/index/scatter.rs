@@ -41,7 +41,7 @@ fn scatter_axis_reference(
 fn put_along_axis_and_scatter_add_axis_match_formula() {
     let mut rng = Rng(6);
     // (a's shape, indices' shape, values' shape, axis)
-    let cases: [(&[usize], &[usize], &[usize], isize); 4] = [
+    let cases: [AxisCase; 4] = [
         (&[3, 4, 2], &[3, 6, 2], &[3, 6, 2], 1),
         (&[3, 4, 2], &[3, 5, 2], &[5, 1], -2),
         (&[4, 3], &[7, 3], &[], 0),
@@ -143,7 +143,7 @@ fn scatter_matches_formula() {
     let mut rng = Rng(9);
     let shape = [4usize, 3, 5];
     // (axes, index shapes (broadcast together), window)
-    let cases: [(&[isize], &[&[usize]], &[usize]); 5] = [
+    let cases: [IndexCase; 5] = [
         (&[0, 2], &[&[3, 1], &[4]], &[1, 3, 2]),
         (&[-3], &[&[6]], &[1, 2, 5]),
         (&[1, 0], &[&[5], &[5]], &[1, 1, 5]),
@@ -178,7 +178,7 @@ fn scatter_matches_formula() {
                     let mut ushape = bshape.clone();
                     ushape.extend_from_slice(window);
                     // Updates laid out every way too (transposed, broadcast).
-                    let (u, uv) = make(&ushape, dtype, KINDS[(c + 1) % 3], &mut rng);
+                    let (u, uv) = make(&ushape, dtype, KINDS[(c + 1) % KINDS.len()], &mut rng);
                     let got = scatter_mode(mode, &a, &indices, &u, axes).unwrap();
                     let np: usize = bshape.iter().product();
                     let wn: usize = window.iter().product();

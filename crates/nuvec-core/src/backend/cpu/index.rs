@@ -231,7 +231,7 @@ fn gather_blocks<T: Element>(src: &[T], plan: &Blocks) -> Vec<T> {
     let bn: usize = plan.shape.iter().product();
     let np = plan.bases.len();
     let total = plan.outer.len() * np * bn;
-    let mut out = vec![T::default(); total];
+    let mut out = crate::array::pool::alloc::<T>(total);
     if total == 0 {
         return out;
     }
@@ -353,7 +353,7 @@ fn gather_axis(inputs: &[ArrayData], axis: usize) -> Result<ArrayData> {
         Bounds::Clamp,
     )?;
     Ok(crate::with_host!(a.buffer.host(), src, T => {
-        let mut out = vec![T::default(); offsets.len()];
+        let mut out = crate::array::pool::alloc::<T>(offsets.len());
         fill(&mut out, &|start, chunk| {
             for (v, &o) in chunk.iter_mut().zip(&offsets[start..]) {
                 *v = src[o as usize];
