@@ -95,11 +95,12 @@ fn slice_update_matches_formula() {
         vec![s(Some(2), Some(2), 1), SliceArg::full(), SliceArg::full()],
         vec![],
         vec![SliceArg::full(), SliceArg::full(), s(Some(-9), Some(99), 1)],
+        vec![s(Some(1), Some(3), 1), s(Some(0), Some(2), 1)],
     ];
     for dtype in DTYPES {
         for kind in KINDS {
             for mode in MODES {
-                for (c, slices) in cases.iter().enumerate() {
+                for slices in &cases {
                     let (a, av) = make(&shape, dtype, kind, &mut rng);
                     let lists: Vec<usize> = (0..3)
                         .map(|d| {
@@ -110,18 +111,22 @@ fn slice_update_matches_formula() {
                             .len()
                         })
                         .collect();
-                    // The update: the region's shape, a broadcastable one, or a scalar.
-                    let ushape: Vec<usize> = match c % 3 {
-                        0 => lists.clone(),
-                        1 => vec![1, lists[2]],
-                        _ => vec![],
-                    };
-                    let (u, uv) = make(&ushape, DType::F32, KINDS[c % KINDS.len()], &mut rng);
-                    let got = slice_update_mode(mode, &a, &u, slices).unwrap();
-                    let (_, want) =
-                        slice_update_reference(mode, dtype, &av, &shape, slices, &uv, &ushape);
+                    // The update: the region's shape, a broadcastable one, or a scalar, each
+                    // laid out every way.
+                    for ushape in [lists.clone(), vec![1, lists[2]], vec![]] {
+                        for ukind in KINDS {
+                            let (u, uv) = make(&ushape, DType::F32, ukind, &mut rng);
+                            let got = slice_update_mode(mode, &a, &u, slices).unwrap();
+                            let (_, want) = slice_update_reference(
+                                mode, dtype, &av, &shape, slices, &uv, &ushape,
+                            );
+                            let what = format!(
+                                "{mode:?} {dtype} {kind:?} {slices:?} {ushape:?} {ukind:?}"
+                            );
+                            check(&got, &shape, &want, &what);
+                        }
+                    }
                     let what = format!("{mode:?} {dtype} {kind:?} {slices:?}");
-                    check(&got, &shape, &want, &what);
                     assert_eq!(read(&a), av, "{what}: input changed");
                 }
             }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Axis, Bounds, SKIPPED, add_bases, axis_offsets};
+use super::{Axis, Bounds, SKIPPED, add_bases, axis_offsets, positions};
 use crate::array::row_major_strides;
 use crate::array::{ArrayData, Buffer, HostData, Layout, collapse, for_each_strided};
 use crate::backend::cpu::copy::{to_contiguous, to_contiguous_shared};
@@ -197,11 +197,12 @@ pub(super) fn scatter(
         };
         add_bases(idx, &mut bases, along, Bounds::Skip)?;
     }
-    let (wshape, wstrides) = collapse(window, &[&strides]);
+    // Each window element's offset from the window's start, computed once.
+    let within = positions(window, &strides, 0);
     write_target(a, |host| {
         crate::with_host!(host, dst, T => {
             let u = elements::<T>(&updates, "scatter")?;
-            scatter_windows(dst, &bases, &wshape, &wstrides[0], u, mode);
+            scatter_windows(dst, &bases, &within, u, mode);
         });
         Ok(())
     })
@@ -210,25 +211,22 @@ pub(super) fn scatter(
 fn scatter_windows<T: Combine>(
     dst: &mut [T],
     bases: &[isize],
-    shape: &[usize],
-    strides: &[isize],
+    within: &[isize],
     updates: &[T],
     mode: ScatterMode,
 ) {
-    let wn: usize = shape.iter().product();
-    if wn == 0 {
+    if within.is_empty() {
         return;
     }
     by_mode!(mode, T, f => {
-        for (&base, u) in bases.iter().zip(updates.chunks_exact(wn)) {
+        for (&base, u) in bases.iter().zip(updates.chunks_exact(within.len())) {
             if base == SKIPPED {
                 continue;
             }
-            let mut j = 0;
-            for_each_strided(shape, [strides], [base as usize], 0, wn, |[t]| {
-                dst[t] = f(dst[t], u[j]);
-                j += 1;
-            });
+            for (&w, &v) in within.iter().zip(u) {
+                let t = (base + w) as usize;
+                dst[t] = f(dst[t], v);
+            }
         }
     })
 }
@@ -282,27 +280,74 @@ pub(super) fn slice_update(
         .sum();
     let region: Vec<isize> = step.iter().zip(&strides).map(|(a, b)| a * b).collect();
     let ul = &update.layout;
-    let (shape, cs) = collapse(&ul.shape, &[&region, &ul.strides]);
+    let rows = Rows::new(
+        &ul.shape,
+        [&region, &ul.strides],
+        [offset as usize, ul.offset],
+    );
     write_target(src, |host| {
         crate::with_host!(host, dst, T => {
             let u = update.buffer.host().typed::<T>("slice_update")?;
-            update_region(dst, &shape, [&cs[0], &cs[1]], [offset as usize, ul.offset], u, mode);
+            update_region(dst, &rows, u, mode);
         });
         Ok(())
     })
 }
 
-fn update_region<T: Combine>(
-    dst: &mut [T],
-    shape: &[usize],
-    strides: [&[isize]; 2],
-    offsets: [usize; 2],
-    update: &[T],
-    mode: ScatterMode,
-) {
-    let n = shape.iter().product();
+/// A two-layout walk split into rows along the innermost (collapsed) axis: where each row
+/// starts in both buffers, its length and both strides along it. The walk over the outer
+/// axes is done once here, for any element type and mode.
+struct Rows {
+    starts: Vec<[usize; 2]>,
+    len: usize,
+    steps: [isize; 2],
+}
+
+impl Rows {
+    fn new(shape: &[usize], strides: [&[isize]; 2], offsets: [usize; 2]) -> Rows {
+        let (shape, cs) = collapse(shape, &strides);
+        let Some((&len, outer)) = shape.split_last() else {
+            return Rows {
+                starts: vec![offsets],
+                len: 1,
+                steps: [0, 0],
+            };
+        };
+        let nd = outer.len();
+        let count = outer.iter().product();
+        let mut starts = Vec::with_capacity(count);
+        let (outer0, outer1) = (&cs[0][..nd], &cs[1][..nd]);
+        for_each_strided(outer, [outer0, outer1], offsets, 0, count, |pq| {
+            starts.push(pq)
+        });
+        Rows {
+            starts,
+            len,
+            steps: [cs[0][nd], cs[1][nd]],
+        }
+    }
+}
+
+fn update_region<T: Combine>(dst: &mut [T], rows: &Rows, update: &[T], mode: ScatterMode) {
+    let n = rows.len;
+    if mode == ScatterMode::Replace && rows.steps == [1, 1] {
+        // Contiguous rows in both (the cache write): plain copies.
+        for &[p, q] in &rows.starts {
+            dst[p..p + n].copy_from_slice(&update[q..q + n]);
+        }
+        return;
+    }
+    let [sp, sq] = rows.steps;
     by_mode!(mode, T, f => {
-        for_each_strided(shape, strides, offsets, 0, n, |[p, q]| dst[p] = f(dst[p], update[q]))
+        for &[p, q] in &rows.starts {
+            let (mut p, mut q) = (p as isize, q as isize);
+            for _ in 0..n {
+                let (i, j) = (p as usize, q as usize);
+                dst[i] = f(dst[i], update[j]);
+                p += sp;
+                q += sq;
+            }
+        }
     })
 }
 
