@@ -119,6 +119,37 @@ fn put_along_axis_none_keeps_the_shape() {
     );
     check(&got, &[3, 4], &want, "flat add");
 }
+#[test]
+fn large_scatters_along_an_axis_match_formula() {
+    // Many blocks of positions, over a transposed target and broadcast values.
+    let mut rng = Rng(12);
+    let (rows, cols, m) = (50usize, 300usize, 400usize);
+    let (a, av) = make(&[rows, cols], DType::I32, Kind::Transposed, &mut rng);
+    let iv = rng.indices(rows * m, cols, DType::I64);
+    let idx = index_array(&iv, &[rows, m], DType::I64);
+    let vv = rng.values(m, DType::I32);
+    let v = Array::from_vec(vv.iter().map(|&x| x as i32).collect::<Vec<_>>(), &[1, m]).unwrap();
+    for mode in [ScatterMode::Replace, ScatterMode::Sum] {
+        let got = match mode {
+            ScatterMode::Replace => put_along_axis(&a, &idx, &v, Some(-1)),
+            _ => scatter_add_axis(&a, &idx, &v, Some(-1)),
+        }
+        .unwrap();
+        let want = scatter_axis_reference(
+            mode,
+            DType::I32,
+            &av,
+            &[rows, cols],
+            &iv,
+            &[rows, m],
+            &vv,
+            &[1, m],
+            1,
+        );
+        check(&got, &[rows, cols], &want, &format!("{mode:?}"));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // scatter and its reductions
 

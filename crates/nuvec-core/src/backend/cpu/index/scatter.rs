@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Axis, Bounds, SKIPPED, add_bases, axis_offsets, positions};
+use super::{Axis, BLOCK, Bounds, SKIPPED, add_bases, axis_offsets, positions, recycle, zeroed};
 use crate::array::row_major_strides;
 use crate::array::{ArrayData, Buffer, HostData, Layout, collapse, for_each_strided};
 use crate::backend::cpu::copy::{to_contiguous, to_contiguous_shared};
@@ -188,30 +188,32 @@ pub(super) fn scatter(
     let index_nd = updates.layout.shape.len() - shape.len();
     let window = &updates.layout.shape[index_nd..];
     let n = indices.first().map_or(1, |i| i.layout.size());
-    let mut bases = vec![0isize; n];
+    let mut bases = zeroed(n);
     for (idx, &axis) in indices.iter().zip(axes) {
         let along = Axis {
             dim: shape[axis],
             window: window[axis],
-            stride: strides[axis],
+            stride: strides[axis] as i64,
         };
         add_bases(idx, &mut bases, along, Bounds::Skip)?;
     }
     // Each window element's offset from the window's start, computed once.
     let within = positions(window, &strides, 0);
-    write_target(a, |host| {
+    let out = write_target(a, |host| {
         crate::with_host!(host, dst, T => {
             let u = elements::<T>(&updates, "scatter")?;
             scatter_windows(dst, &bases, &within, u, mode);
         });
         Ok(())
-    })
+    });
+    recycle(bases);
+    out
 }
 
 fn scatter_windows<T: Combine>(
     dst: &mut [T],
-    bases: &[isize],
-    within: &[isize],
+    bases: &[i64],
+    within: &[i64],
     updates: &[T],
     mode: ScatterMode,
 ) {
@@ -242,22 +244,32 @@ pub(super) fn scatter_axis(
     let (idx, values) = (&rest[0], to_contiguous_shared(&rest[1]));
     let shape = a.layout.shape.clone();
     let strides = row_major_strides(&shape);
-    let offsets = axis_offsets(idx, &strides, 0, axis, shape[axis], Bounds::Skip)?;
+    let offsets_of = axis_offsets(idx, &strides, 0, axis, shape[axis], Bounds::Skip)?;
     write_target(a, |host| {
         crate::with_host!(host, dst, T => {
             let v = elements::<T>(&values, "scatter")?;
-            scatter_points(dst, &offsets, v, mode);
+            scatter_points(dst, &*offsets_of, v, mode);
         });
         Ok(())
     })
 }
 
-fn scatter_points<T: Combine>(dst: &mut [T], offsets: &[isize], values: &[T], mode: ScatterMode) {
+fn scatter_points<T: Combine>(
+    dst: &mut [T],
+    offsets_of: &(dyn Fn(usize, &mut [i64]) + Sync),
+    values: &[T],
+    mode: ScatterMode,
+) {
+    let mut offsets = [0i64; BLOCK];
     by_mode!(mode, T, f => {
-        for (&o, &v) in offsets.iter().zip(values) {
-            if o != SKIPPED {
-                let o = o as usize;
-                dst[o] = f(dst[o], v);
+        for (b, vals) in values.chunks(BLOCK).enumerate() {
+            let offsets = &mut offsets[..vals.len()];
+            offsets_of(b * BLOCK, offsets);
+            for (&o, &v) in offsets.iter().zip(vals) {
+                if o != SKIPPED {
+                    let o = o as usize;
+                    dst[o] = f(dst[o], v);
+                }
             }
         }
     })
