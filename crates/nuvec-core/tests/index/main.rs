@@ -45,12 +45,16 @@ enum Kind {
     Broadcast,
     /// Every other row of an array twice as long on axis 0, last first (`[::-2]`).
     Sliced,
+    /// All rows but the first of an array one longer on axis 0 (`[1:]`): row-major, but
+    /// not from the buffer's first element.
+    Offset,
 }
-const KINDS: [Kind; 4] = [
+const KINDS: [Kind; 5] = [
     Kind::Contiguous,
     Kind::Transposed,
     Kind::Broadcast,
     Kind::Sliced,
+    Kind::Offset,
 ];
 
 /// A small deterministic generator.
@@ -166,6 +170,18 @@ fn make(shape: &[usize], dtype: DType, kind: Kind, rng: &mut Rng) -> (Array, Vec
                 })
                 .collect();
             (a, logical)
+        }
+        Kind::Offset if !shape.is_empty() => {
+            let mut big = shape.to_vec();
+            big[0] += 1;
+            let row: usize = shape[1..].iter().product();
+            let w = rng.values(n + row, dtype);
+            let base = Array::from_vec(w.clone(), &big)
+                .unwrap()
+                .astype(dtype)
+                .unwrap();
+            let a = slice(&base, &[SliceArg::new(Some(1), None, 1)]).unwrap();
+            (a, w[row..].to_vec())
         }
         _ => {
             let v = rng.values(n, dtype);

@@ -47,6 +47,7 @@ fn put_along_axis_and_scatter_add_axis_match_formula() {
         (&[4, 3], &[7, 3], &[], 0),
         (&[2, 3], &[2, 0], &[2, 0], 1),
     ];
+    let mut step = 0usize;
     for dtype in DTYPES {
         for kind in KINDS {
             for idt in INDEX_DTYPES {
@@ -57,14 +58,13 @@ fn put_along_axis_and_scatter_add_axis_match_formula() {
                         let ni: usize = ishape.iter().product();
                         let iv = rng.indices(ni, shape[ax], idt);
                         let idx = index_array(&iv, ishape, idt);
-                        // Values as float32: cast to `a`'s type by the op.
-                        let nv: usize = vshape.iter().product();
-                        let vv = rng.values(nv, dtype);
-                        let v = Array::from_vec(
-                            vv.iter().map(|&x| x as f32).collect::<Vec<_>>(),
-                            vshape,
-                        )
-                        .unwrap();
+                        // Values of every layout; as float32 (cast by the op) for integer
+                        // indices, else of `a`'s type (views reach the kernel as they are).
+                        step += 1;
+                        let vkind = KINDS[step % KINDS.len()];
+                        let vtype = if idt == DType::I32 { DType::F32 } else { dtype };
+                        let (v, vv) = make(vshape, vtype, vkind, &mut rng);
+                        let vv: Vec<f64> = vv.iter().map(|&x| held(x, dtype)).collect();
                         let got = match mode {
                             ScatterMode::Replace => put_along_axis(&a, &idx, &v, Some(axis)),
                             _ => scatter_add_axis(&a, &idx, &v, Some(axis)),
@@ -119,6 +119,37 @@ fn put_along_axis_none_keeps_the_shape() {
     );
     check(&got, &[3, 4], &want, "flat add");
 }
+#[test]
+fn large_scatters_along_an_axis_match_formula() {
+    // Many blocks of positions, over a transposed target and broadcast values.
+    let mut rng = Rng(12);
+    let (rows, cols, m) = (50usize, 300usize, 400usize);
+    let (a, av) = make(&[rows, cols], DType::I32, Kind::Transposed, &mut rng);
+    let iv = rng.indices(rows * m, cols, DType::I64);
+    let idx = index_array(&iv, &[rows, m], DType::I64);
+    let vv = rng.values(m, DType::I32);
+    let v = Array::from_vec(vv.iter().map(|&x| x as i32).collect::<Vec<_>>(), &[1, m]).unwrap();
+    for mode in [ScatterMode::Replace, ScatterMode::Sum] {
+        let got = match mode {
+            ScatterMode::Replace => put_along_axis(&a, &idx, &v, Some(-1)),
+            _ => scatter_add_axis(&a, &idx, &v, Some(-1)),
+        }
+        .unwrap();
+        let want = scatter_axis_reference(
+            mode,
+            DType::I32,
+            &av,
+            &[rows, cols],
+            &iv,
+            &[rows, m],
+            &vv,
+            &[1, m],
+            1,
+        );
+        check(&got, &[rows, cols], &want, &format!("{mode:?}"));
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // scatter and its reductions
 

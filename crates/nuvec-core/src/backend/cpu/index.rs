@@ -45,18 +45,31 @@ enum Bounds {
 }
 
 /// The position of a dropped index.
-const SKIPPED: isize = isize::MIN;
+const SKIPPED: i64 = i64::MIN;
+
+/// Zeroed positions from the buffer pool: fresh memory for a large index array would cost a
+/// page fault per page, more than the work on it.
+fn zeroed(n: usize) -> Vec<i64> {
+    let mut v = crate::array::pool::alloc::<i64>(n);
+    fill(&mut v, &|_, chunk| chunk.fill(0));
+    v
+}
+
+/// Returns positions to the buffer pool.
+fn recycle(v: Vec<i64>) {
+    crate::array::pool::release(HostData::I64(v));
+}
 
 /// Where a window of `window` elements starts along an axis of `dim` for index `v`: negative
 /// indices count from the end, then the window is clamped inside or dropped.
 #[inline(always)]
-fn resolve(v: i64, dim: usize, window: usize, bounds: Bounds) -> Option<isize> {
+fn resolve(v: i64, dim: usize, window: usize, bounds: Bounds) -> Option<i64> {
     let dim = dim as i64;
     let v = if v < 0 { v + dim } else { v };
     let last = dim - window as i64;
     match bounds {
-        Bounds::Clamp => Some(v.clamp(0, last.max(0)) as isize),
-        Bounds::Skip => (0..=last).contains(&v).then_some(v as isize),
+        Bounds::Clamp => Some(v.clamp(0, last.max(0))),
+        Bounds::Skip => (0..=last).contains(&v).then_some(v),
     }
 }
 
@@ -113,12 +126,12 @@ macro_rules! with_index {
 struct Axis {
     dim: usize,
     window: usize,
-    stride: isize,
+    stride: i64,
 }
 
 /// Adds `stride × start` to each base, for each index's window start along `axis` (indices
 /// in row-major order of their shape). A dropped index marks its base [`SKIPPED`].
-fn add_bases(idx: &ArrayData, bases: &mut [isize], axis: Axis, bounds: Bounds) -> Result<()> {
+fn add_bases(idx: &ArrayData, bases: &mut [i64], axis: Axis, bounds: Bounds) -> Result<()> {
     with_index!(idx, v => add_bases_typed(v, &idx.layout, bases, axis, bounds));
     Ok(())
 }
@@ -126,7 +139,7 @@ fn add_bases(idx: &ArrayData, bases: &mut [isize], axis: Axis, bounds: Bounds) -
 fn add_bases_typed<T: IndexElem>(
     src: &[T],
     layout: &Layout,
-    bases: &mut [isize],
+    bases: &mut [i64],
     axis: Axis,
     bounds: Bounds,
 ) {
@@ -154,76 +167,80 @@ fn add_bases_typed<T: IndexElem>(
     });
 }
 
+/// Positions are made in blocks of this many, on the stack, as a kernel consumes them.
+const BLOCK: usize = 1024;
+
+/// Writes the positions of `out.len()` consecutive indices starting at the given one (see
+/// [`axis_offsets`]). A trait object, so that value kernels take it without being built once
+/// per index type; it is called once per [`BLOCK`] elements, not per element.
+type Offsets<'a> = Box<dyn Fn(usize, &mut [i64]) + Sync + 'a>;
+
 /// For each index (row-major in the index array's shape), the buffer position of the element
 /// it addresses in an array laid out by `strides` from `offset`: the index's own position on
 /// every axis but `axis`, the resolved index on `axis` (`SKIPPED` when dropped).
-fn axis_offsets(
-    idx: &ArrayData,
+fn axis_offsets<'a>(
+    idx: &'a ArrayData,
     strides: &[isize],
     offset: usize,
     axis: usize,
     dim: usize,
     bounds: Bounds,
-) -> Result<Vec<isize>> {
+) -> Result<Offsets<'a>> {
     Ok(with_index!(idx, v => {
         axis_offsets_typed(v, &idx.layout, strides, offset, axis, dim, bounds)
     }))
 }
 
-fn axis_offsets_typed<T: IndexElem>(
-    src: &[T],
-    idx: &Layout,
+fn axis_offsets_typed<'a, T: IndexElem>(
+    src: &'a [T],
+    idx: &'a Layout,
     strides: &[isize],
     offset: usize,
     axis: usize,
     dim: usize,
     bounds: Bounds,
-) -> Vec<isize> {
-    let along = strides[axis];
+) -> Offsets<'a> {
+    let along = strides[axis] as i64;
     let mut others = strides.to_vec();
     others[axis] = 0;
     let (shape, cs) = collapse(&idx.shape, &[&idx.strides, &others]);
-    let mut out = vec![0isize; idx.size()];
-    fill(&mut out, &|start, chunk| {
+    Box::new(move |start, out: &mut [i64]| {
         let mut k = 0;
         for_each_strided(
             &shape,
             [&cs[0], &cs[1]],
             [idx.offset, offset],
             start,
-            chunk.len(),
+            out.len(),
             |[p, q]| {
-                chunk[k] = match resolve(src[p].to_i64(), dim, 1, bounds) {
-                    Some(i) => q as isize + i * along,
+                out[k] = match resolve(src[p].to_i64(), dim, 1, bounds) {
+                    Some(i) => q as i64 + i * along,
                     None => SKIPPED,
                 };
                 k += 1;
             },
         );
-    });
-    out
+    })
 }
 
 /// A gather of blocks: output element `(o, p, b)` (row-major) is the source element at
 /// `outer[o] + bases[p]` plus block element `b`'s offset.
 struct Blocks {
     /// Buffer positions of the outer index (the source's offset included).
-    outer: Vec<isize>,
+    outer: Vec<i64>,
     /// The offset of each indexed block.
-    bases: Vec<isize>,
+    bases: Vec<i64>,
     /// The block's shape and strides, collapsed.
     shape: Vec<usize>,
     strides: Vec<isize>,
 }
 
 /// The buffer positions of every element of a strided view, in row-major order.
-fn positions(shape: &[usize], strides: &[isize], offset: usize) -> Vec<isize> {
+fn positions(shape: &[usize], strides: &[isize], offset: usize) -> Vec<i64> {
     let n = shape.iter().product();
     let (cshape, cs) = collapse(shape, &[strides]);
     let mut out = Vec::with_capacity(n);
-    for_each_strided(&cshape, [&cs[0]], [offset], 0, n, |[p]| {
-        out.push(p as isize)
-    });
+    for_each_strided(&cshape, [&cs[0]], [offset], 0, n, |[p]| out.push(p as i64));
     out
 }
 
@@ -284,21 +301,23 @@ fn gather_blocks<T: Element>(src: &[T], plan: &Blocks) -> Vec<T> {
 }
 
 /// Runs a block gather over `a`'s elements, giving data of `shape`.
-fn run_blocks(a: &ArrayData, plan: &Blocks, shape: &[usize]) -> ArrayData {
-    crate::with_host!(a.buffer.host(), src, T => {
-        ArrayData::from_vec(gather_blocks::<T>(src, plan), shape)
-    })
+fn run_blocks(a: &ArrayData, plan: Blocks, shape: &[usize]) -> ArrayData {
+    let out = crate::with_host!(a.buffer.host(), src, T => {
+        ArrayData::from_vec(gather_blocks::<T>(src, &plan), shape)
+    });
+    recycle(plan.bases);
+    out
 }
 
 /// `take`: blocks of `a`'s trailing axes at each index, for each position of its leading axes.
 fn take(inputs: &[ArrayData], axis: usize, shape: &[usize]) -> Result<ArrayData> {
     let (a, idx) = (&inputs[0], &inputs[1]);
     let l = &a.layout;
-    let mut bases = vec![0isize; idx.layout.size()];
+    let mut bases = zeroed(idx.layout.size());
     let along = Axis {
         dim: l.shape[axis],
         window: 1,
-        stride: l.strides[axis],
+        stride: l.strides[axis] as i64,
     };
     add_bases(idx, &mut bases, along, Bounds::Clamp)?;
     let (bshape, bstrides) = collapse(&l.shape[axis + 1..], &[&l.strides[axis + 1..]]);
@@ -308,7 +327,7 @@ fn take(inputs: &[ArrayData], axis: usize, shape: &[usize]) -> Result<ArrayData>
         shape: bshape,
         strides: bstrides[0].clone(),
     };
-    Ok(run_blocks(a, &plan, shape))
+    Ok(run_blocks(a, plan, shape))
 }
 
 /// MLX's gather: one window of `slice_sizes` per index position.
@@ -321,30 +340,30 @@ fn gather(
     let (a, indices) = (&inputs[0], &inputs[1..]);
     let l = &a.layout;
     let n = indices.first().map_or(1, |i| i.layout.size());
-    let mut bases = vec![0isize; n];
+    let mut bases = zeroed(n);
     for (idx, &axis) in indices.iter().zip(axes) {
         let along = Axis {
             dim: l.shape[axis],
             window: slice_sizes[axis],
-            stride: l.strides[axis],
+            stride: l.strides[axis] as i64,
         };
         add_bases(idx, &mut bases, along, Bounds::Clamp)?;
     }
     let (bshape, bstrides) = collapse(slice_sizes, &[&l.strides]);
     let plan = Blocks {
-        outer: vec![l.offset as isize],
+        outer: vec![l.offset as i64],
         bases,
         shape: bshape,
         strides: bstrides[0].clone(),
     };
-    Ok(run_blocks(a, &plan, shape))
+    Ok(run_blocks(a, plan, shape))
 }
 
 /// `take_along_axis`: one element per index.
 fn gather_axis(inputs: &[ArrayData], axis: usize) -> Result<ArrayData> {
     let (a, idx) = (&inputs[0], &inputs[1]);
     let l = &a.layout;
-    let offsets = axis_offsets(
+    let offsets_of = axis_offsets(
         idx,
         &l.strides,
         l.offset,
@@ -352,11 +371,17 @@ fn gather_axis(inputs: &[ArrayData], axis: usize) -> Result<ArrayData> {
         l.shape[axis],
         Bounds::Clamp,
     )?;
+    let n = idx.layout.size();
     Ok(crate::with_host!(a.buffer.host(), src, T => {
-        let mut out = crate::array::pool::alloc::<T>(offsets.len());
+        let mut out = crate::array::pool::alloc::<T>(n);
         fill(&mut out, &|start, chunk| {
-            for (v, &o) in chunk.iter_mut().zip(&offsets[start..]) {
-                *v = src[o as usize];
+            let mut offsets = [0i64; BLOCK];
+            for (b, part) in chunk.chunks_mut(BLOCK).enumerate() {
+                let offsets = &mut offsets[..part.len()];
+                offsets_of(start + b * BLOCK, offsets);
+                for (v, &o) in part.iter_mut().zip(offsets.iter()) {
+                    *v = src[o as usize];
+                }
             }
         });
         ArrayData::from_vec(out, &idx.layout.shape)

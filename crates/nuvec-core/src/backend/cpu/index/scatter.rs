@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Axis, Bounds, SKIPPED, add_bases, axis_offsets, positions};
+use super::{Axis, BLOCK, Bounds, SKIPPED, add_bases, axis_offsets, positions, recycle, zeroed};
 use crate::array::row_major_strides;
 use crate::array::{ArrayData, Buffer, HostData, Layout, collapse, for_each_strided};
 use crate::backend::cpu::copy::{to_contiguous, to_contiguous_shared};
@@ -147,30 +147,97 @@ fn target(x: &mut ArrayData) -> ArrayData {
     to_contiguous(x)
 }
 
-/// Writes into the target of `x` (see [`target`]) with `write`, returning it.
-fn write_target(
+/// Pushes the row starts of one block of a [`Walk`].
+type Starts<'a> = Box<dyn Fn(usize, &mut Vec<[usize; 2]>) + 'a>;
+
+/// Where an update goes: rows of `len` elements, `steps` apart in the target and in the
+/// update, whose starts `[target, update]` are produced block by block by `starts` (so that
+/// nothing as large as the update is materialised). Each op builds its walk once, for any
+/// element type; [`apply`] is the one kernel built per element type and mode.
+struct Walk<'a> {
+    blocks: usize,
+    starts: Starts<'a>,
+    len: usize,
+    steps: [isize; 2],
+}
+
+impl<'a> Walk<'a> {
+    /// A walk over a layout pair: the innermost collapsed axis is the row.
+    fn strided(shape: &[usize], strides: [&[isize]; 2], offsets: [usize; 2]) -> Walk<'a> {
+        let (shape, cs) = collapse(shape, &strides);
+        let Some((&len, outer)) = shape.split_last() else {
+            return Walk {
+                blocks: 1,
+                starts: Box::new(move |_, out| out.push(offsets)),
+                len: 1,
+                steps: [1, 1],
+            };
+        };
+        let nd = outer.len();
+        let count: usize = outer.iter().product();
+        let (outer, steps) = (outer.to_vec(), [cs[0][nd], cs[1][nd]]);
+        Walk {
+            blocks: count.div_ceil(BLOCK),
+            starts: Box::new(move |b, out| {
+                let first = b * BLOCK;
+                let n = BLOCK.min(count - first);
+                let strides = [&cs[0][..nd], &cs[1][..nd]];
+                for_each_strided(&outer, strides, offsets, first, n, |pq| out.push(pq));
+            }),
+            len,
+            steps,
+        }
+    }
+}
+
+/// Combines the update `src` into `dst` along `walk`.
+fn apply<T: Combine>(dst: &mut [T], src: &[T], walk: &Walk<'_>, mode: ScatterMode) {
+    let mut starts = Vec::with_capacity(BLOCK);
+    let n = walk.len;
+    if mode == ScatterMode::Replace && walk.steps == [1, 1] {
+        // Contiguous rows in both (a cache write): plain copies.
+        for b in 0..walk.blocks {
+            starts.clear();
+            (walk.starts)(b, &mut starts);
+            for &[p, q] in &starts {
+                dst[p..p + n].copy_from_slice(&src[q..q + n]);
+            }
+        }
+        return;
+    }
+    let [sp, sq] = walk.steps;
+    by_mode!(mode, T, f => {
+        for b in 0..walk.blocks {
+            starts.clear();
+            (walk.starts)(b, &mut starts);
+            for &[p, q] in &starts {
+                let (mut p, mut q) = (p as isize, q as isize);
+                for _ in 0..n {
+                    let (i, j) = (p as usize, q as usize);
+                    dst[i] = f(dst[i], src[j]);
+                    p += sp;
+                    q += sq;
+                }
+            }
+        }
+    })
+}
+
+/// Runs [`apply`] on the target of `x` (see [`target`]) with `update`'s elements.
+fn write(
     x: &mut ArrayData,
-    write: impl FnOnce(&mut HostData) -> Result<()>,
+    update: &ArrayData,
+    walk: &Walk<'_>,
+    mode: ScatterMode,
 ) -> Result<ArrayData> {
+    let op = "scatter";
     let mut out = target(x);
     let buffer = Arc::get_mut(&mut out.buffer)
         .ok_or_else(|| Error::Device("scatter: the target buffer is shared".into()))?;
-    write(buffer.host_mut())?;
+    crate::with_host!(buffer.host_mut(), dst, T => {
+        apply(dst, update.buffer.host().typed::<T>(op)?, walk, mode)
+    });
     Ok(out)
-}
-
-/// The elements of row-major data as `T`.
-fn elements<'a, T: Element>(data: &'a ArrayData, op: &'static str) -> Result<&'a [T]> {
-    // (An empty layout may not count as row-major: its strides are arbitrary.)
-    let found = match data.layout.size() {
-        0 => T::host_slice(data.buffer.host()).map(|_| &[][..]),
-        _ => data.contiguous_slice::<T>(),
-    };
-    found.ok_or(Error::DTypeMismatch {
-        op,
-        dtype: data.dtype(),
-        requested: T::DTYPE,
-    })
 }
 
 /// MLX's scatter: `(a, indices.., updates)`.
@@ -188,47 +255,43 @@ pub(super) fn scatter(
     let index_nd = updates.layout.shape.len() - shape.len();
     let window = &updates.layout.shape[index_nd..];
     let n = indices.first().map_or(1, |i| i.layout.size());
-    let mut bases = vec![0isize; n];
+    let mut bases = zeroed(n);
     for (idx, &axis) in indices.iter().zip(axes) {
         let along = Axis {
             dim: shape[axis],
             window: window[axis],
-            stride: strides[axis],
+            stride: strides[axis] as i64,
         };
         add_bases(idx, &mut bases, along, Bounds::Skip)?;
     }
-    // Each window element's offset from the window's start, computed once.
-    let within = positions(window, &strides, 0);
-    write_target(a, |host| {
-        crate::with_host!(host, dst, T => {
-            let u = elements::<T>(&updates, "scatter")?;
-            scatter_windows(dst, &bases, &within, u, mode);
-        });
-        Ok(())
-    })
-}
-
-fn scatter_windows<T: Combine>(
-    dst: &mut [T],
-    bases: &[isize],
-    within: &[isize],
-    updates: &[T],
-    mode: ScatterMode,
-) {
-    if within.is_empty() {
-        return;
-    }
-    by_mode!(mode, T, f => {
-        for (&base, u) in bases.iter().zip(updates.chunks_exact(within.len())) {
-            if base == SKIPPED {
-                continue;
+    // The rows of one window (the same for every index position): their starts in the
+    // target, relative to the window's, and in the window's row-major updates.
+    let (wshape, ws) = collapse(window, &[&strides]);
+    let (len, step, rows) = match wshape.split_last() {
+        Some((&len, outer)) => (
+            len,
+            ws[0][outer.len()],
+            positions(outer, &ws[0][..outer.len()], 0),
+        ),
+        None => (1, 1, vec![0]),
+    };
+    let (wn, from) = (window.iter().product::<usize>(), updates.layout.offset);
+    let walk = Walk {
+        blocks: if wn == 0 { 0 } else { n },
+        starts: Box::new(|p, out| {
+            if bases[p] != SKIPPED {
+                for (r, &w) in rows.iter().enumerate() {
+                    out.push([(bases[p] + w) as usize, from + p * wn + r * len]);
+                }
             }
-            for (&w, &v) in within.iter().zip(u) {
-                let t = (base + w) as usize;
-                dst[t] = f(dst[t], v);
-            }
-        }
-    })
+        }),
+        len,
+        steps: [step, 1],
+    };
+    let out = write(a, &updates, &walk, mode);
+    drop(walk);
+    recycle(bases);
+    out
 }
 
 /// `put_along_axis` and friends: `(a, indices, values)`.
@@ -242,25 +305,25 @@ pub(super) fn scatter_axis(
     let (idx, values) = (&rest[0], to_contiguous_shared(&rest[1]));
     let shape = a.layout.shape.clone();
     let strides = row_major_strides(&shape);
-    let offsets = axis_offsets(idx, &strides, 0, axis, shape[axis], Bounds::Skip)?;
-    write_target(a, |host| {
-        crate::with_host!(host, dst, T => {
-            let v = elements::<T>(&values, "scatter")?;
-            scatter_points(dst, &offsets, v, mode);
-        });
-        Ok(())
-    })
-}
-
-fn scatter_points<T: Combine>(dst: &mut [T], offsets: &[isize], values: &[T], mode: ScatterMode) {
-    by_mode!(mode, T, f => {
-        for (&o, &v) in offsets.iter().zip(values) {
-            if o != SKIPPED {
-                let o = o as usize;
-                dst[o] = f(dst[o], v);
+    let offsets_of = axis_offsets(idx, &strides, 0, axis, shape[axis], Bounds::Skip)?;
+    let (n, from) = (idx.layout.size(), values.layout.offset);
+    let walk = Walk {
+        blocks: n.div_ceil(BLOCK),
+        starts: Box::new(|b, out| {
+            let first = b * BLOCK;
+            let mut offsets = [0i64; BLOCK];
+            let offsets = &mut offsets[..BLOCK.min(n - first)];
+            offsets_of(first, offsets);
+            for (k, &o) in offsets.iter().enumerate() {
+                if o != SKIPPED {
+                    out.push([o as usize, from + first + k]);
+                }
             }
-        }
-    })
+        }),
+        len: 1,
+        steps: [1, 1],
+    };
+    write(a, &values, &walk, mode)
 }
 
 /// `slice_update` and friends: `(src, update)`, the update of the region's shape.
@@ -280,75 +343,12 @@ pub(super) fn slice_update(
         .sum();
     let region: Vec<isize> = step.iter().zip(&strides).map(|(a, b)| a * b).collect();
     let ul = &update.layout;
-    let rows = Rows::new(
+    let walk = Walk::strided(
         &ul.shape,
         [&region, &ul.strides],
         [offset as usize, ul.offset],
     );
-    write_target(src, |host| {
-        crate::with_host!(host, dst, T => {
-            let u = update.buffer.host().typed::<T>("slice_update")?;
-            update_region(dst, &rows, u, mode);
-        });
-        Ok(())
-    })
-}
-
-/// A two-layout walk split into rows along the innermost (collapsed) axis: where each row
-/// starts in both buffers, its length and both strides along it. The walk over the outer
-/// axes is done once here, for any element type and mode.
-struct Rows {
-    starts: Vec<[usize; 2]>,
-    len: usize,
-    steps: [isize; 2],
-}
-
-impl Rows {
-    fn new(shape: &[usize], strides: [&[isize]; 2], offsets: [usize; 2]) -> Rows {
-        let (shape, cs) = collapse(shape, &strides);
-        let Some((&len, outer)) = shape.split_last() else {
-            return Rows {
-                starts: vec![offsets],
-                len: 1,
-                steps: [0, 0],
-            };
-        };
-        let nd = outer.len();
-        let count = outer.iter().product();
-        let mut starts = Vec::with_capacity(count);
-        let (outer0, outer1) = (&cs[0][..nd], &cs[1][..nd]);
-        for_each_strided(outer, [outer0, outer1], offsets, 0, count, |pq| {
-            starts.push(pq)
-        });
-        Rows {
-            starts,
-            len,
-            steps: [cs[0][nd], cs[1][nd]],
-        }
-    }
-}
-
-fn update_region<T: Combine>(dst: &mut [T], rows: &Rows, update: &[T], mode: ScatterMode) {
-    let n = rows.len;
-    if mode == ScatterMode::Replace && rows.steps == [1, 1] {
-        // Contiguous rows in both (the cache write): plain copies.
-        for &[p, q] in &rows.starts {
-            dst[p..p + n].copy_from_slice(&update[q..q + n]);
-        }
-        return;
-    }
-    let [sp, sq] = rows.steps;
-    by_mode!(mode, T, f => {
-        for &[p, q] in &rows.starts {
-            let (mut p, mut q) = (p as isize, q as isize);
-            for _ in 0..n {
-                let (i, j) = (p as usize, q as usize);
-                dst[i] = f(dst[i], update[j]);
-                p += sp;
-                q += sq;
-            }
-        }
-    })
+    write(src, update, &walk, mode)
 }
 
 #[cfg(test)]
