@@ -242,6 +242,8 @@ pub trait Element:
     fn from_canon(v: Canon) -> Self;
     /// Wraps a vector of elements as host data.
     fn into_host(v: Vec<Self>) -> crate::array::HostData;
+    /// The vector inside host data of this type, or the data back.
+    fn from_host(d: crate::array::HostData) -> Result<Vec<Self>, crate::array::HostData>;
     /// The elements of host data of this type.
     fn host_slice(d: &crate::array::HostData) -> Option<&[Self]>;
     /// The elements of host data of this type, mutably.
@@ -270,6 +272,12 @@ macro_rules! element {
             fn into_host(v: Vec<Self>) -> crate::array::HostData {
                 crate::array::HostData::$dtype(v)
             }
+            fn from_host(d: crate::array::HostData) -> Result<Vec<Self>, crate::array::HostData> {
+                match d {
+                    crate::array::HostData::$dtype(v) => Ok(v),
+                    other => Err(other),
+                }
+            }
             fn host_slice(d: &crate::array::HostData) -> Option<&[Self]> {
                 match d {
                     crate::array::HostData::$dtype(v) => Some(v),
@@ -294,9 +302,9 @@ macro_rules! int_element {
             |x: $t| Canon::Int(x as i128),
             |v: Canon| match v {
                 Canon::Int(i) => i as $t,
-                Canon::Float(f) => f as $t,
+                Canon::Float(f) => f as i128 as $t,
                 Canon::Bool(b) => b as $t,
-                Canon::Complex(re, _) => re as $t,
+                Canon::Complex(re, _) => re as i128 as $t,
             }
         );
     };

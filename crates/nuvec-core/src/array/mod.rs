@@ -22,6 +22,7 @@ mod data;
 mod display;
 pub(crate) mod operand;
 mod operators;
+pub mod pool;
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -111,6 +112,19 @@ impl Array {
             dtype: DType::F32,
             stream: default_stream(),
             error: Some(err),
+            node: None,
+            data: OnceLock::new(),
+        })
+    }
+
+    /// An array of this shape and type with neither data nor a node: a stand-in that
+    /// [`crate::vmap`] records a function's graph on. Evaluating it is an error.
+    pub(crate) fn placeholder(shape: Vec<usize>, dtype: DType) -> Array {
+        Array::from_inner(Inner {
+            shape,
+            dtype,
+            stream: default_stream(),
+            error: None,
             node: None,
             data: OnceLock::new(),
         })
@@ -301,17 +315,17 @@ impl Array {
 
     /// Whether this array's value has been computed (or was given as data).
     pub fn is_evaluated(&self) -> bool {
-        self.0.data.get().is_some()
+        self.data().is_some()
+    }
+
+    /// The computed data, if any.
+    pub(crate) fn data(&self) -> Option<&ArrayData> {
+        self.0.data.get()
     }
 
     /// Whether two handles are the same array.
     pub fn same(&self, other: &Array) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
-    }
-
-    /// The computed data (after [`Array::eval`]).
-    pub(crate) fn data(&self) -> Option<&ArrayData> {
-        self.0.data.get()
     }
 
     /// Computes the array (and what it depends on).

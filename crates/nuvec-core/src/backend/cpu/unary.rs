@@ -31,7 +31,7 @@ pub(crate) fn astype(x: &mut ArrayData, dtype: DType) -> ArrayData {
     }
     let source = super::copy::to_contiguous_shared(x);
     let offset = source.layout.offset;
-    let read: Box<dyn Fn(usize, &mut [Canon]) + Sync> = crate::with_host!(source.buffer.host(), v, _S => {
+    let read: Box<CanonReader<'_>> = crate::with_host!(source.buffer.host(), v, _S => {
         Box::new(move |start: usize, out: &mut [Canon]| {
             for (o, s) in out.iter_mut().zip(&v[offset + start..]) {
                 *o = s.to_canon();
@@ -41,13 +41,16 @@ pub(crate) fn astype(x: &mut ArrayData, dtype: DType) -> ArrayData {
     crate::with_dtype!(dtype, D => write_canon::<D>(&*read, &x.layout.shape))
 }
 
+/// Reads the source's elements from a position into a chunk of canonical values.
+type CanonReader<'a> = dyn Fn(usize, &mut [Canon]) + Sync + 'a;
+
 /// A new array of `D` filled from `read(start, canon_values)`.
 fn write_canon<D: Element>(
     read: &(dyn Fn(usize, &mut [Canon]) + Sync),
     shape: &[usize],
 ) -> ArrayData {
     let n = shape.iter().product();
-    let mut out = vec![D::default(); n];
+    let mut out = crate::array::pool::alloc::<D>(n);
     super::elementwise::fill(&mut out, &|start, chunk| {
         let mut tmp = [Canon::Bool(false); 1024];
         for (i, part) in chunk.chunks_mut(tmp.len()).enumerate() {
@@ -109,7 +112,7 @@ fn float<T: FloatElem>(op: UnaryOp, x: &mut ArrayData) -> Result<ArrayData> {
         Sqrt => same!(|a: T::Acc| a.sqrt()),
         Rsqrt => same!(|a: T::Acc| one / a.sqrt()),
         Reciprocal => same!(|a: T::Acc| one / a),
-        Exp => same!(|a: T::Acc| a.exp()),
+        Exp => same!(|a: T::Acc| a.exp_simd()),
         Expm1 => same!(|a: T::Acc| a.exp_m1()),
         Log => same!(|a: T::Acc| a.ln()),
         Log1p => same!(|a: T::Acc| a.ln_1p()),
@@ -127,7 +130,7 @@ fn float<T: FloatElem>(op: UnaryOp, x: &mut ArrayData) -> Result<ArrayData> {
         ArcSinh => same!(|a: T::Acc| a.asinh()),
         ArcCosh => same!(|a: T::Acc| a.acosh()),
         ArcTanh => same!(|a: T::Acc| a.atanh()),
-        Sigmoid => same!(|a: T::Acc| one / (one + (-a).exp())),
+        Sigmoid => same!(|a: T::Acc| one / (one + (-a).exp_simd())),
         Erf => same!(|a: T::Acc| a.erf()),
         ErfInv => same!(|a: T::Acc| a.erfinv()),
         Floor => same!(|a: T::Acc| a.floor()),
