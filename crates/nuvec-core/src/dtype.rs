@@ -294,9 +294,9 @@ macro_rules! int_element {
             |x: $t| Canon::Int(x as i128),
             |v: Canon| match v {
                 Canon::Int(i) => i as $t,
-                Canon::Float(f) => f as $t,
+                Canon::Float(f) => f as i128 as $t,
                 Canon::Bool(b) => b as $t,
-                Canon::Complex(re, _) => re as $t,
+                Canon::Complex(re, _) => re as i128 as $t,
             }
         );
     };

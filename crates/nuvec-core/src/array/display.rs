@@ -36,12 +36,7 @@ fn float(f: f64, dtype: DType) -> String {
         return format!("{f:.digits$e}");
     }
     let s = format!("{f:.digits$}");
-    let s = s.trim_end_matches('0');
-    if s.ends_with('.') {
-        s.to_string()
-    } else {
-        s.to_string()
-    }
+    s.trim_end_matches('0').to_string()
 }
 
 fn write_nested(out: &mut String, values: &[String], shape: &[usize], depth: usize, indent: usize) {

@@ -309,11 +309,6 @@ impl Array {
         Arc::ptr_eq(&self.0, &other.0)
     }
 
-    /// The computed data (after [`Array::eval`]).
-    pub(crate) fn data(&self) -> Option<&ArrayData> {
-        self.0.data.get()
-    }
-
     /// Computes the array (and what it depends on).
     pub fn eval(&self) -> Result<()> {
         crate::transforms::eval(std::slice::from_ref(self))

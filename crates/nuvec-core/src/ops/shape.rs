@@ -96,7 +96,7 @@ fn infer_shape(
     }
     let mut out: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
     if let Some(i) = infer {
-        if known == 0 || size % known != 0 {
+        if known == 0 || !size.is_multiple_of(known) {
             return Err(invalid(op, format!("cannot reshape {from:?} to {shape:?}")));
         }
         out[i] = size / known;

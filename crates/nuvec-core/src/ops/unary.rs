@@ -389,9 +389,9 @@ pub fn nan_to_num(a: &Array, nan: f64, posinf: Option<f64>, neginf: Option<f64>)
         return Ok(a.clone());
     }
     let (lo, hi) = crate::ops::binary::finite_range(a.dtype());
-    let x = crate::where_(&isnan(a)?, a, nan)?;
-    let x = crate::where_(&isposinf(&x)?, &x, posinf.unwrap_or(hi))?;
-    crate::where_(&isneginf(&x)?, &x, neginf.unwrap_or(lo))
+    let x = crate::where_(&isnan(a)?, nan, a)?;
+    let x = crate::where_(&isposinf(&x)?, posinf.unwrap_or(hi), &x)?;
+    crate::where_(&isneginf(&x)?, neginf.unwrap_or(lo), &x)
 }
 
 /// `a` limited to `[min, max]` elementwise; either bound may be omitted.

@@ -31,7 +31,7 @@ pub(crate) fn astype(x: &mut ArrayData, dtype: DType) -> ArrayData {
     }
     let source = super::copy::to_contiguous_shared(x);
     let offset = source.layout.offset;
-    let read: Box<dyn Fn(usize, &mut [Canon]) + Sync> = crate::with_host!(source.buffer.host(), v, _S => {
+    let read: Box<CanonReader<'_>> = crate::with_host!(source.buffer.host(), v, _S => {
         Box::new(move |start: usize, out: &mut [Canon]| {
             for (o, s) in out.iter_mut().zip(&v[offset + start..]) {
                 *o = s.to_canon();
@@ -40,6 +40,9 @@ pub(crate) fn astype(x: &mut ArrayData, dtype: DType) -> ArrayData {
     });
     crate::with_dtype!(dtype, D => write_canon::<D>(&*read, &x.layout.shape))
 }
+
+/// Reads the source's elements from a position into a chunk of canonical values.
+type CanonReader<'a> = dyn Fn(usize, &mut [Canon]) + Sync + 'a;
 
 /// A new array of `D` filled from `read(start, canon_values)`.
 fn write_canon<D: Element>(
