@@ -172,3 +172,96 @@ fn measure(case: &Case, runs: usize, timer: &mut dyn Timer) -> Result<Measured, 
         runs: times.len(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The peers' harness lists the CPU cases with the same names, shapes, dtypes and units,
+    /// in the same order, so that compare.py lines them up.
+    #[test]
+    fn peers_share_the_cpu_cases() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/peers/harness.py");
+        let text = std::fs::read_to_string(path).expect("bench/peers/harness.py is readable");
+        let specs = text
+            .split("SPECS = [")
+            .nth(1)
+            .and_then(|s| s.split("\n]").next())
+            .expect("harness.py has a SPECS list");
+        // Each entry starts `("name", "shape", "dtype", "unit",`.
+        let peers: Vec<Vec<&str>> = specs
+            .split("\n    (")
+            .skip(1)
+            .map(|entry| entry.split('"').skip(1).step_by(2).take(4).collect())
+            .collect();
+        let ours: Vec<Vec<&str>> = cases::all(Target::Cpu)
+            .iter()
+            .map(|c| vec![c.name, c.shape, c.dtype, c.unit.label()])
+            .collect();
+        assert_eq!(peers, ours);
+    }
+
+    /// A case runs end to end: prepared, checked, timed, with a finite positive figure.
+    #[test]
+    fn tiny_op_chain_measures() {
+        let all = cases::all(Target::Cpu);
+        let case = all
+            .iter()
+            .find(|c| c.name == "tiny_op_chain")
+            .expect("registered");
+        let mut timer = timer::WallTimer::default();
+        let m = measure(case, 3, &mut timer)
+            .map_err(|e| format!("{e:?}"))
+            .expect("runs");
+        assert_eq!(m.runs, 3);
+        assert!(m.median_s > 0.0 && m.figure.is_finite() && m.figure > 0.0);
+    }
+
+    /// A wrong result is a failure, not a figure.
+    #[test]
+    fn wrong_results_fail() {
+        fn prepare() -> Result<case::Prepared, Skip> {
+            let a = inputs::array(vec![1.0f32, 2.0], &[2])?;
+            Ok(case::Prepared {
+                work: 1.0,
+                build: Box::new(move || Ok(vec![nuvec_core::add(&a, &a)?])),
+                check: Box::new(|out| {
+                    let got = inputs::output_f32(out)?;
+                    inputs::expect_close("out", 0, got[0], 3.0, 0.0)
+                }),
+            })
+        }
+        let case = Case::new(
+            "bad",
+            Target::Cpu,
+            "[2]",
+            "f32",
+            case::Unit::GBps,
+            1,
+            prepare,
+        );
+        let mut timer = timer::WallTimer::default();
+        assert!(matches!(
+            measure(&case, 1, &mut timer),
+            Err(Skip::Failed(msg)) if msg.starts_with("wrong result")
+        ));
+    }
+
+    /// GPU cases are listed but turned away while there is no CUDA backend.
+    #[test]
+    fn gpu_cases_are_unavailable() {
+        let all = cases::all(Target::Gpu);
+        assert!(all.iter().any(|c| c.name == "matmul_8192"));
+        assert!(matches!(
+            timer::for_target(Target::Gpu),
+            Err(Skip::Unavailable(_))
+        ));
+    }
+
+    #[test]
+    fn figures_follow_the_units() {
+        assert_eq!(case::Unit::GBps.figure(2e9, 0.5), 4.0);
+        assert_eq!(case::Unit::GFlops.figure(3e9, 1.0), 3.0);
+        assert_eq!(case::Unit::UsPerOp.figure(1000.0, 2e-3), 2.0);
+    }
+}
