@@ -177,28 +177,32 @@ fn measure(case: &Case, runs: usize, timer: &mut dyn Timer) -> Result<Measured, 
 mod tests {
     use super::*;
 
-    /// The peers' harness lists the CPU cases with the same names, shapes, dtypes and units,
-    /// in the same order, so that compare.py lines them up.
-    #[test]
-    fn peers_share_the_cpu_cases() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/peers/harness.py");
-        let text = std::fs::read_to_string(path).expect("bench/peers/harness.py is readable");
-        let specs = text
-            .split("SPECS = [")
+    /// The entries `("name", "shape", "dtype", "unit", ...)` of the Python list `list`.
+    fn python_specs<'a>(text: &'a str, list: &str) -> Vec<Vec<&'a str>> {
+        let body = text
+            .split(&format!("\n{list} = ["))
             .nth(1)
             .and_then(|s| s.split("\n]").next())
-            .expect("harness.py has a SPECS list");
-        // Each entry starts `("name", "shape", "dtype", "unit",`.
-        let peers: Vec<Vec<&str>> = specs
-            .split("\n    (")
+            .unwrap_or_else(|| panic!("harness.py has a {list} list"));
+        body.split("\n    (")
             .skip(1)
             .map(|entry| entry.split('"').skip(1).step_by(2).take(4).collect())
-            .collect();
-        let ours: Vec<Vec<&str>> = cases::all(Target::Cpu)
-            .iter()
-            .map(|c| vec![c.name, c.shape, c.dtype, c.unit.label()])
-            .collect();
-        assert_eq!(peers, ours);
+            .collect()
+    }
+
+    /// The peers' harness lists the cases of each device with the same names, shapes, dtypes
+    /// and units, in the same order, so that compare.py lines them up.
+    #[test]
+    fn peers_share_the_cases() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/peers/harness.py");
+        let text = std::fs::read_to_string(path).expect("bench/peers/harness.py is readable");
+        for (target, list) in [(Target::Cpu, "SPECS"), (Target::Gpu, "GPU_SPECS")] {
+            let ours: Vec<Vec<&str>> = cases::all(target)
+                .iter()
+                .map(|c| vec![c.name, c.shape, c.dtype, c.unit.label()])
+                .collect();
+            assert_eq!(python_specs(&text, list), ours, "{list}");
+        }
     }
 
     /// A case runs end to end: prepared, checked, timed, with a finite positive figure.
