@@ -242,6 +242,8 @@ pub trait Element:
     fn from_canon(v: Canon) -> Self;
     /// Wraps a vector of elements as host data.
     fn into_host(v: Vec<Self>) -> crate::array::HostData;
+    /// The vector inside host data of this type, or the data back.
+    fn from_host(d: crate::array::HostData) -> Result<Vec<Self>, crate::array::HostData>;
     /// The elements of host data of this type.
     fn host_slice(d: &crate::array::HostData) -> Option<&[Self]>;
     /// The elements of host data of this type, mutably.
@@ -269,6 +271,12 @@ macro_rules! element {
             }
             fn into_host(v: Vec<Self>) -> crate::array::HostData {
                 crate::array::HostData::$dtype(v)
+            }
+            fn from_host(d: crate::array::HostData) -> Result<Vec<Self>, crate::array::HostData> {
+                match d {
+                    crate::array::HostData::$dtype(v) => Ok(v),
+                    other => Err(other),
+                }
             }
             fn host_slice(d: &crate::array::HostData) -> Option<&[Self]> {
                 match d {

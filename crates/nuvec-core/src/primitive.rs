@@ -65,9 +65,45 @@ pub enum Primitive {
     Index(IndexOp),
     /// Matrix products.
     Matmul(MatmulOp),
+    /// The input unchanged, with no derivative flowing back through it.
+    StopGradient,
+    /// The input unchanged (a view): how the transforms mark the inputs they trace.
+    Identity,
 }
 
+/// What a batching rule returns: the batched outputs and each one's batch axis (`None` for
+/// an output that does not vary over the batch).
+pub type Batched = (Vec<Array>, Vec<Option<usize>>);
+
 impl Primitive {
+    /// The cotangents of the inputs listed in `argnums`, given the cotangent of each output
+    /// (`None` where an output has none) and the outputs themselves (`None` where dropped).
+    pub fn vjp(
+        &self,
+        inputs: &[Array],
+        outputs: &[Option<Array>],
+        cotangents: &[Option<Array>],
+        argnums: &[usize],
+    ) -> Result<Vec<Array>> {
+        crate::transforms::rules::vjp(self, inputs, outputs, cotangents, argnums)
+    }
+
+    /// The tangent of each output, given each input's tangent (`None` for constants).
+    pub fn jvp(
+        &self,
+        inputs: &[Array],
+        outputs: &[Option<Array>],
+        tangents: &[Option<Array>],
+    ) -> Result<Vec<Array>> {
+        crate::transforms::rules::jvp(self, inputs, outputs, tangents)
+    }
+
+    /// The primitive applied to batched inputs: `axes[i]` is input `i`'s batch axis (`None`
+    /// for an input shared by the whole batch).
+    pub fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
+        crate::transforms::rules::vmap(self, inputs, axes)
+    }
+
     /// The primitive's name, as errors and graph dumps show it.
     pub fn name(&self) -> &'static str {
         match self {
@@ -83,6 +119,8 @@ impl Primitive {
             Primitive::Shape(op) => op.name(),
             Primitive::Index(op) => op.name(),
             Primitive::Matmul(op) => op.name(),
+            Primitive::StopGradient => "stop_gradient",
+            Primitive::Identity => "identity",
         }
     }
 
@@ -105,6 +143,10 @@ impl Primitive {
             Primitive::Shape(op) => op.output_specs(inputs),
             Primitive::Index(op) => op.output_specs(inputs),
             Primitive::Matmul(op) => op.output_specs(inputs),
+            Primitive::StopGradient | Primitive::Identity => {
+                crate::ops::expect_inputs(self.name(), inputs, 1)?;
+                Ok(vec![(inputs[0].shape().to_vec(), inputs[0].dtype())])
+            }
         }
     }
 }

@@ -233,8 +233,17 @@ impl Buffer {
     }
 
     /// The host elements, taking the buffer.
-    pub fn into_host(self) -> HostData {
-        self.host
+    pub fn into_host(mut self) -> HostData {
+        std::mem::replace(&mut self.host, HostData::Bool(Vec::new()))
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        super::pool::release(std::mem::replace(
+            &mut self.host,
+            HostData::Bool(Vec::new()),
+        ));
     }
 }
 

@@ -22,6 +22,7 @@ mod data;
 mod display;
 pub(crate) mod operand;
 mod operators;
+pub mod pool;
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -111,6 +112,19 @@ impl Array {
             dtype: DType::F32,
             stream: default_stream(),
             error: Some(err),
+            node: None,
+            data: OnceLock::new(),
+        })
+    }
+
+    /// An array of this shape and type with neither data nor a node: a stand-in that
+    /// [`crate::vmap`] records a function's graph on. Evaluating it is an error.
+    pub(crate) fn placeholder(shape: Vec<usize>, dtype: DType) -> Array {
+        Array::from_inner(Inner {
+            shape,
+            dtype,
+            stream: default_stream(),
+            error: None,
             node: None,
             data: OnceLock::new(),
         })

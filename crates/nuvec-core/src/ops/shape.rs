@@ -19,6 +19,9 @@ pub enum ShapeOp {
     Broadcast(Vec<usize>),
     /// A row-major copy.
     Contiguous,
+    /// A strided window, one `(first index, step, length)` per axis (a view; steps may be
+    /// negative). See [`slice`].
+    Slice(Vec<(usize, isize, usize)>),
 }
 
 impl ShapeOp {
@@ -29,6 +32,7 @@ impl ShapeOp {
             ShapeOp::Transpose(_) => "transpose",
             ShapeOp::Broadcast(_) => "broadcast_to",
             ShapeOp::Contiguous => "contiguous",
+            ShapeOp::Slice(_) => "slice",
         }
     }
 
@@ -73,9 +77,42 @@ impl ShapeOp {
                 out
             }
             ShapeOp::Contiguous => x.shape().to_vec(),
+            ShapeOp::Slice(ranges) => check_ranges(op, x.shape(), ranges)?,
         };
         Ok(vec![(shape, x.dtype())])
     }
+}
+
+/// The output shape of a resolved slice, checking that every index it reaches is inside the
+/// input (the primitive can be built by hand, so its arguments are not trusted).
+fn check_ranges(
+    op: &'static str,
+    shape: &[usize],
+    ranges: &[(usize, isize, usize)],
+) -> Result<Vec<usize>> {
+    if ranges.len() != shape.len() {
+        return Err(invalid(
+            op,
+            format!(
+                "{} ranges for an array of {} dimensions",
+                ranges.len(),
+                shape.len()
+            ),
+        ));
+    }
+    for (axis, (&(start, step, len), &dim)) in ranges.iter().zip(shape).enumerate() {
+        if len == 0 {
+            continue;
+        }
+        let last = start as i128 + (len as i128 - 1) * step as i128;
+        if step == 0 || start >= dim || last < 0 || last >= dim as i128 {
+            return Err(invalid(
+                op,
+                format!("range ({start}, {step}, {len}) is outside axis {axis} of size {dim}"),
+            ));
+        }
+    }
+    Ok(ranges.iter().map(|r| r.2).collect())
 }
 
 /// `shape` with one `-1` entry inferred from `size`.
@@ -177,6 +214,46 @@ pub fn squeeze(a: &Array, axes: &[isize]) -> Result<Array> {
         .map(|i| a.shape()[i] as isize)
         .collect();
     reshape(a, &shape)
+}
+
+/// The view of `a` that Python's `a[s0, s1, ...]` selects with slices: one [`SliceArg`] per
+/// leading axis, any step (negative steps walk backwards); axes without an argument are kept
+/// whole. Errors for more arguments than axes and for a zero step. A view: nothing is copied.
+///
+/// ```
+/// use nuvec_core::{Array, SliceArg, slice};
+///
+/// let a = Array::from_slice(&[0i32, 1, 2, 3, 4, 5], &[2, 3]).unwrap();
+/// // a[:, ::-2]
+/// let b = slice(&a, &[SliceArg::full(), SliceArg::new(None, None, -2)]).unwrap();
+/// assert_eq!(b.shape(), [2, 2]);
+/// assert_eq!(b.to_vec::<i32>().unwrap(), [2, 0, 5, 3]);
+/// ```
+pub fn slice(a: &Array, args: &[SliceArg]) -> Result<Array> {
+    check_errors(&[a])?;
+    if args.len() > a.ndim() {
+        return Err(invalid(
+            "slice",
+            format!(
+                "{} slices for an array of {} dimensions",
+                args.len(),
+                a.ndim()
+            ),
+        ));
+    }
+    let mut ranges = Vec::with_capacity(a.ndim());
+    for (axis, &dim) in a.shape().iter().enumerate() {
+        let arg = args.get(axis).copied().unwrap_or_else(SliceArg::full);
+        ranges.push(arg.resolve("slice", dim)?);
+    }
+    let identity = ranges
+        .iter()
+        .zip(a.shape())
+        .all(|(&(_, step, len), &dim)| step > 0 && len == dim);
+    if identity {
+        return Ok(a.clone());
+    }
+    Array::op1(Primitive::Shape(ShapeOp::Slice(ranges)), vec![a.clone()])
 }
 
 /// One axis of a slice, as Python's `start:stop:step`: `None` bounds mean the whole axis in

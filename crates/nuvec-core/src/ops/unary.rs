@@ -413,3 +413,9 @@ pub fn clip(
     }
     Ok(x)
 }
+
+/// `a` unchanged, but a constant to the derivative transforms: no gradient flows through it.
+pub fn stop_gradient(a: &Array) -> Result<Array> {
+    check_errors(&[a])?;
+    Array::op1(Primitive::StopGradient, vec![a.clone()])
+}

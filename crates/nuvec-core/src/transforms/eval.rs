@@ -47,7 +47,14 @@ fn schedule(arrays: &[Array]) -> Result<Vec<Arc<Node>>> {
         if a.is_evaluated() {
             return Ok(None);
         }
-        Ok(a.0.node.as_ref().map(|(node, _)| Arc::clone(node)))
+        match &a.0.node {
+            Some((node, _)) => Ok(Some(Arc::clone(node))),
+            None => Err(crate::error::invalid(
+                "eval",
+                "an input stands for a batch inside vmap and has no value: a function under \
+                 vmap cannot read values",
+            )),
+        }
     };
     for a in arrays {
         if let Some(node) = pending(a)? {
@@ -90,7 +97,12 @@ fn run(node: &Arc<Node>) -> Result<()> {
     }
     let stream = live[0].stream;
     crate::backend::check_device(stream.device)?;
-    let inputs = std::mem::take(&mut *guard);
+    // Inside a transform the graph must stay whole: keep the inputs (and donate nothing).
+    let inputs = if super::tracing() {
+        guard.clone()
+    } else {
+        std::mem::take(&mut *guard)
+    };
     let mut datas = Vec::with_capacity(inputs.len());
     for input in inputs {
         datas.push(take_data(input)?);
@@ -105,7 +117,9 @@ fn run(node: &Arc<Node>) -> Result<()> {
         }
         Err(err) => {
             // Keep the node computable: its inputs come back as the data they held.
-            *guard = datas.into_iter().map(Array::from_data).collect();
+            if guard.is_empty() {
+                *guard = datas.into_iter().map(Array::from_data).collect();
+            }
             Err(err)
         }
     }

@@ -1,7 +1,47 @@
-//! Transformations of computations: evaluation (the scheduler), and later the derivatives and
-//! batching.
+//! Transformations of computations: evaluation (the scheduler), reverse-mode derivatives
+//! ([`vjp`], [`grad`], [`value_and_grad`]), forward mode ([`jvp`]) and batching ([`vmap`]).
+//!
+//! The derivative and batching transforms trace the function: they call it on stand-ins for
+//! its inputs, then walk the recorded graph and apply each primitive's rule (its `vjp`,
+//! `jvp` or `vmap`). The rules build ordinary operations, so transforms nest.
 
 mod eval;
+mod graph;
+mod jvp;
+pub(crate) mod rules;
+mod vjp;
+mod vmap;
+
+use std::cell::Cell;
 
 pub(crate) use eval::synchronize;
 pub use eval::{async_eval, eval};
+pub use jvp::jvp;
+pub use vjp::{grad, value_and_grad, vjp};
+pub(crate) use vmap::move_axis;
+pub use vmap::vmap;
+
+thread_local! {
+    static TRACING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Whether a transform is tracing on this thread (evaluation then keeps graphs whole).
+pub(crate) fn tracing() -> bool {
+    TRACING.with(Cell::get) > 0
+}
+
+/// Marks this thread as tracing while it lives.
+pub(crate) struct TraceGuard;
+
+impl TraceGuard {
+    pub(crate) fn new() -> TraceGuard {
+        TRACING.with(|t| t.set(t.get() + 1));
+        TraceGuard
+    }
+}
+
+impl Drop for TraceGuard {
+    fn drop(&mut self) {
+        TRACING.with(|t| t.set(t.get() - 1));
+    }
+}

@@ -82,7 +82,7 @@ pub(crate) fn map<T: Element, U: Element>(
     f: impl Fn(T) -> U + Sync,
 ) -> Result<ArrayData> {
     let shape = &x.layout.shape;
-    let mut out = vec![U::default(); x.layout.size()];
+    let mut out = crate::array::pool::alloc::<U>(x.layout.size());
     match Source::<T>::new(x, op)? {
         Source::Contiguous(src) => fill(&mut out, &|start, chunk| {
             for (o, &v) in chunk.iter_mut().zip(&src[start..]) {
@@ -177,7 +177,7 @@ pub(crate) fn zip<A: Element, B: Element, U: Element>(
     f: impl Fn(A, B) -> U + Sync,
 ) -> Result<ArrayData> {
     let shape = &a.layout.shape;
-    let mut out = vec![U::default(); a.layout.size()];
+    let mut out = crate::array::pool::alloc::<U>(a.layout.size());
     match (Source::<A>::new(a, op)?, Source::<B>::new(b, op)?) {
         (Source::Contiguous(x), Source::Contiguous(y)) => fill(&mut out, &|start, chunk| {
             let n = chunk.len();
@@ -258,7 +258,7 @@ pub(crate) fn zip3<A: Element, B: Element, C: Element, U: Element>(
     f: impl Fn(A, B, C) -> U + Sync,
 ) -> Result<ArrayData> {
     let shape = &a.layout.shape;
-    let mut out = vec![U::default(); a.layout.size()];
+    let mut out = crate::array::pool::alloc::<U>(a.layout.size());
     match (
         Source::<A>::new(a, op)?,
         Source::<B>::new(b, op)?,

@@ -58,6 +58,24 @@ pub(crate) fn eval(
                 super::copy::to_contiguous(x)
             }
         }
+        ShapeOp::Slice(ranges) => {
+            let mut layout = Layout {
+                shape: out_shape.clone(),
+                strides: Vec::with_capacity(ranges.len()),
+                offset: x.layout.offset,
+            };
+            let empty = ranges.iter().any(|r| r.2 == 0);
+            let mut at = x.layout.offset as isize;
+            for (&(start, step, _), &stride) in ranges.iter().zip(&x.layout.strides) {
+                at += start as isize * stride;
+                layout.strides.push(stride * step);
+            }
+            // An empty view keeps the input's offset, which is known to be in the buffer.
+            if !empty {
+                layout.offset = at as usize;
+            }
+            x.view(layout)
+        }
     };
     Ok(vec![data])
 }
@@ -135,6 +153,35 @@ pub(crate) fn reshaped_strides(layout: &Layout, shape: &[usize]) -> Option<Vec<i
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Array, SliceArg};
+
+    /// Whether two evaluated arrays read the same buffer.
+    fn shares(a: &Array, b: &Array) -> bool {
+        a.eval().unwrap();
+        b.eval().unwrap();
+        std::sync::Arc::ptr_eq(&a.data().unwrap().buffer, &b.data().unwrap().buffer)
+    }
+
+    #[test]
+    fn slices_are_views() {
+        let a = Array::from_vec((0..60).collect::<Vec<i32>>(), &[3, 4, 5]).unwrap();
+        let s = crate::slice(
+            &a,
+            &[
+                SliceArg::new(None, None, -2),
+                SliceArg::new(Some(1), Some(3), 1),
+            ],
+        )
+        .unwrap();
+        assert!(shares(&a, &s));
+        let layout = &s.data().unwrap().layout;
+        assert_eq!(layout.strides, vec![-40, 5, 1]);
+        assert_eq!(layout.offset, 2 * 20 + 5);
+        // Empty slices keep a valid offset.
+        let e = crate::slice(&a, &[SliceArg::new(Some(2), Some(2), 1)]).unwrap();
+        assert!(shares(&a, &e));
+        assert_eq!(e.data().unwrap().layout.offset, 0);
+    }
 
     #[test]
     fn reshape_views_merge_only_contiguous_groups() {

@@ -50,7 +50,7 @@ fn write_canon<D: Element>(
     shape: &[usize],
 ) -> ArrayData {
     let n = shape.iter().product();
-    let mut out = vec![D::default(); n];
+    let mut out = crate::array::pool::alloc::<D>(n);
     super::elementwise::fill(&mut out, &|start, chunk| {
         let mut tmp = [Canon::Bool(false); 1024];
         for (i, part) in chunk.chunks_mut(tmp.len()).enumerate() {
@@ -112,7 +112,7 @@ fn float<T: FloatElem>(op: UnaryOp, x: &mut ArrayData) -> Result<ArrayData> {
         Sqrt => same!(|a: T::Acc| a.sqrt()),
         Rsqrt => same!(|a: T::Acc| one / a.sqrt()),
         Reciprocal => same!(|a: T::Acc| one / a),
-        Exp => same!(|a: T::Acc| a.exp()),
+        Exp => same!(|a: T::Acc| a.exp_simd()),
         Expm1 => same!(|a: T::Acc| a.exp_m1()),
         Log => same!(|a: T::Acc| a.ln()),
         Log1p => same!(|a: T::Acc| a.ln_1p()),
@@ -130,7 +130,7 @@ fn float<T: FloatElem>(op: UnaryOp, x: &mut ArrayData) -> Result<ArrayData> {
         ArcSinh => same!(|a: T::Acc| a.asinh()),
         ArcCosh => same!(|a: T::Acc| a.acosh()),
         ArcTanh => same!(|a: T::Acc| a.atanh()),
-        Sigmoid => same!(|a: T::Acc| one / (one + (-a).exp())),
+        Sigmoid => same!(|a: T::Acc| one / (one + (-a).exp_simd())),
         Erf => same!(|a: T::Acc| a.erf()),
         ErfInv => same!(|a: T::Acc| a.erfinv()),
         Floor => same!(|a: T::Acc| a.floor()),

@@ -1,0 +1,85 @@
+//! Forward mode: [`jvp`].
+
+use std::collections::{HashMap, HashSet};
+
+use super::TraceGuard;
+use super::graph::{inputs, key, outputs, tape};
+use super::vjp::tracers;
+use crate::array::Inner;
+use crate::error::invalid;
+use crate::{Array, Result};
+
+/// The outputs of `f` at `primals` and the Jacobian-vector products with `tangents` (one per
+/// primal, of its shape): the directional derivative of each output.
+///
+/// ```
+/// use nuvec_core::{Array, jvp, multiply};
+///
+/// let x = Array::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+/// let t = Array::from_slice(&[1.0f32, 0.5], &[2]).unwrap();
+/// let cube = |xs: &[Array]| Ok(vec![multiply(&multiply(&xs[0], &xs[0])?, &xs[0])?]);
+/// let (_, dy) = jvp(cube, &[x], &[t]).unwrap();
+/// assert_eq!(dy[0].to_vec::<f32>().unwrap(), [3.0, 6.0]); // 3x² · t
+/// ```
+pub fn jvp<F>(f: F, primals: &[Array], tangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)>
+where
+    F: Fn(&[Array]) -> Result<Vec<Array>>,
+{
+    let refs: Vec<&Array> = primals.iter().chain(tangents).collect();
+    crate::ops::check_errors(&refs)?;
+    if primals.len() != tangents.len() {
+        return Err(invalid(
+            "jvp",
+            format!("{} primals but {} tangents", primals.len(), tangents.len()),
+        ));
+    }
+    for (i, (p, t)) in primals.iter().zip(tangents).enumerate() {
+        if p.shape() != t.shape() {
+            return Err(invalid(
+                "jvp",
+                format!(
+                    "primal {i} has shape {:?} but its tangent {:?}",
+                    p.shape(),
+                    t.shape()
+                ),
+            ));
+        }
+    }
+    let _trace = TraceGuard::new();
+    let xs = tracers(primals)?;
+    let outs = f(&xs)?;
+    if outs.is_empty() {
+        return Err(invalid("jvp", "the function returned no outputs"));
+    }
+    let stop: HashSet<*const Inner> = xs.iter().map(key).collect();
+    let mut tans: HashMap<*const Inner, Array> = HashMap::new();
+    for (x, t) in xs.iter().zip(tangents) {
+        if x.dtype().is_inexact() {
+            tans.insert(key(x), t.astype(x.dtype())?);
+        }
+    }
+    for node in tape(&outs, &stop) {
+        let ins = inputs(&node);
+        let in_tans: Vec<Option<Array>> = ins.iter().map(|i| tans.get(&key(i)).cloned()).collect();
+        if in_tans.iter().all(Option::is_none) {
+            continue;
+        }
+        let node_outputs = outputs(&node);
+        let out_tans = node.primitive.jvp(&ins, &node_outputs, &in_tans)?;
+        for (o, t) in node_outputs.iter().zip(out_tans) {
+            if let Some(o) = o
+                && o.dtype().is_inexact()
+            {
+                tans.insert(key(o), t);
+            }
+        }
+    }
+    let tangents_out = outs
+        .iter()
+        .map(|o| match tans.get(&key(o)) {
+            Some(t) => Ok(t.clone()),
+            None => crate::zeros_like(o),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((outs, tangents_out))
+}

@@ -1,0 +1,237 @@
+//! Rules of the elementwise families: unary, binary and `where_`.
+
+use super::{batch_front, output, single};
+use crate::ops::binary::BinaryOp;
+use crate::ops::unary::UnaryOp;
+use crate::primitive::{Batched, Primitive};
+use crate::{Array, Result};
+use crate::{
+    add, cos, cosh, divide, equal, exp, greater, less, log, multiply, negative, sin, sinh, square,
+    subtract, where_, zeros_like,
+};
+
+/// `d out / d x` of a real unary function at `x` (with `out` its value), or `None` where the
+/// derivative is zero (rounding, predicates).
+fn derivative(op: UnaryOp, x: &Array, out: &Array) -> Result<Option<Array>> {
+    use UnaryOp::*;
+    let one_minus_sq = |v: &Array| subtract(1.0, square(v)?);
+    let d = match op {
+        Abs => crate::sign(x)?,
+        Negative => crate::full_like(x, -1.0)?,
+        Square => multiply(x, 2.0)?,
+        Sqrt => divide(0.5, out)?,
+        Rsqrt => divide(multiply(out, -0.5)?, x)?,
+        Reciprocal => negative(&square(out)?)?,
+        Exp => out.clone(),
+        Expm1 => add(out, 1.0)?,
+        Log => crate::reciprocal(x)?,
+        Log1p => crate::reciprocal(&add(x, 1.0)?)?,
+        Log2 => crate::reciprocal(&multiply(x, std::f64::consts::LN_2)?)?,
+        Log10 => crate::reciprocal(&multiply(x, std::f64::consts::LN_10)?)?,
+        Sin => cos(x)?,
+        Cos => negative(&sin(x)?)?,
+        Tan => add(square(out)?, 1.0)?,
+        ArcSin => crate::rsqrt(&one_minus_sq(x)?)?,
+        ArcCos => negative(&crate::rsqrt(&one_minus_sq(x)?)?)?,
+        ArcTan => crate::reciprocal(&add(square(x)?, 1.0)?)?,
+        Sinh => cosh(x)?,
+        Cosh => sinh(x)?,
+        Tanh => one_minus_sq(out)?,
+        ArcSinh => crate::rsqrt(&add(square(x)?, 1.0)?)?,
+        ArcCosh => crate::rsqrt(&subtract(square(x)?, 1.0)?)?,
+        ArcTanh => crate::reciprocal(&one_minus_sq(x)?)?,
+        Sigmoid => multiply(out, subtract(1.0, out)?)?,
+        Erf => multiply(
+            exp(&negative(&square(x)?)?)?,
+            std::f64::consts::FRAC_2_SQRT_PI,
+        )?,
+        ErfInv => multiply(exp(&square(out)?)?, std::f64::consts::PI.sqrt() / 2.0)?,
+        Sign | Floor | Ceil | Round | Trunc => return Ok(None),
+        IsNan | IsInf | IsPosInf | IsNegInf | IsFinite | LogicalNot | BitwiseInvert => {
+            return Ok(None);
+        }
+        Conjugate | Real | Imag => return Ok(None),
+    };
+    Ok(Some(d))
+}
+
+/// The complex-aware linear functions, whose derivative applies the function itself.
+fn is_linear_complex(op: UnaryOp, x: &Array) -> bool {
+    x.dtype() == crate::DType::C64 && matches!(op, UnaryOp::Conjugate | UnaryOp::Negative)
+}
+
+pub(super) fn unary_vjp(
+    op: UnaryOp,
+    inputs: &[Array],
+    outputs: &[Option<Array>],
+    cotangents: &[Option<Array>],
+) -> Result<Vec<Array>> {
+    let (x, g) = (&inputs[0], single(cotangents)?);
+    if is_linear_complex(op, x) || (op == UnaryOp::Conjugate) {
+        return Ok(vec![Array::op1(Primitive::Unary(op), vec![g.clone()])?]);
+    }
+    if matches!(op, UnaryOp::Real) && x.dtype() != crate::DType::C64 {
+        return Ok(vec![g.clone()]);
+    }
+    Ok(vec![match derivative(op, x, output(outputs)?)? {
+        Some(d) => multiply(g, &d)?,
+        None => zeros_like(x)?,
+    }])
+}
+
+pub(super) fn unary_jvp(
+    op: UnaryOp,
+    inputs: &[Array],
+    outputs: &[Option<Array>],
+    tangents: &[Option<Array>],
+) -> Result<Vec<Array>> {
+    let x = &inputs[0];
+    let out = output(outputs)?;
+    let Some(t) = &tangents[0] else {
+        return Ok(vec![zeros_like(out)?]);
+    };
+    if is_linear_complex(op, x) || (op == UnaryOp::Conjugate) {
+        return Ok(vec![Array::op1(Primitive::Unary(op), vec![t.clone()])?]);
+    }
+    if matches!(op, UnaryOp::Real) && x.dtype() != crate::DType::C64 {
+        return Ok(vec![t.clone()]);
+    }
+    Ok(vec![match derivative(op, x, out)? {
+        Some(d) => multiply(t, &d)?,
+        None => zeros_like(out)?,
+    }])
+}
+
+/// The partial derivatives `(d out/d a, d out/d b)` of a binary op, `None` where zero.
+fn partials(
+    op: BinaryOp,
+    a: &Array,
+    b: &Array,
+    out: &Array,
+) -> Result<(Option<Array>, Option<Array>)> {
+    use BinaryOp::*;
+    let one = |x: &Array| crate::ones_like(x);
+    Ok(match op {
+        Add => (Some(one(a)?), Some(one(b)?)),
+        Subtract => (Some(one(a)?), Some(crate::full_like(b, -1.0)?)),
+        Multiply => (Some(b.clone()), Some(a.clone())),
+        Divide => (
+            Some(crate::reciprocal(b)?),
+            Some(negative(&divide(out, b)?)?),
+        ),
+        Power => {
+            // d/da = b · a^(b−1); d/db = out · ln a (0 where a = 0, as the limit).
+            let da = multiply(b, crate::power(a, subtract(b, 1.0)?)?)?;
+            let ln_a = where_(equal(a, 0.0)?, 0.0, log(a)?)?;
+            (Some(da), Some(multiply(out, &ln_a)?))
+        }
+        Maximum => {
+            let pick_a = greater(a, b)?;
+            (
+                Some(where_(&pick_a, 1.0, 0.0)?.astype(a.dtype())?),
+                Some(where_(&pick_a, 0.0, 1.0)?.astype(b.dtype())?),
+            )
+        }
+        Minimum => {
+            let pick_a = less(a, b)?;
+            (
+                Some(where_(&pick_a, 1.0, 0.0)?.astype(a.dtype())?),
+                Some(where_(&pick_a, 0.0, 1.0)?.astype(b.dtype())?),
+            )
+        }
+        ArcTan2 => {
+            // atan2(a, b): d/da = b / (a² + b²), d/db = −a / (a² + b²).
+            let r2 = add(square(a)?, square(b)?)?;
+            (Some(divide(b, &r2)?), Some(divide(negative(a)?, &r2)?))
+        }
+        LogAddExp => (
+            Some(exp(&subtract(a, out)?)?),
+            Some(exp(&subtract(b, out)?)?),
+        ),
+        Remainder => (
+            Some(one(a)?),
+            Some(negative(&crate::floor(&divide(a, b)?)?)?),
+        ),
+        FloorDivide | Equal | NotEqual | Less | LessEqual | Greater | GreaterEqual | LogicalAnd
+        | LogicalOr | BitwiseAnd | BitwiseOr | BitwiseXor | LeftShift | RightShift => (None, None),
+    })
+}
+
+pub(super) fn binary_vjp(
+    op: BinaryOp,
+    inputs: &[Array],
+    outputs: &[Option<Array>],
+    cotangents: &[Option<Array>],
+    argnums: &[usize],
+) -> Result<Vec<Array>> {
+    let g = single(cotangents)?;
+    let (a, b) = (&inputs[0], &inputs[1]);
+    let (da, db) = partials(op, a, b, output(outputs)?)?;
+    argnums
+        .iter()
+        .map(|&i| {
+            let d = if i == 0 { &da } else { &db };
+            match d {
+                Some(d) => multiply(g, d),
+                None => zeros_like(&inputs[i]),
+            }
+        })
+        .collect()
+}
+
+pub(super) fn binary_jvp(
+    op: BinaryOp,
+    inputs: &[Array],
+    outputs: &[Option<Array>],
+    tangents: &[Option<Array>],
+) -> Result<Vec<Array>> {
+    let out = output(outputs)?;
+    let (da, db) = partials(op, &inputs[0], &inputs[1], out)?;
+    let mut total: Option<Array> = None;
+    for (d, t) in [(da, &tangents[0]), (db, &tangents[1])] {
+        if let (Some(d), Some(t)) = (d, t) {
+            let term = multiply(t, &d)?;
+            total = Some(match total {
+                Some(acc) => add(&acc, &term)?,
+                None => term,
+            });
+        }
+    }
+    Ok(vec![match total {
+        Some(t) => t.astype(out.dtype())?,
+        None => zeros_like(out)?,
+    }])
+}
+
+pub(super) fn select_vjp(
+    inputs: &[Array],
+    cotangents: &[Option<Array>],
+    argnums: &[usize],
+) -> Result<Vec<Array>> {
+    let g = single(cotangents)?;
+    let c = &inputs[0];
+    argnums
+        .iter()
+        .map(|&i| match i {
+            1 => where_(c, g, 0.0),
+            2 => where_(c, 0.0, g),
+            _ => zeros_like(&inputs[i]),
+        })
+        .collect()
+}
+
+pub(super) fn select_jvp(inputs: &[Array], tangents: &[Option<Array>]) -> Result<Vec<Array>> {
+    let zero = |i: usize| -> Result<Array> {
+        match &tangents[i] {
+            Some(t) => Ok(t.clone()),
+            None => zeros_like(&inputs[i]),
+        }
+    };
+    Ok(vec![where_(&inputs[0], zero(1)?, zero(2)?)?])
+}
+
+/// Binary and ternary elementwise primitives: every input with its batch axis in front.
+pub(super) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
+    let front = batch_front(inputs, axes)?;
+    Ok((vec![Array::op1(p.clone(), front)?], vec![Some(0)]))
+}

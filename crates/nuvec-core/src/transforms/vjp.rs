@@ -1,0 +1,203 @@
+//! Reverse mode: [`vjp`], [`grad`] and [`value_and_grad`].
+
+use std::collections::{HashMap, HashSet};
+
+use super::TraceGuard;
+use super::graph::{inputs, key, outputs, tape};
+use crate::array::Inner;
+use crate::error::invalid;
+use crate::primitive::Primitive;
+use crate::{Array, Result};
+
+/// Stand-ins for a transform's inputs: identity nodes, so that an outer transform still
+/// sees through them.
+pub(crate) fn tracers(primals: &[Array]) -> Result<Vec<Array>> {
+    primals
+        .iter()
+        .map(|p| Array::op1(Primitive::Identity, vec![p.clone()]))
+        .collect()
+}
+
+/// The outputs of `f` at `primals` and the vector-Jacobian products of `cotangents` (one per
+/// output, of its shape) with respect to each primal.
+///
+/// ```
+/// use nuvec_core::{Array, multiply, vjp};
+///
+/// let x = Array::from_slice(&[1.0f32, 2.0, 3.0], &[3]).unwrap();
+/// let square = |xs: &[Array]| Ok(vec![multiply(&xs[0], &xs[0])?]);
+/// let ones = Array::from_slice(&[1.0f32; 3], &[3]).unwrap();
+/// let (out, grads) = vjp(square, &[x], &[ones]).unwrap();
+/// assert_eq!(out[0].to_vec::<f32>().unwrap(), [1.0, 4.0, 9.0]);
+/// assert_eq!(grads[0].to_vec::<f32>().unwrap(), [2.0, 4.0, 6.0]);
+/// ```
+pub fn vjp<F>(f: F, primals: &[Array], cotangents: &[Array]) -> Result<(Vec<Array>, Vec<Array>)>
+where
+    F: Fn(&[Array]) -> Result<Vec<Array>>,
+{
+    let refs: Vec<&Array> = primals.iter().chain(cotangents).collect();
+    crate::ops::check_errors(&refs)?;
+    let _trace = TraceGuard::new();
+    let xs = tracers(primals)?;
+    let outs = f(&xs)?;
+    if outs.is_empty() {
+        return Err(invalid("vjp", "the function returned no outputs"));
+    }
+    if outs.len() != cotangents.len() {
+        return Err(invalid(
+            "vjp",
+            format!("{} outputs but {} cotangents", outs.len(), cotangents.len()),
+        ));
+    }
+    for (i, (o, c)) in outs.iter().zip(cotangents).enumerate() {
+        if o.shape() != c.shape() {
+            return Err(invalid(
+                "vjp",
+                format!(
+                    "output {i} has shape {:?} but its cotangent {:?}",
+                    o.shape(),
+                    c.shape()
+                ),
+            ));
+        }
+    }
+    let grads = backward(&xs, primals, &outs, cotangents)?;
+    Ok((outs, grads))
+}
+
+/// Accumulates cotangents from the outputs back to the tracers `xs`.
+fn backward(
+    xs: &[Array],
+    primals: &[Array],
+    outs: &[Array],
+    cotangents: &[Array],
+) -> Result<Vec<Array>> {
+    let stop: HashSet<*const Inner> = xs.iter().map(key).collect();
+    let order = tape(outs, &stop);
+    // Which arrays depend on a tracer (only those carry cotangents back).
+    let mut depends: HashSet<*const Inner> = stop.clone();
+    for node in &order {
+        if inputs(node).iter().any(|i| depends.contains(&key(i))) {
+            for o in outputs(node).into_iter().flatten() {
+                depends.insert(key(&o));
+            }
+        }
+    }
+    let mut cots: HashMap<*const Inner, Array> = HashMap::new();
+    for (o, c) in outs.iter().zip(cotangents) {
+        if !depends.contains(&key(o)) || !o.dtype().is_inexact() {
+            continue;
+        }
+        accumulate(&mut cots, o, c.astype(o.dtype())?)?;
+    }
+    for node in order.iter().rev() {
+        let node_outputs = outputs(node);
+        let node_cots: Vec<Option<Array>> = node_outputs
+            .iter()
+            .map(|o| o.as_ref().and_then(|o| cots.remove(&key(o))))
+            .collect();
+        if node_cots.iter().all(Option::is_none) {
+            continue;
+        }
+        let ins = inputs(node);
+        let argnums: Vec<usize> = (0..ins.len())
+            .filter(|&i| depends.contains(&key(&ins[i])) && ins[i].dtype().is_inexact())
+            .collect();
+        if argnums.is_empty() {
+            continue;
+        }
+        let grads = node
+            .primitive
+            .vjp(&ins, &node_outputs, &node_cots, &argnums)?;
+        for (&i, g) in argnums.iter().zip(grads) {
+            accumulate(&mut cots, &ins[i], g)?;
+        }
+    }
+    xs.iter()
+        .zip(primals)
+        .map(|(x, p)| match cots.remove(&key(x)) {
+            Some(g) => Ok(g),
+            None => crate::zeros_like(p),
+        })
+        .collect()
+}
+
+fn accumulate(cots: &mut HashMap<*const Inner, Array>, a: &Array, g: Array) -> Result<()> {
+    let g = if g.dtype() != a.dtype() {
+        g.astype(a.dtype())?
+    } else {
+        g
+    };
+    let sum = match cots.remove(&key(a)) {
+        Some(prev) => crate::add(&prev, &g)?,
+        None => g,
+    };
+    cots.insert(key(a), sum);
+    Ok(())
+}
+
+/// A function returning `f`'s gradient with respect to the inputs `argnums`: `f` must return
+/// one output of one element (a scalar loss).
+///
+/// ```
+/// use nuvec_core::{Array, grad, multiply};
+///
+/// // f(x, y) = x² y at (3, 2): df/dx = 2xy = 12.
+/// let f = |xs: &[Array]| Ok(vec![multiply(&multiply(&xs[0], &xs[0])?, &xs[1])?]);
+/// let (x, y) = (Array::scalar(3.0f64), Array::scalar(2.0f64));
+/// let g = grad(f, &[0])(&[x, y]).unwrap();
+/// assert_eq!(g[0].item::<f64>().unwrap(), 12.0);
+/// ```
+pub fn grad<F>(f: F, argnums: &[usize]) -> impl Fn(&[Array]) -> Result<Vec<Array>>
+where
+    F: Fn(&[Array]) -> Result<Vec<Array>>,
+{
+    let vg = value_and_grad(f, argnums);
+    move |xs: &[Array]| Ok(vg(xs)?.1)
+}
+
+/// A function returning `f`'s value and its gradient with respect to the inputs `argnums`
+/// (see [`grad`]).
+pub fn value_and_grad<F>(
+    f: F,
+    argnums: &[usize],
+) -> impl Fn(&[Array]) -> Result<(Vec<Array>, Vec<Array>)>
+where
+    F: Fn(&[Array]) -> Result<Vec<Array>>,
+{
+    let argnums = argnums.to_vec();
+    move |xs: &[Array]| {
+        if let Some(&bad) = argnums.iter().find(|&&i| i >= xs.len()) {
+            return Err(invalid(
+                "grad",
+                format!("argnum {bad} is out of range for {} inputs", xs.len()),
+            ));
+        }
+        let _trace = TraceGuard::new();
+        let chosen: Vec<Array> = argnums.iter().map(|&i| xs[i].clone()).collect();
+        let traced = tracers(&chosen)?;
+        let mut inputs = xs.to_vec();
+        for (&i, t) in argnums.iter().zip(&traced) {
+            inputs[i] = t.clone();
+        }
+        let outs = f(&inputs)?;
+        let [loss] = outs.as_slice() else {
+            return Err(invalid(
+                "grad",
+                "the function must return exactly one output",
+            ));
+        };
+        if loss.size() != 1 {
+            return Err(invalid(
+                "grad",
+                format!(
+                    "the output must have one element, not shape {:?}",
+                    loss.shape()
+                ),
+            ));
+        }
+        let seed = crate::ones_like(loss)?;
+        let grads = backward(&traced, &chosen, &outs, std::slice::from_ref(&seed))?;
+        Ok((outs, grads))
+    }
+}
