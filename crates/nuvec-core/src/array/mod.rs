@@ -315,7 +315,12 @@ impl Array {
 
     /// Whether this array's value has been computed (or was given as data).
     pub fn is_evaluated(&self) -> bool {
-        self.0.data.get().is_some()
+        self.data().is_some()
+    }
+
+    /// The computed data, if any.
+    pub(crate) fn data(&self) -> Option<&ArrayData> {
+        self.0.data.get()
     }
 
     /// Whether two handles are the same array.
