@@ -1,15 +1,377 @@
-//! The linalg primitives on the CPU.
+//! Matrix products on the CPU through the `gemm` crate.
+//!
+//! Inputs are read where they lie: each operand's row and column strides go to `gemm` as they
+//! are (transposed, sliced, reversed and broadcast views included), and broadcast batch axes
+//! become repeated offsets. `f32`, `f64` and `complex64` run in their own type; `f16` and
+//! `bf16` are widened to `f32` one panel of the inner axis at a time, accumulated in `f32` and
+//! rounded once. A batch of small products is spread over the rayon pool one product per
+//! task; a large product is spread inside `gemm`.
 
-use crate::Result;
-use crate::array::ArrayData;
+use gemm::Parallelism;
+use rayon::prelude::*;
+
+use super::elementwise::fill;
+use super::math::FloatElem;
+use std::sync::Arc;
+
+use crate::array::{ArrayData, Layout, collapse, for_each_strided};
+use crate::dtype::{Canon, Complex64, Element, bf16, f16};
 use crate::ops::linalg::MatmulOp;
 use crate::primitive::OutputSpec;
+use crate::{DType, Error, Result};
 
-/// Computes a linalg primitive.
+/// `m · n · k` below which a product is too small to share between threads: a batch of them
+/// runs one product per task instead.
+const SMALL_PRODUCT: usize = 1 << 21;
+/// `m · n · k` below which a single product stays on the calling thread.
+const THREADED_PRODUCT: usize = 1 << 16;
+/// The most elements of `a` and `b` widened to `f32` at a time for half types.
+const PANEL_ELEMENTS: usize = 1 << 22;
+
+/// Computes a matrix-product primitive.
 pub(crate) fn eval(
     op: &MatmulOp,
-    _inputs: &mut [ArrayData],
-    _outputs: &[OutputSpec],
+    inputs: &mut [ArrayData],
+    outputs: &[OutputSpec],
 ) -> Result<Vec<ArrayData>> {
-    match *op {}
+    let (shape, dtype) = (&outputs[0].0, outputs[0].1);
+    let (ab, rest) = inputs.split_at_mut(2);
+    let (a, b) = (&ab[0], &ab[1]);
+    let (scale, c) = match op {
+        MatmulOp::Matmul => (Scale::default(), None),
+        MatmulOp::AddMm { alpha, beta } => (
+            Scale {
+                alpha: *alpha,
+                beta: *beta,
+            },
+            rest.first_mut(),
+        ),
+    };
+    let plan = Plan::new(&a.layout, &b.layout);
+    let name = op.name();
+    let data = match dtype {
+        DType::F32 => native::<f32>(name, a, b, c, &plan, shape, scale)?,
+        DType::F64 => native::<f64>(name, a, b, c, &plan, shape, scale)?,
+        DType::C64 => native::<Complex64>(name, a, b, c, &plan, shape, scale)?,
+        DType::F16 => widened::<f16>(name, a, b, c, &plan, shape, scale)?,
+        DType::BF16 => widened::<bf16>(name, a, b, c, &plan, shape, scale)?,
+        other => {
+            return Err(Error::UnsupportedDType {
+                op: name,
+                dtype: other,
+            });
+        }
+    };
+    Ok(vec![data])
+}
+
+/// `alpha · (a @ b) + beta · c`; a plain product is `alpha = 1` without `c`.
+#[derive(Debug, Clone, Copy)]
+struct Scale {
+    alpha: f32,
+    beta: f32,
+}
+
+impl Default for Scale {
+    fn default() -> Scale {
+        Scale {
+            alpha: 1.0,
+            beta: 0.0,
+        }
+    }
+}
+
+/// The products to run: one `m × k` by `k × n` product per output matrix, each operand read
+/// through its strides from its own start in the buffer.
+#[derive(Debug)]
+struct Plan {
+    m: usize,
+    n: usize,
+    k: usize,
+    a_rs: isize,
+    a_cs: isize,
+    b_rs: isize,
+    b_cs: isize,
+    /// The buffer positions of `a[i, 0, 0]` and `b[i, 0, 0]` for each product `i`.
+    starts: Vec<(usize, usize)>,
+}
+
+impl Plan {
+    fn new(a: &Layout, b: &Layout) -> Plan {
+        let nd = a.shape.len();
+        let (m, k, n) = (a.shape[nd - 2], a.shape[nd - 1], b.shape[nd - 1]);
+        let batch = &a.shape[..nd - 2];
+        let count: usize = batch.iter().product();
+        let mut plan = Plan {
+            m,
+            n,
+            k,
+            a_rs: a.strides[nd - 2],
+            a_cs: a.strides[nd - 1],
+            b_rs: b.strides[nd - 2],
+            b_cs: b.strides[nd - 1],
+            starts: Vec::with_capacity(count),
+        };
+        // When every product shares one `b` and `a`'s batch and row axes step as a single
+        // axis, the batch is one tall product: far better use of gemm than many short ones.
+        let shared_b = b.strides[..nd - 2]
+            .iter()
+            .zip(batch)
+            .all(|(&s, &d)| s == 0 || d == 1);
+        if count > 1 && shared_b {
+            let (merged, strides) = collapse(&a.shape[..nd - 1], &[&a.strides[..nd - 1]]);
+            if merged.len() <= 1 {
+                if let Some(&rs) = strides[0].first() {
+                    plan.a_rs = rs;
+                }
+                plan.m = m * count;
+                plan.starts.push((a.offset, b.offset));
+                return plan;
+            }
+        }
+        let (shape, strides) = collapse(batch, &[&a.strides[..nd - 2], &b.strides[..nd - 2]]);
+        let starts = &mut plan.starts;
+        for_each_strided(
+            &shape,
+            [&strides[0], &strides[1]],
+            [a.offset, b.offset],
+            0,
+            count,
+            |[p, q]| starts.push((p, q)),
+        );
+        plan
+    }
+
+    /// Whether to run one product per task, and the parallelism inside each product.
+    fn parallelism(&self) -> (bool, Parallelism) {
+        let work = self.m * self.n * self.k;
+        let count = self.starts.len();
+        let threads = rayon::current_num_threads();
+        let per_task = count > 1
+            && threads > 1
+            && (work < SMALL_PRODUCT || count >= 4 * threads)
+            && count * work >= THREADED_PRODUCT;
+        let inside = if !per_task && threads > 1 && work >= THREADED_PRODUCT {
+            Parallelism::Rayon(threads)
+        } else {
+            Parallelism::None
+        };
+        (per_task, inside)
+    }
+
+    /// Runs `f(i, out_i, parallelism)` for each product `i` and its `m × n` block of `out`.
+    fn for_each<T: Send>(&self, out: &mut [T], f: &(dyn Fn(usize, &mut [T], Parallelism) + Sync)) {
+        let block = self.m * self.n;
+        if block == 0 {
+            return;
+        }
+        let (per_task, inside) = self.parallelism();
+        if per_task {
+            out.par_chunks_mut(block)
+                .enumerate()
+                .for_each(|(i, chunk)| f(i, chunk, Parallelism::None));
+        } else {
+            for (i, chunk) in out.chunks_mut(block).enumerate() {
+                f(i, chunk, inside);
+            }
+        }
+    }
+}
+
+/// Runs `f` on the output's elements (row-major, `shape`): a new zeroed buffer, or `c`'s
+/// elements, written over `c` itself when its buffer may be donated.
+fn with_output<T: Element>(
+    op: &'static str,
+    c: Option<&mut ArrayData>,
+    shape: &[usize],
+    f: impl FnOnce(&mut [T]),
+) -> Result<ArrayData> {
+    let n: usize = shape.iter().product();
+    let Some(c) = c else {
+        let mut out = vec![T::default(); n];
+        f(&mut out);
+        return Ok(ArrayData::from_vec(out, shape));
+    };
+    let whole = c.layout.offset == 0 && c.layout.is_row_contiguous();
+    if whole
+        && let Some(buffer) = Arc::get_mut(&mut c.buffer)
+        && let Some(elements) = T::host_slice_mut(buffer.host_mut()).filter(|e| e.len() == n)
+    {
+        f(elements);
+        return Ok(ArrayData {
+            buffer: Arc::clone(&c.buffer),
+            layout: Layout::contiguous(shape),
+        });
+    }
+    let mut out = c.to_vec::<T>(op)?;
+    f(&mut out);
+    Ok(ArrayData::from_vec(out, shape))
+}
+
+/// A product in the element type itself, through `gemm`.
+fn native<T: Element>(
+    op: &'static str,
+    a: &ArrayData,
+    b: &ArrayData,
+    c: Option<&mut ArrayData>,
+    plan: &Plan,
+    shape: &[usize],
+    scale: Scale,
+) -> Result<ArrayData> {
+    let sa = a.buffer.host().typed::<T>(op)?;
+    let sb = b.buffer.host().typed::<T>(op)?;
+    let read_dst = c.is_some();
+    let alpha = T::from_canon(Canon::Float(f64::from(scale.alpha)));
+    let beta = T::from_canon(Canon::Float(f64::from(scale.beta)));
+    let p = plan;
+    with_output(op, c, shape, |out| {
+        p.for_each(out, &|i, dst, parallelism| {
+            let (pa, pb) = p.starts[i];
+            // SAFETY: `dst` is this product's own `m × n` block, written row-major; every
+            // element gemm reads, `pa + r·a_rs + j·a_cs` for `r < m`, `j < k` (and likewise for
+            // `b`), is an element of the operand's layout, so it lies inside its buffer, which
+            // the caller holds for the whole call.
+            unsafe {
+                gemm::gemm(
+                    p.m,
+                    p.n,
+                    p.k,
+                    dst.as_mut_ptr(),
+                    1,
+                    p.n as isize,
+                    read_dst,
+                    sa.as_ptr().wrapping_add(pa),
+                    p.a_cs,
+                    p.a_rs,
+                    sb.as_ptr().wrapping_add(pb),
+                    p.b_cs,
+                    p.b_rs,
+                    beta,
+                    alpha,
+                    false,
+                    false,
+                    false,
+                    parallelism,
+                );
+            }
+        })
+    })
+}
+
+/// A `rows × cols` matrix of `src` widened to `f32`, with its row and column strides: laid
+/// out in the order of the source's smaller stride, so that a transposed view is read in
+/// memory order and stays transposed.
+fn widen<T: FloatElem<Acc = f32>>(
+    src: &[T],
+    start: usize,
+    (rows, cols): (usize, usize),
+    (rs, cs): (isize, isize),
+) -> (Vec<f32>, isize, isize) {
+    let mut out = vec![0f32; rows * cols];
+    if out.is_empty() {
+        return (out, cols as isize, 1);
+    }
+    let by_rows = cs.unsigned_abs() <= rs.unsigned_abs();
+    let (inner, outer_step, inner_step) = if by_rows {
+        (cols, rs, cs)
+    } else {
+        (rows, cs, rs)
+    };
+    fill(&mut out, &|first, chunk| {
+        let (o, mut i) = (first / inner, first % inner);
+        let mut row_start = start as isize + o as isize * outer_step;
+        for v in chunk.iter_mut() {
+            *v = src[(row_start + i as isize * inner_step) as usize].up();
+            i += 1;
+            if i == inner {
+                i = 0;
+                row_start += outer_step;
+            }
+        }
+    });
+    if by_rows {
+        (out, cols as isize, 1)
+    } else {
+        (out, 1, rows as isize)
+    }
+}
+
+/// A product of half-precision elements: each panel of the inner axis widened to `f32`,
+/// accumulated in `f32`, rounded once at the end.
+fn widened<T: FloatElem<Acc = f32>>(
+    op: &'static str,
+    a: &ArrayData,
+    b: &ArrayData,
+    c: Option<&mut ArrayData>,
+    plan: &Plan,
+    shape: &[usize],
+    scale: Scale,
+) -> Result<ArrayData> {
+    let sa = a.buffer.host().typed::<T>(op)?;
+    let sb = b.buffer.host().typed::<T>(op)?;
+    let has_c = c.is_some();
+    let p = plan;
+    let panel = if (p.m + p.n) * p.k <= PANEL_ELEMENTS {
+        p.k.max(1)
+    } else {
+        (PANEL_ELEMENTS / (p.m + p.n)).max(256)
+    };
+    with_output(op, c, shape, |out: &mut [T]| {
+        p.for_each(out, &|i, dst, parallelism| {
+            let (pa, pb) = p.starts[i];
+            let mut acc = vec![0f32; dst.len()];
+            if has_c {
+                fill(&mut acc, &|s, chunk| {
+                    for (v, x) in chunk.iter_mut().zip(&dst[s..]) {
+                        *v = x.up();
+                    }
+                });
+            }
+            let mut k0 = 0;
+            // At least one pass, so that `k = 0` still zeroes or scales the output.
+            loop {
+                let kc = panel.min(p.k - k0);
+                let at_a = (pa as isize + k0 as isize * p.a_cs) as usize;
+                let at_b = (pb as isize + k0 as isize * p.b_rs) as usize;
+                let (wa, a_rs, a_cs) = widen(sa, at_a, (p.m, kc), (p.a_rs, p.a_cs));
+                let (wb, b_rs, b_cs) = widen(sb, at_b, (kc, p.n), (p.b_rs, p.b_cs));
+                let first = k0 == 0;
+                let keep = if first { scale.beta } else { 1.0 };
+                // SAFETY: `acc` is an `m × n` row-major block owned here; `wa` is `m × kc` and
+                // `wb` is `kc × n`, with the strides `widen` returned for them.
+                unsafe {
+                    gemm::gemm(
+                        p.m,
+                        p.n,
+                        kc,
+                        acc.as_mut_ptr(),
+                        1,
+                        p.n as isize,
+                        has_c || !first,
+                        wa.as_ptr(),
+                        a_cs,
+                        a_rs,
+                        wb.as_ptr(),
+                        b_cs,
+                        b_rs,
+                        keep,
+                        scale.alpha,
+                        false,
+                        false,
+                        false,
+                        parallelism,
+                    );
+                }
+                k0 += kc;
+                if k0 >= p.k {
+                    break;
+                }
+            }
+            fill(dst, &|s, chunk| {
+                for (x, &v) in chunk.iter_mut().zip(&acc[s..]) {
+                    *x = T::down(v);
+                }
+            });
+        })
+    })
 }

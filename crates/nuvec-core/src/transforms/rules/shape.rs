@@ -33,6 +33,17 @@ pub(super) fn vjp(
             crate::transpose(g, &inverse)?
         }
         ShapeOp::Contiguous => g.clone(),
+        ShapeOp::Slice(ranges) => {
+            // The slice's transpose: the cotangent written into zeros of the input's shape.
+            let args: Vec<crate::SliceArg> = ranges
+                .iter()
+                .map(|&(start, step, len)| {
+                    let stop = start as isize + step * len as isize;
+                    crate::SliceArg::new(Some(start as isize), (stop >= 0).then_some(stop), step)
+                })
+                .collect();
+            crate::slice_update(&crate::zeros_like(x)?, g, &args)?
+        }
         _ => return Err(unsupported(op, "vjp")),
     };
     Ok(vec![dx])
@@ -82,6 +93,11 @@ pub(super) fn vmap(op: &ShapeOp, inputs: &[Array], axes: &[Option<usize>]) -> Re
             crate::broadcast_to(&crate::reshape(&x, &s)?, &target)?
         }
         ShapeOp::Contiguous => linear(op, &x)?,
+        ShapeOp::Slice(ranges) => {
+            let mut r = vec![(0, 1, b)];
+            r.extend(ranges.iter().copied());
+            linear(&ShapeOp::Slice(r), &x)?
+        }
         #[allow(unreachable_patterns)]
         _ => return Err(unsupported(op, "vmap")),
     };
