@@ -85,8 +85,10 @@ def main():
         for row in [head] + rows:
             print("  ".join(str(c).ljust(w) if i < 3 else str(c).rjust(w)
                             for i, (c, w) in enumerate(zip(row, widths))))
+    if info:
+        print()
     for runner, text in info.items():
-        print(f"\n{runner}: {text}" if not args.markdown else f"\n- {runner}: {text}")
+        print(f"{runner}: {text}" if not args.markdown else f"- {runner}: {text}")
     notes = [(k[1], o["status"]) for k in order for r, o in table[k].items()
              if r == "nuvec" and o.get("status", "ok") != "ok"]
     if notes:

@@ -14,7 +14,7 @@ pub fn cpu() -> Vec<Case> {
             "f32",
             Unit::Ratio,
             10,
-            || unavailable("the case's graph, which the transforms issue defines (vjp has landed)"),
+            || unavailable("the case's graph, which the transforms issue defines"),
         ),
         Case::new(
             "vmap_mlp",
@@ -23,11 +23,7 @@ pub fn cpu() -> Vec<Case> {
             "f32",
             Unit::Ratio,
             10,
-            || {
-                unavailable(
-                    "nuvec_core::matmul and the case's graph, which the transforms issue defines (vmap has landed)",
-                )
-            },
+            || unavailable("the case's graph, which the transforms issue defines"),
         ),
     ]
 }
