@@ -33,6 +33,20 @@ pub(super) fn vjp(
             crate::transpose(g, &inverse)?
         }
         ShapeOp::Contiguous => g.clone(),
+        ShapeOp::Broadcast(shape) => {
+            // Sum over the axes the broadcast added or stretched.
+            let lead = shape.len() - x.ndim();
+            let axes: Vec<isize> = (0..shape.len())
+                .filter(|&i| i < lead || (x.shape()[i - lead] == 1 && shape[i] != 1))
+                .map(|i| i as isize)
+                .collect();
+            let summed = if axes.is_empty() {
+                g.clone()
+            } else {
+                crate::sum(g, &axes, true)?
+            };
+            crate::reshape(&summed, &as_isize(x.shape()))?
+        }
         ShapeOp::Slice(ranges) => {
             // The slice's transpose: the cotangent written into zeros of the input's shape.
             let args: Vec<crate::SliceArg> = ranges
@@ -44,6 +58,7 @@ pub(super) fn vjp(
                 .collect();
             crate::slice_update(&crate::zeros_like(x)?, g, &args)?
         }
+        #[allow(unreachable_patterns)]
         _ => return Err(unsupported(op, "vjp")),
     };
     Ok(vec![dx])
