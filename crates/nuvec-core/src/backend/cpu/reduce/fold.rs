@@ -243,10 +243,13 @@ pub(super) trait Fold: Send + Sync + 'static {
     fn finish(a: Self::Acc) -> Self::Out;
 }
 
+/// A type-level marker naming input, accumulator and output types.
+type Types<I, A, O> = PhantomData<fn() -> (I, A, O)>;
+
 /// Sums of `I` accumulated in `A`, written as `O`.
-pub(super) struct Sum<I, A, O>(PhantomData<fn() -> (I, A, O)>);
+pub(super) struct Sum<I, A, O>(Types<I, A, O>);
 /// Products of `I` accumulated in `A`, written as `O`.
-pub(super) struct Prod<I, A, O>(PhantomData<fn() -> (I, A, O)>);
+pub(super) struct Prod<I, A, O>(Types<I, A, O>);
 /// Maxima of `I` written as `O` (NaN wins).
 pub(super) struct Max<I, O>(PhantomData<fn() -> (I, O)>);
 /// Minima of `I` written as `O` (NaN wins).
