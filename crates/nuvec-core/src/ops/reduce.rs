@@ -113,7 +113,7 @@ impl ReduceOp {
 /// The type `sum`, `prod` and `cumsum` give for inputs of type `dtype` (MLX's rule):
 /// `bool`, `int8` and `int16` become `int32`, `uint8` and `uint16` become `uint32`, the
 /// rest stay.
-pub fn accumulation_dtype(dtype: DType) -> DType {
+pub(crate) fn accumulation_dtype(dtype: DType) -> DType {
     match dtype {
         DType::Bool | DType::I8 | DType::I16 => DType::I32,
         DType::U8 | DType::U16 => DType::U32,

@@ -243,21 +243,21 @@ pub(super) trait Fold: Send + Sync + 'static {
     fn finish(a: Self::Acc) -> Self::Out;
 }
 
-/// A type-level marker naming input, accumulator and output types.
-type Types<I, A, O> = PhantomData<fn() -> (I, A, O)>;
+/// A marker that names its type parameters without holding them.
+type Marker<T> = PhantomData<fn() -> T>;
 
 /// Sums of `I` accumulated in `A`, written as `O`.
-pub(super) struct Sum<I, A, O>(Types<I, A, O>);
+pub(super) struct Sum<I, A, O>(Marker<(I, A, O)>);
 /// Products of `I` accumulated in `A`, written as `O`.
-pub(super) struct Prod<I, A, O>(Types<I, A, O>);
+pub(super) struct Prod<I, A, O>(Marker<(I, A, O)>);
 /// Maxima of `I` written as `O` (NaN wins).
-pub(super) struct Max<I, O>(PhantomData<fn() -> (I, O)>);
+pub(super) struct Max<I, O>(Marker<(I, O)>);
 /// Minima of `I` written as `O` (NaN wins).
-pub(super) struct Min<I, O>(PhantomData<fn() -> (I, O)>);
+pub(super) struct Min<I, O>(Marker<(I, O)>);
 /// Whether every `I` is nonzero.
-pub(super) struct All<I>(PhantomData<fn() -> I>);
+pub(super) struct All<I>(Marker<I>);
 /// Whether some `I` is nonzero.
-pub(super) struct Any<I>(PhantomData<fn() -> I>);
+pub(super) struct Any<I>(Marker<I>);
 
 impl<I, A, O> Fold for Sum<I, A, O>
 where
@@ -575,7 +575,7 @@ pub(super) fn log_add<T: num_traits::Float>(a: T, b: T) -> T {
 }
 
 /// Running `log(sum(exp(x)))` of floats `I`, written as `O`.
-pub(super) struct LogAdd<I, O>(PhantomData<fn() -> (I, O)>);
+pub(super) struct LogAdd<I, O>(Marker<(I, O)>);
 
 impl<I, O> Fold for LogAdd<I, O>
 where

@@ -160,7 +160,8 @@ pub(super) fn par_fill<U: Send>(
 
 /// Folds the reduction planned by `plan` over `src`, one output per element.
 pub(super) fn run<T: Load, F: Fold<In = T::In>>(src: &[T], plan: &Plan) -> Vec<F::Out> {
-    let mut out = vec![F::Out::default(); plan.nout];
+    // Every output is written: the buffer may come from the cache uncleared.
+    let mut out = crate::array::pool::alloc::<F::Out>(plan.nout);
     match plan.inner {
         Inner::Rows { n, .. } => {
             let cost = plan.roffs.len() * n;

@@ -16,7 +16,8 @@ pub(super) fn scan<T: Load, F: Fold<In = T::In>>(
     reverse: bool,
     inclusive: bool,
 ) -> Vec<F::Out> {
-    let mut out = vec![F::Out::default(); src.len()];
+    // Every element is written: the buffer may come from the cache uncleared.
+    let mut out = crate::array::pool::alloc::<F::Out>(src.len());
     let block = len * inner;
     if block == 0 {
         return out;
@@ -108,7 +109,8 @@ pub(super) fn arg<T: Load, const MAX: bool>(src: &[T], plan: &Plan) -> Vec<u32>
 where
     T::In: PartialOrd,
 {
-    let mut out = vec![0u32; plan.nout];
+    // Every output is written: the buffer may come from the cache uncleared.
+    let mut out = crate::array::pool::alloc::<u32>(plan.nout);
     match plan.inner {
         Inner::Rows { n, s } => {
             // One reduced axis: one run per output.

@@ -87,6 +87,26 @@ fn exp_shifted_body<const FMA: bool>(x: &mut [f32], m: f32) -> f32 {
     pairwise_32(acc) + tail
 }
 
+/// `out[i] = exp(x[i] - m)`, for `x[i] <= m`, returning their sum.
+#[inline(always)]
+fn exp_into_body<const FMA: bool>(x: &[f32], m: f32, out: &mut [f32]) -> f32 {
+    let mut acc = [0f32; 32];
+    let mut chunks = out.chunks_exact_mut(32);
+    let mut src = x.chunks_exact(32);
+    for (c, xs) in (&mut chunks).zip(&mut src) {
+        for ((a, o), &v) in acc.iter_mut().zip(c).zip(xs) {
+            *o = exp_neg::<FMA>(v - m);
+            *a += *o;
+        }
+    }
+    let mut tail = 0.0;
+    for (o, &v) in chunks.into_remainder().iter_mut().zip(src.remainder()) {
+        *o = exp_neg::<FMA>(v - m);
+        tail += *o;
+    }
+    pairwise_32(acc) + tail
+}
+
 /// The sum of 32 accumulators, pairwise.
 #[inline(always)]
 fn pairwise_32(mut acc: [f32; 32]) -> f32 {
@@ -163,6 +183,11 @@ widest! {
 }
 
 widest! {
+    /// [`exp_into_body`] with the widest vectors the CPU has.
+    fn exp_into(x: &[f32], m: f32, out: &mut [f32]) -> f32 = exp_into_body;
+}
+
+widest! {
     /// [`scale_body`] with the widest vectors the CPU has.
     fn scale(x: &mut [f32], factor: f32) = scale_body;
 }
@@ -204,14 +229,16 @@ fn lse_row(x: &[f32]) -> f32 {
     }
 }
 
-/// Softmax of one row in place, in one pass over memory: each block holds the exponentials
-/// relative to the running maximum when it was read (`marks`), and the final scaling brings
-/// every block to the row's maximum and divides by the sum.
-fn softmax_row(row: &mut [f32], marks: &mut Vec<f32>) {
+/// Softmax of one row into `out`, reading `src` (or `out` itself when `None`), in one pass
+/// over memory: each block holds the exponentials relative to the running maximum when it
+/// was read (`marks`), and the final scaling brings every block to the row's maximum and
+/// divides by the sum.
+fn softmax_row(src: Option<&[f32]>, out: &mut [f32], marks: &mut Vec<f32>) {
     let (mut m, mut s) = (f32::NEG_INFINITY, 0f64);
     marks.clear();
-    for block in row.chunks_mut(CHUNK) {
-        let bm = max_run(block);
+    for (k, block) in out.chunks_mut(CHUNK).enumerate() {
+        let from = src.map(|x| &x[k * CHUNK..k * CHUNK + block.len()]);
+        let bm = max_run(from.unwrap_or(block));
         if bm.is_nan() || bm == f32::INFINITY {
             // NaN, or ∞ - ∞: every value of the row is NaN (as exp(x - max(x)) gives).
             m = f32::NAN;
@@ -224,16 +251,19 @@ fn softmax_row(row: &mut [f32], marks: &mut Vec<f32>) {
                 s *= f64::from(m - bm).exp();
                 m = bm;
             }
-            s += f64::from(exp_shifted(block, m));
+            s += f64::from(match from {
+                Some(x) => exp_into(x, m, block),
+                None => exp_shifted(block, m),
+            });
         }
         marks.push(m);
     }
     if !m.is_finite() {
         // A NaN or +∞ seen, or a row of -∞ only (-∞ + ∞).
-        row.fill(f32::NAN);
+        out.fill(f32::NAN);
         return;
     }
-    for (block, &mark) in row.chunks_mut(CHUNK).zip(marks.iter()) {
+    for (block, &mark) in out.chunks_mut(CHUNK).zip(marks.iter()) {
         let factor = if mark == f32::NEG_INFINITY {
             0.0
         } else {
@@ -250,11 +280,12 @@ fn lse_rows_f32(src: &[f32], n: usize, out: &mut [f32]) {
     }
 }
 
-/// Softmax of each row of `n` elements of `rows`, in place.
-fn softmax_rows_f32(rows: &mut [f32], n: usize) {
+/// Softmax of each row of `n` elements of `src` into `out` (of `out` in place when `src`
+/// is `None`).
+fn softmax_rows_f32(src: Option<&[f32]>, out: &mut [f32], n: usize) {
     let mut marks = Vec::new();
-    for row in rows.chunks_exact_mut(n) {
-        softmax_row(row, &mut marks);
+    for (i, row) in out.chunks_exact_mut(n).enumerate() {
+        softmax_row(src.map(|x| &x[i * n..(i + 1) * n]), row, &mut marks);
     }
 }
 
@@ -352,26 +383,27 @@ fn donated<T: Element>(x: &mut ArrayData) -> Option<&mut [T]> {
     (elements.len() == n).then_some(elements)
 }
 
-/// Runs `kernel` over the rows (of `n` elements) of `x`'s elements in place: over `x`'s own
-/// buffer when nobody else holds it (donation), else over a row-major copy.
-fn in_place<T: Element>(
-    x: &mut ArrayData,
-    n: usize,
-    kernel: &(dyn Fn(usize, &mut [T]) + Sync),
-) -> ArrayData {
+/// A kernel over whole rows: from `src` into `out`, or over `out` in place when `src` is
+/// `None`.
+type RowKernel<'a, T> = dyn Fn(Option<&[T]>, &mut [T]) + Sync + 'a;
+
+/// Runs `kernel(src, out)` over chunks of whole rows (of `n` elements): in place on `x`'s
+/// own buffer when nobody else holds it (donation, `src` is `None`), else from a row-major
+/// view of `x` into a new buffer.
+fn rows_into<T: Element>(x: &mut ArrayData, n: usize, kernel: &RowKernel<'_, T>) -> ArrayData {
     let shape = x.layout.shape.clone();
     if let Some(buf) = donated::<T>(x) {
-        par_fill(buf, EXP_COST, n, kernel);
+        par_fill(buf, EXP_COST, n, &|_, rows| kernel(None, rows));
         return x.view(Layout::contiguous(&shape));
     }
-    let mut own = match x.contiguous_slice::<T>() {
-        // A plain copy: no zeroing pass first.
-        Some(elements) => ArrayData::from_vec(elements.to_vec(), &shape),
-        None => crate::backend::cpu::copy::to_contiguous(x),
-    };
-    let buf = donated::<T>(&mut own).expect("a fresh row-major copy is held alone");
-    par_fill(buf, EXP_COST, n, kernel);
-    own
+    let x = to_contiguous_shared(x);
+    let src = elements::<T>(&x);
+    // Every element is written: the buffer may come from the cache uncleared.
+    let mut out = crate::array::pool::alloc::<T>(src.len());
+    par_fill(&mut out, EXP_COST, n, &|start, rows| {
+        kernel(Some(&src[start..start + rows.len()]), rows)
+    });
+    ArrayData::from_vec(out, &shape)
 }
 
 /// Softmax over the last axis of `inputs[0]`, written over it when it can be donated.
@@ -382,14 +414,17 @@ pub(super) fn softmax(inputs: &mut [ArrayData]) -> Result<ArrayData> {
         return Ok(x.clone());
     }
     Ok(match x.dtype() {
-        crate::DType::F32 => in_place::<f32>(x, n, &|_, rows| softmax_rows_f32(rows, n)),
-        crate::DType::F64 => in_place::<f64>(x, n, &|_, rows| {
-            for row in rows.chunks_exact_mut(n) {
+        crate::DType::F32 => rows_into::<f32>(x, n, &|src, out| softmax_rows_f32(src, out, n)),
+        crate::DType::F64 => rows_into::<f64>(x, n, &|src, out| {
+            if let Some(src) = src {
+                out.copy_from_slice(src);
+            }
+            for row in out.chunks_exact_mut(n) {
                 softmax_row_f64(row);
             }
         }),
-        crate::DType::F16 => in_place::<f16>(x, n, &|_, rows| softmax_half_rows(rows, n)),
-        crate::DType::BF16 => in_place::<bf16>(x, n, &|_, rows| softmax_half_rows(rows, n)),
+        crate::DType::F16 => rows_into::<f16>(x, n, &|src, out| softmax_half_rows(src, out, n)),
+        crate::DType::BF16 => rows_into::<bf16>(x, n, &|src, out| softmax_half_rows(src, out, n)),
         dtype => {
             return Err(Error::UnsupportedDType {
                 op: "softmax",
@@ -416,16 +451,17 @@ fn softmax_row_f64(row: &mut [f64]) {
     }
 }
 
-/// Softmax of half rows in place, computed in `float32` (MLX's precise softmax).
-fn softmax_half_rows<H>(rows: &mut [H], n: usize)
+/// Softmax of half rows (from `src`, or `out` in place), computed in `float32` (MLX's
+/// precise softmax).
+fn softmax_half_rows<H>(src: Option<&[H]>, out: &mut [H], n: usize)
 where
     H: Load<In = f32>,
     [H]: HalfFloatSliceExt,
 {
-    let mut wide = vec![0f32; rows.len()];
-    H::load(rows, &mut wide);
-    softmax_rows_f32(&mut wide, n);
-    rows.convert_from_f32_slice(&wide);
+    let mut wide = vec![0f32; out.len()];
+    H::load(src.unwrap_or(out), &mut wide);
+    softmax_rows_f32(None, &mut wide, n);
+    out.convert_from_f32_slice(&wide);
 }
 
 #[cfg(test)]
