@@ -4,16 +4,17 @@
 //! are (transposed, sliced, reversed and broadcast views included), and broadcast batch axes
 //! become repeated offsets. `f32`, `f64` and `complex64` run in their own type; `f16` and
 //! `bf16` are widened to `f32` one panel of the inner axis at a time, accumulated in `f32` and
-//! rounded once. A batch of small products is spread over the rayon pool one product per
-//! task; a large product is spread inside `gemm`.
+//! rounded once (gemm's own `f16` kernel rounds its partial sums to `f16` after every depth
+//! block, and was no faster). A batch of small products is spread over the rayon pool one
+//! product per task; a large product is spread inside `gemm`.
+
+use std::sync::Arc;
 
 use gemm::Parallelism;
 use rayon::prelude::*;
 
 use super::elementwise::fill;
 use super::math::FloatElem;
-use std::sync::Arc;
-
 use crate::array::{ArrayData, Layout, collapse, for_each_strided};
 use crate::dtype::{Canon, Complex64, Element, bf16, f16};
 use crate::ops::linalg::MatmulOp;
