@@ -421,13 +421,14 @@ fn random_shape(size: usize, seed: &mut u64) -> Vec<usize> {
     }
     let mut factors = Vec::new();
     let mut n = size;
-    let mut p = 2;
-    while n > 1 {
-        while n.is_multiple_of(p) {
+    for p in 2..=n {
+        while n % p == 0 {
             factors.push(p);
             n /= p;
         }
-        p += 1;
+        if n == 1 {
+            break;
+        }
     }
     for i in (1..factors.len()).rev() {
         factors.swap(i, next(seed) as usize % (i + 1));
@@ -436,7 +437,7 @@ fn random_shape(size: usize, seed: &mut u64) -> Vec<usize> {
     let mut cur = 1;
     for f in factors {
         cur *= f;
-        if next(seed).is_multiple_of(2) {
+        if next(seed) % 2 == 0 {
             shape.push(cur);
             cur = 1;
         }

@@ -247,6 +247,7 @@ impl<T: Element> Strided<'_, T> {
     /// consecutive source elements from `src + c · step`. Moves [`BLOCK`]-square blocks
     /// through registers (contiguous loads, contiguous stores), a strip of [`TILE_COLS`]
     /// columns at a time; the rows and columns left over go one by one.
+    // Large once unrolled: one copy per type, not one per caller.
     #[inline(never)]
     fn copy_transposed(&self, tile: &Tile, cols: usize, step: usize, out: &mut [MaybeUninit<T>]) {
         let first = tile.src as usize;
