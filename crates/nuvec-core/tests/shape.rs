@@ -421,14 +421,13 @@ fn random_shape(size: usize, seed: &mut u64) -> Vec<usize> {
     }
     let mut factors = Vec::new();
     let mut n = size;
-    for p in 2..=n {
-        while n % p == 0 {
+    let mut p = 2;
+    while n > 1 {
+        while n.is_multiple_of(p) {
             factors.push(p);
             n /= p;
         }
-        if n == 1 {
-            break;
-        }
+        p += 1;
     }
     for i in (1..factors.len()).rev() {
         factors.swap(i, next(seed) as usize % (i + 1));
@@ -437,7 +436,7 @@ fn random_shape(size: usize, seed: &mut u64) -> Vec<usize> {
     let mut cur = 1;
     for f in factors {
         cur *= f;
-        if next(seed) % 2 == 0 {
+        if next(seed).is_multiple_of(2) {
             shape.push(cur);
             cur = 1;
         }
