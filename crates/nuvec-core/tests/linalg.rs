@@ -286,6 +286,13 @@ fn matmul_of_empty_shapes() {
         assert_eq!(values(&c), [0.0]);
         let c = matmul(&z(&[2, 0, 3, 4]), &z(&[4, 5])).unwrap();
         assert_eq!(c.shape(), [2, 0, 3, 5]);
+        // Large enough for recycled buffers: a freed result of the same size must not show
+        // through an empty sum.
+        let full = matmul(&z(&[200, 3]), &z(&[3, 100])).unwrap();
+        assert_eq!(values(&full), vec![0.75; 20_000]);
+        drop(full);
+        let c = matmul(&z(&[200, 0]), &z(&[0, 100])).unwrap();
+        assert_eq!(values(&c), vec![0.0; 20_000]);
     }
 }
 
