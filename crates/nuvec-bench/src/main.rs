@@ -1,1 +1,271 @@
-fn main() {}
+//! `nuvec-bench`: runs the named cases of BENCH-CASES.md on nuvec and reports the median time
+//! of "build the graph and evaluate it" with each case's figure (GB/s, GFLOP/s, µs per op).
+//!
+//! ```text
+//! nuvec-bench [--device cpu|gpu] [--json FILE] [--repeat N] [--list] [CASE...]
+//! ```
+//!
+//! Each case builds and evaluates its inputs first, runs a warm-up, checks one result against
+//! a reference computed apart from nuvec, then times its runs.
+
+mod case;
+mod cases;
+mod inputs;
+mod report;
+mod timer;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+use nuvec_core::eval;
+
+use crate::case::{Case, Skip, Target};
+use crate::report::{Measured, Outcome};
+use crate::timer::Timer;
+
+/// Runs nuvec's benchmark cases (BENCH-CASES.md) and reports median times and figures.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Where the cases run.
+    #[arg(long, value_enum, default_value = "cpu")]
+    device: Target,
+    /// Also write the results to this file, as a JSON array of one object per case.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Timed runs per case (each case has its own default).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: Option<u32>,
+    /// List the cases of the device and exit.
+    #[arg(long)]
+    list: bool,
+    /// Cases to run (every case of the device when none is given).
+    #[arg(value_name = "CASE")]
+    cases: Vec<String>,
+}
+
+/// Prints a line on stdout; a closed pipe (`| head`) is not worth a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    };
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let all = cases::all(cli.device);
+    if cli.list {
+        for c in &all {
+            say!(
+                "{:<20} {:<6} {:<8} {}",
+                c.name,
+                c.dtype,
+                c.unit.label(),
+                c.shape
+            );
+        }
+        return ExitCode::SUCCESS;
+    }
+    let unknown: Vec<&String> = cli
+        .cases
+        .iter()
+        .filter(|n| !all.iter().any(|c| c.name == n.as_str()))
+        .collect();
+    if !unknown.is_empty() {
+        eprintln!(
+            "nuvec-bench: no {} case named {} (see --list)",
+            cli.device.name(),
+            unknown
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return ExitCode::from(2);
+    }
+    let chosen: Vec<&Case> = all
+        .iter()
+        .filter(|c| cli.cases.is_empty() || cli.cases.iter().any(|n| n == c.name))
+        .collect();
+
+    say!("{}", report::header());
+    let mut outcomes = Vec::new();
+    for case in chosen {
+        let runs = cli.repeat.map_or(case.runs, |n| n as usize);
+        let result = timer::for_target(case.target).and_then(|mut t| measure(case, runs, &mut *t));
+        let outcome = Outcome::new(case, result);
+        say!("{}", report::row(&outcome));
+        outcomes.push(outcome);
+    }
+
+    if let Some(path) = &cli.json {
+        let json = serde_json::Value::Array(outcomes.iter().map(Outcome::to_json).collect());
+        let text = match serde_json::to_string_pretty(&json) {
+            Ok(text) => text,
+            Err(e) => {
+                eprintln!("nuvec-bench: cannot encode the results: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if let Err(e) = std::fs::write(path, text + "\n") {
+            eprintln!("nuvec-bench: cannot write {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    // A failed case (an error or a wrong result) fails the run; unavailable ones do not.
+    if outcomes
+        .iter()
+        .any(|o| matches!(o.result, Err(Skip::Failed(_))))
+    {
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
+
+/// A warm-up run slower than this is the last one (a slow case needs no second).
+const SLOW_WARMUP_S: f64 = 2.0;
+/// Timed runs stop once they add up to this (at least one runs); bench/peers/harness.py
+/// uses the same two limits.
+const CASE_BUDGET_S: f64 = 10.0;
+
+/// Prepares `case`, warms it up, checks one result, then times `runs` runs of building and
+/// evaluating its graph and returns the median.
+fn measure(case: &Case, runs: usize, timer: &mut dyn Timer) -> Result<Measured, Skip> {
+    let mut prepared = (case.prepare)()?;
+    let mut last = Vec::new();
+    for _ in 0..case.warmup.max(1) {
+        let started = Instant::now();
+        last = (prepared.build)()?;
+        eval(&last)?;
+        if started.elapsed().as_secs_f64() > SLOW_WARMUP_S {
+            break;
+        }
+    }
+    (prepared.check)(&last).map_err(|e| Skip::Failed(format!("wrong result: {e}")))?;
+    drop(last);
+
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        timer.start()?;
+        let out = (prepared.build)()?;
+        eval(&out)?;
+        times.push(timer.stop()?);
+        // Freeing the outputs is left out of the timing, as in the peers' scripts.
+        drop(out);
+        if times.iter().sum::<f64>() > CASE_BUDGET_S {
+            break;
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let mid = times.len() / 2;
+    let median_s = if times.len() % 2 == 1 {
+        times[mid]
+    } else {
+        (times[mid - 1] + times[mid]) / 2.0
+    };
+    Ok(Measured {
+        median_s,
+        figure: case.unit.figure(prepared.work, median_s),
+        runs: times.len(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The entries `("name", "shape", "dtype", "unit", ...)` of the Python list `list`.
+    fn python_specs<'a>(text: &'a str, list: &str) -> Vec<Vec<&'a str>> {
+        let body = text
+            .split(&format!("\n{list} = ["))
+            .nth(1)
+            .and_then(|s| s.split("\n]").next())
+            .unwrap_or_else(|| panic!("harness.py has a {list} list"));
+        body.split("\n    (")
+            .skip(1)
+            .map(|entry| entry.split('"').skip(1).step_by(2).take(4).collect())
+            .collect()
+    }
+
+    /// The peers' harness lists the cases of each device with the same names, shapes, dtypes
+    /// and units, in the same order, so that compare.py lines them up.
+    #[test]
+    fn peers_share_the_cases() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/peers/harness.py");
+        let text = std::fs::read_to_string(path).expect("bench/peers/harness.py is readable");
+        for (target, list) in [(Target::Cpu, "SPECS"), (Target::Gpu, "GPU_SPECS")] {
+            let ours: Vec<Vec<&str>> = cases::all(target)
+                .iter()
+                .map(|c| vec![c.name, c.shape, c.dtype, c.unit.label()])
+                .collect();
+            assert_eq!(python_specs(&text, list), ours, "{list}");
+        }
+    }
+
+    /// A case runs end to end: prepared, checked, timed, with a finite positive figure.
+    #[test]
+    fn tiny_op_chain_measures() {
+        let all = cases::all(Target::Cpu);
+        let case = all
+            .iter()
+            .find(|c| c.name == "tiny_op_chain")
+            .expect("registered");
+        let mut timer = timer::WallTimer::default();
+        let m = measure(case, 3, &mut timer)
+            .map_err(|e| format!("{e:?}"))
+            .expect("runs");
+        assert_eq!(m.runs, 3);
+        assert!(m.median_s > 0.0 && m.figure.is_finite() && m.figure > 0.0);
+    }
+
+    /// A wrong result is a failure, not a figure.
+    #[test]
+    fn wrong_results_fail() {
+        fn prepare() -> Result<case::Prepared, Skip> {
+            let a = inputs::array(vec![1.0f32, 2.0], &[2])?;
+            Ok(case::Prepared {
+                work: 1.0,
+                build: Box::new(move || Ok(vec![nuvec_core::add(&a, &a)?])),
+                check: Box::new(|out| {
+                    let got = inputs::output_f32(out)?;
+                    inputs::expect_close("out", 0, got[0], 3.0, 0.0)
+                }),
+            })
+        }
+        let case = Case::new(
+            "bad",
+            Target::Cpu,
+            "[2]",
+            "f32",
+            case::Unit::GBps,
+            1,
+            prepare,
+        );
+        let mut timer = timer::WallTimer::default();
+        assert!(matches!(
+            measure(&case, 1, &mut timer),
+            Err(Skip::Failed(msg)) if msg.starts_with("wrong result")
+        ));
+    }
+
+    /// GPU cases are listed but turned away while there is no CUDA backend.
+    #[test]
+    fn gpu_cases_are_unavailable() {
+        let all = cases::all(Target::Gpu);
+        assert!(all.iter().any(|c| c.name == "matmul_8192"));
+        assert!(matches!(
+            timer::for_target(Target::Gpu),
+            Err(Skip::Unavailable(_))
+        ));
+    }
+
+    #[test]
+    fn figures_follow_the_units() {
+        assert_eq!(case::Unit::GBps.figure(2e9, 0.5), 4.0);
+        assert_eq!(case::Unit::GFlops.figure(3e9, 1.0), 3.0);
+        assert_eq!(case::Unit::UsPerOp.figure(1000.0, 2e-3), 2.0);
+    }
+}

@@ -57,6 +57,9 @@ pub enum Primitive {
         /// Whether element `i` includes input `i`.
         inclusive: bool,
     },
+    /// `exp(x - logsumexp(x))` over the last axis, in `float32` for half types (see
+    /// [`crate::softmax`], which moves other axes there).
+    Softmax,
     /// Sorting and partitioning along an axis.
     Sort(SortOp),
     /// Views (reshape, transpose, broadcast, slice, split) and copies (concatenate, contiguous).
@@ -115,6 +118,7 @@ impl Primitive {
             Primitive::Reduce { op, .. } => op.name(),
             Primitive::ArgReduce { op, .. } => op.name(),
             Primitive::Scan { op, .. } => op.name(),
+            Primitive::Softmax => "softmax",
             Primitive::Sort(op) => op.name(),
             Primitive::Shape(op) => op.name(),
             Primitive::Index(op) => op.name(),
@@ -139,6 +143,7 @@ impl Primitive {
             Primitive::Reduce { op, axes } => op.output_specs(axes, inputs),
             Primitive::ArgReduce { op, axis } => op.output_specs(*axis, inputs),
             Primitive::Scan { op, axis, .. } => op.output_specs(*axis, inputs),
+            Primitive::Softmax => crate::ops::reduce::softmax_output_specs(inputs),
             Primitive::Sort(op) => op.output_specs(inputs),
             Primitive::Shape(op) => op.output_specs(inputs),
             Primitive::Index(op) => op.output_specs(inputs),

@@ -160,8 +160,8 @@ fn broadcast_pair() -> impl Strategy<Value = (Vec<usize>, Vec<usize>, Vec<usize>
         let n = shape.len();
         (
             Just(shape),
-            prop::collection::vec(any::<bool>(), n),
-            prop::collection::vec(any::<bool>(), n),
+            prop::collection::vec(prop::bool::ANY, n),
+            prop::collection::vec(prop::bool::ANY, n),
             0..=n,
             0..=n,
         )

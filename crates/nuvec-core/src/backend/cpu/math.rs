@@ -45,7 +45,11 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     // Adding and subtracting 1.5 · 2^23 rounds to the nearest integer.
     const ROUND: f32 = 12_582_912.0;
     let x = x.clamp(-104.0, 89.0);
-    let n = (x * LOG2E + ROUND) - ROUND;
+    // `t`'s low mantissa bits hold n itself: no float-to-int conversion, which would not
+    // vectorise with its saturation.
+    let t = x * LOG2E + ROUND;
+    let n = t - ROUND;
+    let ni = (t.to_bits() as i32).wrapping_sub(ROUND.to_bits() as i32);
     let r = (x - n * LN2_HI) - n * LN2_LO;
     let mut p = 1.0 / 5040.0;
     p = p * r + 1.0 / 720.0;
@@ -55,7 +59,6 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    let ni = n as i32;
     let half = ni >> 1;
     let s1 = f32::from_bits(((half + 127) << 23) as u32);
     let s2 = f32::from_bits(((ni - half + 127) << 23) as u32);

@@ -37,6 +37,7 @@ pub(crate) fn eval(
             reverse,
             inclusive,
         } => reduce::eval_scan(*op, *axis, *reverse, *inclusive, inputs, outputs),
+        Primitive::Softmax => reduce::eval_softmax(inputs),
         Primitive::Sort(op) => sort::eval(op, inputs, outputs),
         Primitive::Shape(op) => shape::eval(op, inputs, outputs),
         Primitive::Index(op) => index::eval(op, inputs, outputs),

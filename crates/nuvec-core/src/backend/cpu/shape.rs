@@ -2,7 +2,7 @@
 
 use crate::Result;
 use crate::array::{ArrayData, Layout, row_major_strides};
-use crate::ops::shape::ShapeOp;
+use crate::ops::shape::{ShapeOp, split_pieces};
 use crate::primitive::OutputSpec;
 
 /// Computes a shape primitive.
@@ -11,8 +11,41 @@ pub(crate) fn eval(
     inputs: &mut [ArrayData],
     outputs: &[OutputSpec],
 ) -> Result<Vec<ArrayData>> {
-    let x = &inputs[0];
     let out_shape = &outputs[0].0;
+    match op {
+        ShapeOp::Concatenate(axis) => {
+            return Ok(vec![super::copy::concatenate(inputs, *axis, out_shape)]);
+        }
+        ShapeOp::Pad(widths) => {
+            let data = super::copy::pad(&inputs[0], &inputs[1], widths, out_shape);
+            return Ok(vec![data]);
+        }
+        ShapeOp::Split { axis, indices } => {
+            let x = &inputs[0];
+            let pieces = split_pieces(x.layout.shape[*axis], indices);
+            let stride = x.layout.strides[*axis];
+            let views = pieces
+                .into_iter()
+                .zip(outputs)
+                .map(|((start, _), (shape, _))| {
+                    let empty = shape.contains(&0);
+                    x.view(Layout {
+                        shape: shape.clone(),
+                        strides: x.layout.strides.clone(),
+                        offset: if empty {
+                            x.layout.offset
+                        } else {
+                            (x.layout.offset as isize + start as isize * stride) as usize
+                        },
+                    })
+                })
+                .collect();
+            return Ok(views);
+        }
+        _ => {}
+    }
+    let x = &inputs[0];
+    let empty = out_shape.contains(&0);
     let data = match op {
         ShapeOp::Reshape(shape) => match reshaped_strides(&x.layout, shape) {
             Some(strides) => x.view(Layout {
@@ -64,7 +97,6 @@ pub(crate) fn eval(
                 strides: Vec::with_capacity(ranges.len()),
                 offset: x.layout.offset,
             };
-            let empty = ranges.iter().any(|r| r.2 == 0);
             let mut at = x.layout.offset as isize;
             for (&(start, step, _), &stride) in ranges.iter().zip(&x.layout.strides) {
                 at += start as isize * stride;
@@ -75,6 +107,62 @@ pub(crate) fn eval(
                 layout.offset = at as usize;
             }
             x.view(layout)
+        }
+        ShapeOp::Diagonal {
+            offset,
+            axis1,
+            axis2,
+        } => {
+            let (s1, s2) = (x.layout.strides[*axis1], x.layout.strides[*axis2]);
+            let mut strides: Vec<isize> = (0..x.layout.shape.len())
+                .filter(|d| d != axis1 && d != axis2)
+                .map(|d| x.layout.strides[d])
+                .collect();
+            strides.push(s1 + s2);
+            let (skip1, skip2) = if *offset >= 0 {
+                (0, *offset)
+            } else {
+                (-*offset, 0)
+            };
+            let start = x.layout.offset as isize + skip1 * s1 + skip2 * s2;
+            x.view(Layout {
+                shape: out_shape.clone(),
+                strides,
+                offset: if empty {
+                    x.layout.offset
+                } else {
+                    start as usize
+                },
+            })
+        }
+        ShapeOp::AsStrided {
+            shape,
+            strides,
+            offset,
+        } => {
+            // The strides count in the input's row-major order.
+            let base = super::copy::to_contiguous_shared(x);
+            let start = base.layout.offset + if empty { 0 } else { *offset };
+            base.view(Layout {
+                shape: shape.clone(),
+                strides: strides.clone(),
+                offset: start,
+            })
+        }
+        ShapeOp::Copy => {
+            if x.is_donatable() && x.layout.is_row_contiguous() {
+                // Nobody else holds the buffer: it is this array's own already.
+                x.view(Layout {
+                    shape: x.layout.shape.clone(),
+                    strides: row_major_strides(&x.layout.shape),
+                    offset: x.layout.offset,
+                })
+            } else {
+                super::copy::to_contiguous(x)
+            }
+        }
+        ShapeOp::Concatenate(_) | ShapeOp::Pad(_) | ShapeOp::Split { .. } => {
+            unreachable!("handled above")
         }
     };
     Ok(vec![data])
@@ -181,6 +269,57 @@ mod tests {
         let e = crate::slice(&a, &[SliceArg::new(Some(2), Some(2), 1)]).unwrap();
         assert!(shares(&a, &e));
         assert_eq!(e.data().unwrap().layout.offset, 0);
+    }
+
+    #[test]
+    fn composite_views_share_the_buffer() {
+        let a = Array::from_vec((0..60).collect::<Vec<i32>>(), &[3, 4, 5]).unwrap();
+        for part in crate::split_at(&a, &[1, 3], 1).unwrap() {
+            assert!(shares(&a, &part));
+        }
+        for part in crate::unstack(&a, 2).unwrap() {
+            assert!(shares(&a, &part));
+        }
+        let d = crate::diagonal(&a, 1, 0, 2).unwrap();
+        assert!(shares(&a, &d));
+        // Rows and columns both advance: one step of 20 + 1 elements.
+        assert_eq!(d.data().unwrap().layout.strides, vec![5, 21]);
+        assert_eq!(d.data().unwrap().layout.offset, 1);
+        let views = [
+            crate::flip(&a, &[]).unwrap(),
+            crate::swapaxes(&a, 0, 2).unwrap(),
+            crate::moveaxis(&a, 0, -1).unwrap(),
+            crate::flatten(&a, 0, -1).unwrap(),
+            crate::unflatten(&a, 2, &[5, 1]).unwrap(),
+            crate::atleast_3d(&a).unwrap(),
+            crate::as_strided(&a, &[2, 2], &[-1, 3], 10).unwrap(),
+            crate::contiguous(&a).unwrap(),
+        ];
+        for v in &views {
+            assert!(shares(&a, v), "{:?}", v.primitive());
+        }
+        assert_eq!(views[0].data().unwrap().layout.strides, vec![-20, -5, -1]);
+    }
+
+    #[test]
+    fn copies_get_their_own_buffer() {
+        let a = Array::from_vec((0..60).collect::<Vec<i32>>(), &[3, 4, 5]).unwrap();
+        let t = a.t().unwrap();
+        let copies = [
+            crate::copy(&a).unwrap(),
+            crate::contiguous(&t).unwrap(),
+            crate::concatenate(&[a.clone(), a.clone()], 1).unwrap(),
+            crate::pad(&a, &[(0, 1)], 0).unwrap(),
+            crate::roll(&a, 2, Some(1)).unwrap(),
+        ];
+        for c in &copies {
+            assert!(!shares(&a, c), "{:?}", c.primitive());
+            assert!(c.data().unwrap().layout.is_row_contiguous());
+        }
+        // as_strided of a strided view reads a row-major copy.
+        let s = crate::as_strided(&t, &[3], &[1], 0).unwrap();
+        assert!(!shares(&a, &s));
+        assert_eq!(s.to_vec::<i32>().unwrap(), [0, 20, 40]);
     }
 
     #[test]

@@ -33,6 +33,32 @@ pub(super) fn vjp(
             crate::transpose(g, &inverse)?
         }
         ShapeOp::Contiguous => g.clone(),
+        ShapeOp::Broadcast(shape) => {
+            // Sum over the axes the broadcast added or stretched.
+            let lead = shape.len() - x.ndim();
+            let axes: Vec<isize> = (0..shape.len())
+                .filter(|&i| i < lead || (x.shape()[i - lead] == 1 && shape[i] != 1))
+                .map(|i| i as isize)
+                .collect();
+            let summed = if axes.is_empty() {
+                g.clone()
+            } else {
+                crate::sum(g, &axes, true)?
+            };
+            crate::reshape(&summed, &as_isize(x.shape()))?
+        }
+        ShapeOp::Slice(ranges) => {
+            // The slice's transpose: the cotangent written into zeros of the input's shape.
+            let args: Vec<crate::SliceArg> = ranges
+                .iter()
+                .map(|&(start, step, len)| {
+                    let stop = start as isize + step * len as isize;
+                    crate::SliceArg::new(Some(start as isize), (stop >= 0).then_some(stop), step)
+                })
+                .collect();
+            crate::slice_update(&crate::zeros_like(x)?, g, &args)?
+        }
+        #[allow(unreachable_patterns)]
         _ => return Err(unsupported(op, "vjp")),
     };
     Ok(vec![dx])
@@ -82,6 +108,11 @@ pub(super) fn vmap(op: &ShapeOp, inputs: &[Array], axes: &[Option<usize>]) -> Re
             crate::broadcast_to(&crate::reshape(&x, &s)?, &target)?
         }
         ShapeOp::Contiguous => linear(op, &x)?,
+        ShapeOp::Slice(ranges) => {
+            let mut r = vec![(0, 1, b)];
+            r.extend(ranges.iter().copied());
+            linear(&ShapeOp::Slice(r), &x)?
+        }
         #[allow(unreachable_patterns)]
         _ => return Err(unsupported(op, "vmap")),
     };

@@ -1,0 +1,205 @@
+"""The GPU cases of BENCH-CASES.md in PyTorch, eager or under torch.compile (a skeleton: the
+cases PyTorch has no operation for report "unavailable"). See harness.py for the command line
+and JSON; each run is timed with CUDA events after warm-up.
+
+    python3 bench/peers/torch_bench.py [--compile] [--json FILE] [--repeat N] [CASE...]
+"""
+
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import CHAIN, Unavailable  # noqa: E402
+
+DEV = "cuda"
+BF = torch.bfloat16
+EPS = 1e-5
+COMPILE = "--compile" in sys.argv
+
+
+class CudaClock:
+    """Events recorded on the current stream around a run; `stop` waits for the second."""
+
+    def start(self):
+        self.a = torch.cuda.Event(enable_timing=True)
+        self.b = torch.cuda.Event(enable_timing=True)
+        self.a.record()
+
+    def stop(self):
+        self.b.record()
+        self.b.synchronize()
+        return self.a.elapsed_time(self.b) / 1e3
+
+
+def rand(*shape, dtype=BF, seed=0):
+    g = torch.Generator(device=DEV).manual_seed(seed)
+    return (torch.rand(*shape, generator=g, device=DEV, dtype=torch.float32) * 2 - 1).to(dtype)
+
+
+def prog(f):
+    """`f`, compiled when --compile is given (the first warm-up run compiles it)."""
+    return torch.compile(f) if COMPILE else f
+
+
+def copy():
+    x = rand(2**30)
+    return prog(lambda: x.clone())
+
+
+def add():
+    a, b = rand(2**28, seed=1), rand(2**28, seed=2)
+    return prog(lambda: a + b)
+
+
+def cast_f32_bf16():
+    x = rand(2**28, dtype=torch.float32)
+    return prog(lambda: x.to(BF))
+
+
+def sum_rows():
+    x = rand(16384, 4096)
+    return prog(lambda: x.sum(-1))
+
+
+def matmul_8192():
+    a, b = rand(8192, 8192, seed=1), rand(8192, 8192, seed=2)
+    return prog(lambda: a @ b)
+
+
+def linear(m):
+    def setup():
+        x, w = rand(m, 4096, seed=1), rand(14336, 4096, seed=2)  # w as a linear layer stores it
+        return prog(lambda: F.linear(x, w))
+    return setup
+
+
+def rms_norm():
+    x, w = rand(16384, 4096), rand(4096, seed=1)
+    return prog(lambda: F.rms_norm(x, (4096,), w, EPS))
+
+
+def add_rms_norm():
+    x, r, w = rand(16384, 4096), rand(16384, 4096, seed=1), rand(4096, seed=2)
+
+    def run():
+        h = x + r
+        return h, F.rms_norm(h, (4096,), w, EPS)
+    return prog(run)
+
+
+def layer_norm():
+    x, w, b = rand(16384, 4096), rand(4096, seed=1), rand(4096, seed=2)
+    return prog(lambda: F.layer_norm(x, (4096,), w, b, EPS))
+
+
+def rms_norm_vjp():
+    # Autograd recomputes the forward pass here; nuvec's case is the backward kernel alone.
+    x = rand(16384, 4096).requires_grad_()
+    w = rand(4096, seed=1).requires_grad_()
+    g = rand(16384, 4096, seed=2)
+
+    def run():
+        return torch.autograd.grad(F.rms_norm(x, (4096,), w, EPS), (x, w), g)
+    return prog(run)
+
+
+def softmax():
+    x = rand(16384, 4096)
+    return prog(lambda: torch.softmax(x, -1))
+
+
+def logsumexp():
+    x = rand(16384, 4096)
+    return prog(lambda: torch.logsumexp(x, -1))
+
+
+def cross_entropy():
+    logits = rand(4096, 151936)
+    g = torch.Generator(device=DEV).manual_seed(3)
+    t = torch.randint(0, 151936, (4096,), generator=g, device=DEV)
+    return prog(lambda: F.cross_entropy(logits, t, reduction="none"))
+
+
+def rope():
+    x = rand(4, 2048, 32, 128).transpose(1, 2)  # [4, 32, 2048, 128], a view
+    half = 64
+
+    def run():
+        theta = 10000.0 ** (-torch.arange(half, device=DEV, dtype=torch.float32) * 2 / 128)
+        ang = torch.arange(2048, device=DEV, dtype=torch.float32)[:, None] * theta
+        c, s = ang.cos().to(BF), ang.sin().to(BF)
+        x1, x2 = x[..., :half], x[..., half:]
+        return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+    return prog(run)
+
+
+def sdpa(b, h, l, d, causal):
+    def setup():
+        q, k, v = (rand(b, h, l, d, seed=i) for i in range(3))
+        return prog(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+    return setup
+
+
+def decode(b, l):
+    def setup():
+        q = rand(b, 32, 1, 128)
+        k, v = rand(b, 8, l, 128, seed=1), rand(b, 8, l, 128, seed=2)
+        return prog(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+    return setup
+
+
+def tiny_op_chain():
+    a = torch.ones(1, device=DEV)
+    b = torch.ones(1, device=DEV)
+
+    def run():
+        y = a
+        for _ in range(CHAIN):
+            y = y + b
+        return y
+    return run  # never compiled: the case measures per-op dispatch
+
+
+def unavailable(why):
+    def setup():
+        raise Unavailable(why)
+    return setup
+
+
+SETUPS = {
+    "copy": copy, "add": add, "cast_f32_bf16": cast_f32_bf16, "sum_rows": sum_rows,
+    "matmul_8192": matmul_8192, "gemv_4096_14336": linear(1),
+    "linear_m16": linear(16), "linear_m64": linear(64), "linear_m256": linear(256),
+    "rms_norm": rms_norm, "add_rms_norm": add_rms_norm, "layer_norm": layer_norm,
+    "rms_norm_vjp": rms_norm_vjp, "softmax": softmax, "logsumexp": logsumexp,
+    "cross_entropy": cross_entropy, "rope": rope,
+    "sdpa_causal_4k": sdpa(4, 32, 4096, 128, True), "sdpa_full_4k": sdpa(4, 32, 4096, 128, False),
+    "sdpa_causal_8k_d64": sdpa(2, 16, 8192, 64, True),
+    "sdpa_causal_16k": sdpa(1, 32, 16384, 128, True),
+    "decode_b1_8k": decode(1, 8192), "decode_b8_8k": decode(8, 8192),
+    "decode_b64_4k": decode(64, 4096), "decode_b1_128k": decode(1, 131072),
+    "tiny_op_chain": tiny_op_chain,
+}
+
+
+def missing(name):
+    if name.startswith("paged_"):
+        return "PyTorch has no paged attention"
+    if name.startswith("gated_delta"):
+        return "PyTorch has no gated delta rule"
+    return "no PyTorch version in this skeleton yet"
+
+
+if __name__ == "__main__":
+    argv = [a for a in sys.argv[1:] if a != "--compile"]
+    if not torch.cuda.is_available():
+        print("torch_bench: no CUDA device", file=sys.stderr)
+        sys.exit(1)
+    runner = "torch.compile" if COMPILE else "torch"
+    info = f"torch {torch.__version__}, {torch.cuda.get_device_name()}"
+    sys.exit(harness.main(runner, harness.cases(SETUPS, missing, harness.GPU_SPECS), info,
+                          device="gpu", clock=CudaClock(), argv=argv))

@@ -1,0 +1,354 @@
+//! How a reduction walks its input: the [`Plan`] (which axis runs innermost and where the
+//! elements of each output start), the drivers that run a [`Fold`] over it, and the split
+//! of the work over the rayon pool.
+//!
+//! Two shapes of work cover every layout. When the innermost axis is reduced, each output
+//! folds runs of elements (`Rows`: a contiguous row is one vectorised loop). When it is
+//! kept, a block of consecutive outputs folds whole rows of the input into a row of
+//! accumulators (`Cols`), so reductions over leading axes also stream contiguous memory.
+
+use rayon::prelude::*;
+
+use super::fold::{BLOCK, Fold, Load, Pairwise, fold_block, fold_cols};
+use crate::array::{Layout, collapse, for_each_strided};
+use crate::backend::cpu::elementwise::GRAIN;
+
+/// Outputs per accumulator tile of a `Cols` reduction (the tile stays in the L1 cache).
+const TILE: usize = 2048;
+
+/// The innermost loop of a reduction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Inner {
+    /// Each output folds runs of `n` elements, `s` apart.
+    Rows {
+        /// Elements per run.
+        n: usize,
+        /// The step between them.
+        s: isize,
+    },
+    /// `m` consecutive outputs read elements `s` apart: each reduced position adds one
+    /// row of `m` elements to `m` accumulators.
+    Cols {
+        /// Outputs per block.
+        m: usize,
+        /// The input step between neighbouring outputs.
+        s: isize,
+    },
+}
+
+/// The walk of one reduction over one layout.
+#[derive(Debug, Clone)]
+pub(super) struct Plan {
+    /// The buffer position of the first element.
+    pub offset: usize,
+    /// The kept axes outside the inner loop (merged where possible), in the output's order.
+    pub kshape: Vec<usize>,
+    /// Their input strides.
+    pub kstrides: Vec<isize>,
+    /// Where the runs (`Rows`) or rows (`Cols`) folded into one output or block start,
+    /// relative to its first element, in the input's order.
+    pub roffs: Vec<isize>,
+    /// The inner loop.
+    pub inner: Inner,
+    /// The number of outputs.
+    pub nout: usize,
+}
+
+impl Plan {
+    /// The walk reducing `layout` (of a non-empty array) over the sorted `axes`.
+    /// `idempotent` folds (max, min, all, any, arg-reductions) skip broadcast axes, which
+    /// repeat one element; `commutative` ones may read a reversed run forwards.
+    pub fn new(layout: &Layout, axes: &[usize], idempotent: bool, commutative: bool) -> Plan {
+        let mut kept: Vec<(usize, isize)> = Vec::new();
+        let mut red: Vec<(usize, isize)> = Vec::new();
+        let mut nout = 1;
+        for (i, (&n, &s)) in layout.shape.iter().zip(&layout.strides).enumerate() {
+            if axes.contains(&i) {
+                if n != 1 && !(idempotent && s == 0) {
+                    red.push((n, s));
+                }
+            } else {
+                nout *= n;
+                if n != 1 {
+                    kept.push((n, s));
+                }
+            }
+        }
+        // The innermost loop should take the smallest step; broadcast axes come last.
+        let rank = |s: isize| if s == 0 { usize::MAX } else { s.unsigned_abs() };
+        let best_red = (0..red.len()).min_by_key(|&i| rank(red[i].1));
+        let cols = match (kept.last(), best_red) {
+            (Some(&(_, ks)), Some(r)) => rank(ks) < rank(red[r].1),
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        let mut offset = layout.offset;
+        let inner = if cols {
+            let (mut m, s) = kept.pop().expect("cols needs a kept axis");
+            // Kept axes that continue the inner one widen the blocks.
+            while let Some(&(n, ps)) = kept.last() {
+                if ps != s * m as isize {
+                    break;
+                }
+                m *= n;
+                kept.pop();
+            }
+            Inner::Cols { m, s }
+        } else if let Some(r) = best_red {
+            let (mut n, mut s) = red.remove(r);
+            // Reduced axes that continue the run lengthen it (a contiguous full reduction
+            // becomes one run).
+            while let Some(j) = red.iter().position(|&(_, rs)| rs == s * n as isize) {
+                n *= red.remove(j).0;
+            }
+            if commutative && s == -1 {
+                // A reversed run read forwards: every run starts n - 1 elements earlier.
+                offset -= n - 1;
+                s = 1;
+            }
+            Inner::Rows { n, s }
+        } else {
+            Inner::Rows { n: 1, s: 0 }
+        };
+        let mut roffs = vec![0isize];
+        for &(n, s) in &red {
+            roffs = roffs
+                .iter()
+                .flat_map(|&o| (0..n).map(move |i| o + i as isize * s))
+                .collect();
+        }
+        let shape: Vec<usize> = kept.iter().map(|k| k.0).collect();
+        let strides: Vec<isize> = kept.iter().map(|k| k.1).collect();
+        let (kshape, mut kstrides) = collapse(&shape, &[&strides]);
+        Plan {
+            offset,
+            kshape,
+            kstrides: kstrides.swap_remove(0),
+            roffs,
+            inner,
+            nout,
+        }
+    }
+}
+
+/// Fills `out` chunk by chunk with `f(start, chunk)`, over the pool when the work (`cost`
+/// per output element) is large; chunks hold whole multiples of `unit` elements. This is
+/// [`fill`](crate::backend::cpu::elementwise::fill) for work that is not one element per
+/// output: a reduction of 1024 rows of 4096 is as much work as an elementwise op on 4M
+/// elements.
+pub(super) fn par_fill<U: Send>(
+    out: &mut [U],
+    cost: usize,
+    unit: usize,
+    f: &(dyn Fn(usize, &mut [U]) + Sync),
+) {
+    let n = out.len();
+    let units = n / unit.max(1);
+    let work = n.saturating_mul(cost.max(1));
+    if work <= 2 * GRAIN || units <= 1 {
+        f(0, out);
+        return;
+    }
+    let tasks = (rayon::current_num_threads() * 4)
+        .min(work / GRAIN)
+        .clamp(1, units);
+    let chunk = units.div_ceil(tasks) * unit.max(1);
+    out.par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(i, c)| f(i * chunk, c));
+}
+
+/// Folds the reduction planned by `plan` over `src`, one output per element.
+pub(super) fn run<T: Load, F: Fold<In = T::In>>(src: &[T], plan: &Plan) -> Vec<F::Out> {
+    // Every output is written: the buffer may come from the cache uncleared.
+    let mut out = crate::array::pool::alloc::<F::Out>(plan.nout);
+    match plan.inner {
+        Inner::Rows { n, .. } => {
+            let cost = plan.roffs.len() * n;
+            if plan.nout == 1 && cost > 2 * GRAIN {
+                out[0] = F::finish(split::<T, F>(src, plan));
+            } else {
+                par_fill(&mut out, cost, 1, &|start, chunk| {
+                    rows::<T, F>(src, plan, start, chunk)
+                });
+            }
+        }
+        Inner::Cols { .. } => par_fill(&mut out, plan.roffs.len(), 1, &|start, chunk| {
+            cols::<T, F>(src, plan, start, chunk)
+        }),
+    }
+    out
+}
+
+/// A single output's work split into pieces over the pool, combined in order.
+fn split<T: Load, F: Fold<In = T::In>>(src: &[T], plan: &Plan) -> F::Acc {
+    let Inner::Rows { n, .. } = plan.inner else {
+        unreachable!("split is only planned for rows")
+    };
+    let cost = plan.roffs.len() * n;
+    let pieces = (rayon::current_num_threads() * 4).min(cost / GRAIN).max(1);
+    let mut partials = vec![F::init(); pieces];
+    par_fill(&mut partials, cost / pieces, 1, &|start, chunk| {
+        for (k, slot) in chunk.iter_mut().enumerate() {
+            *slot = piece::<T, F>(src, plan, start + k, pieces);
+        }
+    });
+    partials
+        .into_iter()
+        .reduce(F::merge)
+        .unwrap_or_else(F::init)
+}
+
+/// Folds one run: a vectorised loop when contiguous (after converting half floats in
+/// blocks), a strided walk otherwise.
+#[inline(always)]
+fn fold_row<T: Load, F: Fold<In = T::In>>(
+    src: &[T],
+    at: isize,
+    n: usize,
+    s: isize,
+    buf: &mut [T::In],
+) -> F::Acc {
+    if s == 1 {
+        let row = &src[at as usize..at as usize + n];
+        let mut acc = Pairwise::<F>::new();
+        for part in row.chunks(BLOCK) {
+            let x = match T::direct(part) {
+                Some(x) => x,
+                None => {
+                    T::load(part, &mut buf[..part.len()]);
+                    &buf[..part.len()]
+                }
+            };
+            acc.push(fold_block::<F>(x));
+        }
+        acc.finish()
+    } else {
+        let mut acc = F::init();
+        let mut p = at;
+        for _ in 0..n {
+            acc = F::step(acc, src[p as usize].up());
+            p += s;
+        }
+        acc
+    }
+}
+
+/// A conversion buffer for runs of up to `n` elements (empty when none is needed).
+fn buffer<T: Load>(n: usize) -> Vec<T::In> {
+    vec![T::In::default(); if T::DIRECT { 0 } else { n.min(BLOCK) }]
+}
+
+/// Outputs `start..start + chunk.len()` of a `Rows` plan.
+fn rows<T: Load, F: Fold<In = T::In>>(src: &[T], plan: &Plan, start: usize, chunk: &mut [F::Out]) {
+    let Inner::Rows { n, s } = plan.inner else {
+        unreachable!("rows of a cols plan")
+    };
+    let mut buf = buffer::<T>(n);
+    let mut k = 0;
+    for_each_strided(
+        &plan.kshape,
+        [&plan.kstrides],
+        [plan.offset],
+        start,
+        chunk.len(),
+        |[base]| {
+            let mut acc = F::init();
+            for &r in &plan.roffs {
+                acc = F::merge(
+                    acc,
+                    fold_row::<T, F>(src, base as isize + r, n, s, &mut buf),
+                );
+            }
+            chunk[k] = F::finish(acc);
+            k += 1;
+        },
+    );
+}
+
+/// Piece `index` of `pieces` of a single output's runs (whole runs when there are enough
+/// of them, else the same slice of every run).
+fn piece<T: Load, F: Fold<In = T::In>>(
+    src: &[T],
+    plan: &Plan,
+    index: usize,
+    pieces: usize,
+) -> F::Acc {
+    let Inner::Rows { n, s } = plan.inner else {
+        unreachable!("pieces of a cols plan")
+    };
+    // A single output has no kept axes: its runs start at the offset.
+    let base = plan.offset as isize;
+    let mut buf = buffer::<T>(n);
+    let mut acc = F::init();
+    let runs = plan.roffs.len();
+    // Whole runs when there are enough of them, else the same part of every run.
+    let (rs, (first, len)) = if runs >= pieces {
+        let part = &plan.roffs[index * runs / pieces..(index + 1) * runs / pieces];
+        (part, (0, n))
+    } else {
+        let (a, b) = (index * n / pieces, (index + 1) * n / pieces);
+        (&plan.roffs[..], (a, b - a))
+    };
+    for &r in rs {
+        let at = base + r + first as isize * s;
+        acc = F::merge(acc, fold_row::<T, F>(src, at, len, s, &mut buf));
+    }
+    acc
+}
+
+/// Outputs `start..start + chunk.len()` of a `Cols` plan, tile by tile.
+fn cols<T: Load, F: Fold<In = T::In>>(src: &[T], plan: &Plan, start: usize, chunk: &mut [F::Out]) {
+    let Inner::Cols { m, s } = plan.inner else {
+        unreachable!("cols of a rows plan")
+    };
+    let end = start + chunk.len();
+    if start == end {
+        return;
+    }
+    // The first element of each block this chunk touches.
+    let (b0, b1) = (start / m, (end - 1) / m + 1);
+    let mut bases = Vec::with_capacity(b1 - b0);
+    for_each_strided(
+        &plan.kshape,
+        [&plan.kstrides],
+        [plan.offset],
+        b0,
+        b1 - b0,
+        |[q]| bases.push(q as isize),
+    );
+    let tile = TILE.min(chunk.len());
+    let mut acc = vec![F::init(); tile];
+    let mut buf = vec![T::In::default(); if T::DIRECT { 0 } else { tile }];
+    let mut o = start;
+    while o < end {
+        let (b, j0) = (o / m, o % m);
+        let len = (m - j0).min(end - o).min(tile);
+        let first = bases[b - b0] + j0 as isize * s;
+        let a = &mut acc[..len];
+        a.fill(F::init());
+        for &r in &plan.roffs {
+            let at = first + r;
+            if s == 1 {
+                let row = &src[at as usize..at as usize + len];
+                match T::direct(row) {
+                    Some(x) => fold_cols::<F>(a, x),
+                    None => {
+                        let bb = &mut buf[..len];
+                        T::load(row, bb);
+                        fold_cols::<F>(a, bb);
+                    }
+                }
+            } else {
+                for (j, av) in a.iter_mut().enumerate() {
+                    *av = F::step(*av, src[(at + j as isize * s) as usize].up());
+                }
+            }
+        }
+        let dst = &mut chunk[o - start..o - start + len];
+        for (d, &v) in dst.iter_mut().zip(a.iter()) {
+            *d = F::finish(v);
+        }
+        o += len;
+    }
+}

@@ -1,0 +1,488 @@
+//! The fused last-axis kernels: `logsumexp` and `softmax`, each row read from memory once
+//! (then re-read from cache). `float32` rows use an exponential written to vectorise
+//! ([`exp_neg`]); half rows are widened to `float32` first, `float64` rows use the
+//! standard library's `exp`.
+
+use std::sync::Arc;
+
+use half::slice::HalfFloatSliceExt;
+
+use super::fold::{Load, Max, To, fold_run};
+use super::plan::par_fill;
+use crate::array::{ArrayData, Layout};
+use crate::backend::cpu::copy::to_contiguous_shared;
+use crate::dtype::{Element, bf16, f16};
+use crate::{Error, Result};
+
+/// Below this, `exp` underflows to a subnormal or zero: the result is 0.
+const EXP_LOW: f32 = -87.336_55;
+
+/// `c₁..c₅` of `eʳ ≈ 1 + c₁r + c₂r² + ... + c₅r⁵` on `[-ln2/2, ln2/2]`, fitted to relative
+/// error (below 1e-7, about one ulp).
+const EXP_POLY: [f32; 5] = [
+    0.999_999_7,
+    0.499_991_5,
+    0.166_676_36,
+    0.041_897_934,
+    0.008_290_319,
+];
+
+#[inline(always)]
+fn mul_add<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    // Without the FMA unit `mul_add` would be a slow library call.
+    if FMA { a.mul_add(b, c) } else { a * b + c }
+}
+
+/// `eˣ` for `x ≤ 0` (or NaN, which propagates), within about two ulp, without branches so
+/// that loops of it vectorise: `x = k·ln2 + r`, `eʳ` by [`EXP_POLY`], `2ᵏ` built from its
+/// exponent bits.
+#[inline(always)]
+fn exp_neg<const FMA: bool>(x: f32) -> f32 {
+    // Adding 1.5·2²³ rounds to an integer held in the low mantissa bits; the extra 127 is
+    // the exponent bias, so those bits shifted into the exponent field are 2ᵏ.
+    const SHIFT: f32 = 12_583_039.0;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    let xc = if x < EXP_LOW { EXP_LOW } else { x };
+    let t = mul_add::<FMA>(xc, std::f32::consts::LOG2_E, SHIFT);
+    let k = t - SHIFT;
+    // r = x - k·ln2 in two steps, so that k·ln2 loses nothing.
+    let r = mul_add::<FMA>(k, -LN2_HI, xc);
+    let r = mul_add::<FMA>(k, -LN2_LO, r);
+    let mut p = EXP_POLY[4];
+    for &c in EXP_POLY[..4].iter().rev() {
+        p = mul_add::<FMA>(p, r, c);
+    }
+    let p = mul_add::<FMA>(p, r, 1.0);
+    let y = p * f32::from_bits(t.to_bits() << 23);
+    if x < EXP_LOW { 0.0 } else { y }
+}
+
+/// Elements per block of the one-pass kernels (8 KiB of `float32`: a block read from
+/// memory stays in the L1 cache for the passes that follow).
+const CHUNK: usize = 2048;
+
+/// The largest element of a run (NaN wins).
+fn max_run(x: &[f32]) -> f32 {
+    fold_run::<Max<f32, f32>>(x)
+}
+
+/// `x[i] = exp(x[i] - m)`, for `x[i] <= m`, returning their sum (32 accumulators, combined
+/// pairwise).
+#[inline(always)]
+fn exp_shifted_body<const FMA: bool>(x: &mut [f32], m: f32) -> f32 {
+    let mut acc = [0f32; 32];
+    let mut chunks = x.chunks_exact_mut(32);
+    for c in &mut chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *v = exp_neg::<FMA>(*v - m);
+            *a += *v;
+        }
+    }
+    let mut tail = 0.0;
+    for v in chunks.into_remainder() {
+        *v = exp_neg::<FMA>(*v - m);
+        tail += *v;
+    }
+    pairwise_32(acc) + tail
+}
+
+/// `out[i] = exp(x[i] - m)`, for `x[i] <= m`, returning their sum.
+#[inline(always)]
+fn exp_into_body<const FMA: bool>(x: &[f32], m: f32, out: &mut [f32]) -> f32 {
+    let mut acc = [0f32; 32];
+    let mut chunks = out.chunks_exact_mut(32);
+    let mut src = x.chunks_exact(32);
+    for (c, xs) in (&mut chunks).zip(&mut src) {
+        for ((a, o), &v) in acc.iter_mut().zip(c).zip(xs) {
+            *o = exp_neg::<FMA>(v - m);
+            *a += *o;
+        }
+    }
+    let mut tail = 0.0;
+    for (o, &v) in chunks.into_remainder().iter_mut().zip(src.remainder()) {
+        *o = exp_neg::<FMA>(v - m);
+        tail += *o;
+    }
+    pairwise_32(acc) + tail
+}
+
+/// The sum of 32 accumulators, pairwise.
+#[inline(always)]
+fn pairwise_32(mut acc: [f32; 32]) -> f32 {
+    let mut width = 32;
+    while width > 1 {
+        width /= 2;
+        let (lo, hi) = acc.split_at_mut(width);
+        for (a, &b) in lo.iter_mut().zip(hi.iter()) {
+            *a += b;
+        }
+    }
+    acc[0]
+}
+
+/// `x[i] *= factor`.
+#[inline(always)]
+fn scale_body<const FMA: bool>(x: &mut [f32], factor: f32) {
+    for v in x.iter_mut() {
+        *v *= factor;
+    }
+}
+
+/// `sum(exp(x[i] - m))`, for `x[i] <= m`, with 32 accumulators (combined pairwise).
+#[inline(always)]
+fn exp_sum_body<const FMA: bool>(x: &[f32], m: f32) -> f32 {
+    let mut acc = [0f32; 32];
+    let mut chunks = x.chunks_exact(32);
+    for c in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a += exp_neg::<FMA>(v - m);
+        }
+    }
+    let mut tail = 0.0;
+    for &v in chunks.remainder() {
+        tail += exp_neg::<FMA>(v - m);
+    }
+    pairwise_32(acc) + tail
+}
+
+/// Defines `$name`, which runs `$body::<FMA>` compiled for AVX-512, AVX2 or the baseline,
+/// the widest the CPU has: the exponential is compute-bound, so wider vectors pay off
+/// directly (one call covers a block).
+macro_rules! widest {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),*) $(-> $ret:ty)? = $body:ident;) => {
+        $(#[$doc])*
+        fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+                fn avx512($($arg: $ty),*) $(-> $ret)? {
+                    $body::<true>($($arg),*)
+                }
+                #[target_feature(enable = "avx2,fma")]
+                fn avx2($($arg: $ty),*) $(-> $ret)? {
+                    $body::<true>($($arg),*)
+                }
+                if super::simd::has_avx512() {
+                    // SAFETY: `avx512` needs AVX-512F/VL, AVX2 and FMA, which the CPU has.
+                    return unsafe { avx512($($arg),*) };
+                }
+                if super::simd::has_avx2() {
+                    // SAFETY: `avx2` needs AVX2 and FMA, which the CPU has.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            $body::<false>($($arg),*)
+        }
+    };
+}
+
+widest! {
+    /// [`exp_shifted_body`] with the widest vectors the CPU has.
+    fn exp_shifted(x: &mut [f32], m: f32) -> f32 = exp_shifted_body;
+}
+
+widest! {
+    /// [`exp_into_body`] with the widest vectors the CPU has.
+    fn exp_into(x: &[f32], m: f32, out: &mut [f32]) -> f32 = exp_into_body;
+}
+
+widest! {
+    /// [`scale_body`] with the widest vectors the CPU has.
+    fn scale(x: &mut [f32], factor: f32) = scale_body;
+}
+
+widest! {
+    /// [`exp_sum_body`] with the widest vectors the CPU has.
+    fn exp_sum(x: &[f32], m: f32) -> f32 = exp_sum_body;
+}
+
+/// `log(sum(exp(x)))` of one row in one pass over memory: each block's maximum, then its
+/// exponentials relative to the running maximum (the sum so far rescaled when it grows).
+fn lse_row(x: &[f32]) -> f32 {
+    let (mut m, mut s) = (f32::NEG_INFINITY, 0f64);
+    let mut pos_inf = false;
+    for block in x.chunks(CHUNK) {
+        let bm = max_run(block);
+        if bm.is_nan() {
+            return bm;
+        }
+        if bm == f32::INFINITY {
+            // The result is +∞ unless a NaN follows; the exponentials no longer matter.
+            pos_inf = true;
+        }
+        if pos_inf || bm == f32::NEG_INFINITY {
+            continue;
+        }
+        if bm > m {
+            s *= f64::from(m - bm).exp();
+            m = bm;
+        }
+        s += f64::from(exp_sum(block, m));
+    }
+    if pos_inf {
+        f32::INFINITY
+    } else if m == f32::NEG_INFINITY {
+        m
+    } else {
+        (f64::from(m) + s.ln()) as f32
+    }
+}
+
+/// Softmax of one row into `out`, reading `src` (or `out` itself when `None`), in one pass
+/// over memory: each block holds the exponentials relative to the running maximum when it
+/// was read (`marks`), and the final scaling brings every block to the row's maximum and
+/// divides by the sum.
+fn softmax_row(src: Option<&[f32]>, out: &mut [f32], marks: &mut Vec<f32>) {
+    let (mut m, mut s) = (f32::NEG_INFINITY, 0f64);
+    marks.clear();
+    for (k, block) in out.chunks_mut(CHUNK).enumerate() {
+        let from = src.map(|x| &x[k * CHUNK..k * CHUNK + block.len()]);
+        let bm = max_run(from.unwrap_or(block));
+        if bm.is_nan() || bm == f32::INFINITY {
+            // NaN, or ∞ - ∞: every value of the row is NaN (as exp(x - max(x)) gives).
+            m = f32::NAN;
+            break;
+        }
+        if bm == f32::NEG_INFINITY {
+            block.fill(0.0);
+        } else {
+            if bm > m {
+                s *= f64::from(m - bm).exp();
+                m = bm;
+            }
+            s += f64::from(match from {
+                Some(x) => exp_into(x, m, block),
+                None => exp_shifted(block, m),
+            });
+        }
+        marks.push(m);
+    }
+    if !m.is_finite() {
+        // A NaN or +∞ seen, or a row of -∞ only (-∞ + ∞).
+        out.fill(f32::NAN);
+        return;
+    }
+    for (block, &mark) in out.chunks_mut(CHUNK).zip(marks.iter()) {
+        let factor = if mark == f32::NEG_INFINITY {
+            0.0
+        } else {
+            (f64::from(mark - m).exp() / s) as f32
+        };
+        scale(block, factor);
+    }
+}
+
+/// `out[i] = logsumexp(row i of src)` for rows of `n` elements.
+fn lse_rows_f32(src: &[f32], n: usize, out: &mut [f32]) {
+    for (o, row) in out.iter_mut().zip(src.chunks_exact(n)) {
+        *o = lse_row(row);
+    }
+}
+
+/// Softmax of each row of `n` elements of `src` into `out` (of `out` in place when `src`
+/// is `None`).
+fn softmax_rows_f32(src: Option<&[f32]>, out: &mut [f32], n: usize) {
+    let mut marks = Vec::new();
+    for (i, row) in out.chunks_exact_mut(n).enumerate() {
+        softmax_row(src.map(|x| &x[i * n..(i + 1) * n]), row, &mut marks);
+    }
+}
+
+/// Work per element of the exponential kernels, against one add (for the parallel split).
+const EXP_COST: usize = 4;
+
+/// The row length (last axis) and the row-major elements of `x`.
+fn rows_of<T: Element>(x: &ArrayData) -> Result<(usize, ArrayData)> {
+    let n = x.layout.shape.last().copied().unwrap_or(1);
+    let x = to_contiguous_shared(x);
+    x.buffer.host().typed::<T>("softmax")?;
+    Ok((n, x))
+}
+
+/// The contiguous elements of row-major data.
+fn elements<T: Element>(x: &ArrayData) -> &[T] {
+    x.contiguous_slice::<T>()
+        .expect("the data was made row-major and typed")
+}
+
+/// `logsumexp` over the last axis of `x` (whose size is at least 1), shaped `shape`.
+pub(super) fn logsumexp(x: &ArrayData, shape: &[usize]) -> Result<ArrayData> {
+    let rows: usize = shape.iter().product();
+    Ok(match x.dtype() {
+        crate::DType::F32 => {
+            let (n, x) = rows_of::<f32>(x)?;
+            let src = elements::<f32>(&x);
+            let mut out = vec![0f32; rows];
+            par_fill(&mut out, n * EXP_COST, 1, &|start, chunk| {
+                lse_rows_f32(&src[start * n..(start + chunk.len()) * n], n, chunk)
+            });
+            ArrayData::from_vec(out, shape)
+        }
+        crate::DType::F64 => {
+            let (n, x) = rows_of::<f64>(x)?;
+            let src = elements::<f64>(&x);
+            let mut out = vec![0f64; rows];
+            par_fill(&mut out, n * EXP_COST, 1, &|start, chunk| {
+                for (o, row) in chunk.iter_mut().zip(src[start * n..].chunks_exact(n)) {
+                    *o = lse_row_f64(row);
+                }
+            });
+            ArrayData::from_vec(out, shape)
+        }
+        crate::DType::F16 => lse_half::<f16>(x, shape)?,
+        crate::DType::BF16 => lse_half::<bf16>(x, shape)?,
+        dtype => {
+            return Err(Error::UnsupportedDType {
+                op: "logsumexp",
+                dtype,
+            });
+        }
+    })
+}
+
+/// `logsumexp` of one `float64` row.
+fn lse_row_f64(x: &[f64]) -> f64 {
+    let m = fold_run::<Max<f64, f64>>(x);
+    if !m.is_finite() {
+        return m;
+    }
+    m + x.iter().map(|&v| (v - m).exp()).sum::<f64>().ln()
+}
+
+/// `logsumexp` of half rows, computed in `float32`.
+fn lse_half<H>(x: &ArrayData, shape: &[usize]) -> Result<ArrayData>
+where
+    H: Load<In = f32>,
+    f32: To<H>,
+{
+    let (n, x) = rows_of::<H>(x)?;
+    let src = elements::<H>(&x);
+    let rows: usize = shape.iter().product();
+    let mut out = vec![H::default(); rows];
+    par_fill(&mut out, n * EXP_COST, 1, &|start, chunk| {
+        let mut wide = vec![0f32; n * chunk.len()];
+        H::load(&src[start * n..(start + chunk.len()) * n], &mut wide);
+        let mut res = vec![0f32; chunk.len()];
+        lse_rows_f32(&wide, n, &mut res);
+        for (o, &v) in chunk.iter_mut().zip(&res) {
+            *o = v.to();
+        }
+    });
+    Ok(ArrayData::from_vec(out, shape))
+}
+
+/// The elements of `x` to overwrite, when its buffer is held by `x` alone and laid out
+/// row-major from its start (donation).
+fn donated<T: Element>(x: &mut ArrayData) -> Option<&mut [T]> {
+    let n = x.layout.size();
+    if x.layout.offset != 0 || !x.layout.is_row_contiguous() || n == 0 {
+        return None;
+    }
+    let elements = T::host_slice_mut(Arc::get_mut(&mut x.buffer)?.host_mut())?;
+    (elements.len() == n).then_some(elements)
+}
+
+/// A kernel over whole rows: from `src` into `out`, or over `out` in place when `src` is
+/// `None`.
+type RowKernel<'a, T> = dyn Fn(Option<&[T]>, &mut [T]) + Sync + 'a;
+
+/// Runs `kernel(src, out)` over chunks of whole rows (of `n` elements): in place on `x`'s
+/// own buffer when nobody else holds it (donation, `src` is `None`), else from a row-major
+/// view of `x` into a new buffer.
+fn rows_into<T: Element>(x: &mut ArrayData, n: usize, kernel: &RowKernel<'_, T>) -> ArrayData {
+    let shape = x.layout.shape.clone();
+    if let Some(buf) = donated::<T>(x) {
+        par_fill(buf, EXP_COST, n, &|_, rows| kernel(None, rows));
+        return x.view(Layout::contiguous(&shape));
+    }
+    let x = to_contiguous_shared(x);
+    let src = elements::<T>(&x);
+    // Every element is written: the buffer may come from the cache uncleared.
+    let mut out = crate::array::pool::alloc::<T>(src.len());
+    par_fill(&mut out, EXP_COST, n, &|start, rows| {
+        kernel(Some(&src[start..start + rows.len()]), rows)
+    });
+    ArrayData::from_vec(out, &shape)
+}
+
+/// Softmax over the last axis of `inputs[0]`, written over it when it can be donated.
+pub(super) fn softmax(inputs: &mut [ArrayData]) -> Result<ArrayData> {
+    let x = &mut inputs[0];
+    let n = x.layout.shape.last().copied().unwrap_or(1);
+    if x.layout.size() == 0 {
+        return Ok(x.clone());
+    }
+    Ok(match x.dtype() {
+        crate::DType::F32 => rows_into::<f32>(x, n, &|src, out| softmax_rows_f32(src, out, n)),
+        crate::DType::F64 => rows_into::<f64>(x, n, &|src, out| {
+            if let Some(src) = src {
+                out.copy_from_slice(src);
+            }
+            for row in out.chunks_exact_mut(n) {
+                softmax_row_f64(row);
+            }
+        }),
+        crate::DType::F16 => rows_into::<f16>(x, n, &|src, out| softmax_half_rows(src, out, n)),
+        crate::DType::BF16 => rows_into::<bf16>(x, n, &|src, out| softmax_half_rows(src, out, n)),
+        dtype => {
+            return Err(Error::UnsupportedDType {
+                op: "softmax",
+                dtype,
+            });
+        }
+    })
+}
+
+/// Softmax of one `float64` row, in place.
+fn softmax_row_f64(row: &mut [f64]) {
+    let m = fold_run::<Max<f64, f64>>(row);
+    if !m.is_finite() {
+        row.fill(f64::NAN);
+        return;
+    }
+    let mut total = 0.0;
+    for v in row.iter_mut() {
+        *v = (*v - m).exp();
+        total += *v;
+    }
+    for v in row.iter_mut() {
+        *v /= total;
+    }
+}
+
+/// Softmax of half rows (from `src`, or `out` in place), computed in `float32` (MLX's
+/// precise softmax).
+fn softmax_half_rows<H>(src: Option<&[H]>, out: &mut [H], n: usize)
+where
+    H: Load<In = f32>,
+    [H]: HalfFloatSliceExt,
+{
+    let mut wide = vec![0f32; out.len()];
+    H::load(src.unwrap_or(out), &mut wide);
+    softmax_rows_f32(None, &mut wide, n);
+    out.convert_from_f32_slice(&wide);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_neg_is_accurate_to_an_ulp_or_two() {
+        let mut worst = 0f64;
+        let mut x = 0f32;
+        while x > EXP_LOW {
+            for got in [exp_neg::<false>(x), exp_neg::<true>(x)] {
+                let want = f64::from(x).exp();
+                worst = worst.max(((f64::from(got) - want) / want).abs());
+            }
+            x -= 0.000_37;
+        }
+        assert!(worst < 2.4e-7, "worst relative error {worst:e}");
+        assert_eq!(exp_neg::<false>(0.0), 1.0);
+        assert_eq!(exp_neg::<false>(-100.0), 0.0);
+        assert_eq!(exp_neg::<false>(f32::NEG_INFINITY), 0.0);
+        assert!(exp_neg::<false>(f32::NAN).is_nan());
+    }
+}
