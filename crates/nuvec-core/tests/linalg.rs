@@ -2,7 +2,7 @@
 
 use nuvec_core::{
     Array, DType, MatmulOp, Primitive, SliceArg, TensorAxes, addmm, broadcast_to, inner, kron,
-    matmul, outer, slice, tensordot, transpose,
+    matmul, outer, slice, tensordot, trace, transpose,
 };
 
 fn s(start: Option<isize>, stop: Option<isize>, step: isize) -> SliceArg {
@@ -286,6 +286,13 @@ fn matmul_of_empty_shapes() {
         assert_eq!(values(&c), [0.0]);
         let c = matmul(&z(&[2, 0, 3, 4]), &z(&[4, 5])).unwrap();
         assert_eq!(c.shape(), [2, 0, 3, 5]);
+        // Large enough for recycled buffers: a freed result of the same size must not show
+        // through an empty sum.
+        let full = matmul(&z(&[200, 3]), &z(&[3, 100])).unwrap();
+        assert_eq!(values(&full), vec![0.75; 20_000]);
+        drop(full);
+        let c = matmul(&z(&[200, 0]), &z(&[0, 100])).unwrap();
+        assert_eq!(values(&c), vec![0.0; 20_000]);
     }
 }
 
@@ -696,4 +703,125 @@ fn kron_matches_blocks() {
     }
     let e = array(&[], &[0, 2], DType::F32);
     assert!(kron(&e, &e).is_err(), "empty inputs");
+}
+
+/// The trace by its definition: for each index of the other axes, the sum over `i` of
+/// `a[.., i (axis1), .., i + offset (axis2), ..]`.
+fn trace_ref(
+    av: &[f64],
+    shape: &[usize],
+    offset: isize,
+    ax1: usize,
+    ax2: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let rest: Vec<usize> = (0..shape.len()).filter(|&d| d != ax1 && d != ax2).collect();
+    let rshape: Vec<usize> = rest.iter().map(|&d| shape[d]).collect();
+    let st = strides(shape);
+    let (mut out, mut abs) = (vec![], vec![]);
+    for t in 0..rshape.iter().product() {
+        let ridx = unravel(t, &rshape);
+        let (mut s, mut s_abs) = (0.0, 0.0);
+        for i in 0..shape[ax1] as isize {
+            let j = i + offset;
+            if j < 0 || j >= shape[ax2] as isize {
+                continue;
+            }
+            let mut idx = vec![0; shape.len()];
+            for (q, &d) in rest.iter().enumerate() {
+                idx[d] = ridx[q];
+            }
+            idx[ax1] = i as usize;
+            idx[ax2] = j as usize;
+            let v = av[idx.iter().zip(&st).map(|(i, s)| i * s).sum::<usize>()];
+            s += v;
+            s_abs += v.abs();
+        }
+        out.push(s);
+        abs.push(s_abs);
+    }
+    (out, abs)
+}
+
+#[test]
+fn trace_matches_definition() {
+    let mut rng = Rng(12);
+    for dtype in [DType::F32, DType::F64, DType::BF16, DType::I32] {
+        let make = |rng: &mut Rng, shape: &[usize]| {
+            let n = shape.iter().product();
+            let data: Vec<f64> = rng.vec(n).iter().map(|v| (v * 10.0).round()).collect();
+            let a = array(&data, shape, dtype);
+            let v = values(&a);
+            (a, v)
+        };
+        let (m, mv) = make(&mut rng, &[3, 4]);
+        for offset in -4..=5 {
+            let got = trace(&m, offset, 0, 1).unwrap();
+            assert_eq!(got.shape(), [] as [usize; 0]);
+            let (want, abs) = trace_ref(&mv, &[3, 4], offset, 0, 1);
+            assert_close(
+                &values(&got),
+                &want,
+                &abs,
+                got.dtype(),
+                &format!("trace {offset}"),
+            );
+            // Rows and columns swapped.
+            let got = trace(&m, offset, 1, 0).unwrap();
+            let (want, abs) = trace_ref(&mv, &[3, 4], offset, 1, 0);
+            assert_close(
+                &values(&got),
+                &want,
+                &abs,
+                got.dtype(),
+                "trace, axes swapped",
+            );
+        }
+        let (c, cv) = make(&mut rng, &[3, 2, 5]);
+        for (o, x, y, ax1, ax2) in [(0, 0, 2, 0, 2), (1, -1, 0, 2, 0), (-1, 1, -1, 1, 2)] {
+            let got = trace(&c, o, x, y).unwrap();
+            let (want, abs) = trace_ref(&cv, &[3, 2, 5], o, ax1, ax2);
+            assert_close(
+                &values(&got),
+                &want,
+                &abs,
+                got.dtype(),
+                &format!("trace 3-D {x} {y}"),
+            );
+        }
+        // Views: transposed and reversed with a step.
+        let t = transpose(&c, &[2, 0, 1]).unwrap(); // [5, 3, 2]
+        let tv = values(&t);
+        let got = trace(&t, 0, 0, 1).unwrap();
+        let (want, abs) = trace_ref(&tv, &[5, 3, 2], 0, 0, 1);
+        assert_close(
+            &values(&got),
+            &want,
+            &abs,
+            got.dtype(),
+            "trace of a transposed view",
+        );
+        let r = slice(
+            &c,
+            &[s(None, None, -1), SliceArg::full(), s(None, None, -2)],
+        )
+        .unwrap();
+        let rv = values(&r); // [3, 2, 3]
+        let got = trace(&r, 0, 0, 2).unwrap();
+        let (want, abs) = trace_ref(&rv, &[3, 2, 3], 0, 0, 2);
+        assert_close(
+            &values(&got),
+            &want,
+            &abs,
+            got.dtype(),
+            "trace of a reversed slice",
+        );
+        // Empty.
+        let e = array(&[], &[0, 3], dtype);
+        assert_eq!(values(&trace(&e, 0, 0, 1).unwrap()), [0.0]);
+    }
+    let f = |shape: &[usize]| array(&vec![1.0; shape.iter().product()], shape, DType::F32);
+    assert!(trace(&f(&[3]), 0, 0, 1).is_err(), "1-D");
+    assert!(trace(&f(&[3, 3]), 0, 1, 1).is_err(), "same axis");
+    assert!(trace(&f(&[3, 3]), 0, -1, 1).is_err(), "same axis, negative");
+    assert!(trace(&f(&[3, 3]), 0, 0, 2).is_err(), "axis out of range");
 }

@@ -504,3 +504,37 @@ pub fn kron(a: &Array, b: &Array) -> Result<Array> {
     let product = crate::multiply(a.reshape(&a_shape)?, b.reshape(&b_shape)?)?;
     product.reshape(&out)
 }
+
+/// The sum of diagonal `offset` (above the main one when positive) of the matrices that axes
+/// `axis1` (rows) and `axis2` (columns) of `a` hold; the other axes remain. Typed as
+/// [`sum`](crate::sum); an empty diagonal sums to zero.
+///
+/// ```
+/// use nuvec_core::{Array, trace};
+///
+/// # fn main() -> nuvec_core::Result<()> {
+/// let a = Array::from_slice(&[1i32, 2, 3, 4, 5, 6], &[2, 3])?;
+/// assert_eq!(trace(&a, 0, 0, 1)?.item::<i32>()?, 6);
+/// assert_eq!(trace(&a, 1, 0, 1)?.item::<i32>()?, 8);
+/// # Ok(())
+/// # }
+/// ```
+pub fn trace(a: &Array, offset: isize, axis1: isize, axis2: isize) -> Result<Array> {
+    const OP: &str = "trace";
+    check_errors(&[a])?;
+    if a.ndim() < 2 {
+        return Err(invalid(
+            OP,
+            format!("needs at least 2 dimensions, got shape {:?}", a.shape()),
+        ));
+    }
+    let first = normalize_axis(OP, axis1, a.ndim())?;
+    let second = normalize_axis(OP, axis2, a.ndim())?;
+    if first == second {
+        return Err(invalid(
+            OP,
+            format!("axis1 and axis2 are both axis {first}"),
+        ));
+    }
+    crate::sum(&crate::diagonal(a, offset, axis1, axis2)?, &[-1], false)
+}

@@ -13,9 +13,11 @@ use std::sync::Arc;
 use gemm::Parallelism;
 use rayon::prelude::*;
 
-use super::elementwise::fill;
+use half::slice::HalfFloatSliceExt;
+
+use super::elementwise::{GRAIN, fill};
 use super::math::FloatElem;
-use crate::array::{ArrayData, Layout, collapse, for_each_strided};
+use crate::array::{ArrayData, Layout, collapse, for_each_strided, pool};
 use crate::dtype::{Canon, Complex64, Element, bf16, f16};
 use crate::ops::linalg::MatmulOp;
 use crate::primitive::OutputSpec;
@@ -189,7 +191,8 @@ fn with_output<T: Element>(
 ) -> Result<ArrayData> {
     let n: usize = shape.iter().product();
     let Some(c) = c else {
-        let mut out = vec![T::default(); n];
+        // Every element is written (gemm zeroes the output when `k = 0`).
+        let mut out = pool::alloc::<T>(n);
         f(&mut out);
         return Ok(ArrayData::from_vec(out, shape));
     };
@@ -259,37 +262,72 @@ fn native<T: Element>(
     })
 }
 
+/// The half-precision types, converted to and from `f32` a slice at a time (with the
+/// processor's conversion instructions where it has them).
+trait Half: FloatElem<Acc = f32> {
+    fn widen_slice(src: &[Self], dst: &mut [f32]);
+    fn narrow_slice(src: &[f32], dst: &mut [Self]);
+}
+
+impl Half for f16 {
+    fn widen_slice(src: &[f16], dst: &mut [f32]) {
+        src.convert_to_f32_slice(dst);
+    }
+    fn narrow_slice(src: &[f32], dst: &mut [f16]) {
+        dst.convert_from_f32_slice(src);
+    }
+}
+
+impl Half for bf16 {
+    fn widen_slice(src: &[bf16], dst: &mut [f32]) {
+        src.convert_to_f32_slice(dst);
+    }
+    fn narrow_slice(src: &[f32], dst: &mut [bf16]) {
+        dst.convert_from_f32_slice(src);
+    }
+}
+
+/// Runs `f(line, out_line)` over the consecutive `len`-element lines of `out`, over the pool
+/// when there are many elements.
+fn for_lines(out: &mut [f32], len: usize, f: &(dyn Fn(usize, &mut [f32]) + Sync)) {
+    if out.len() < 4 * GRAIN {
+        out.chunks_mut(len).enumerate().for_each(|(i, l)| f(i, l));
+    } else {
+        out.par_chunks_mut(len)
+            .enumerate()
+            .for_each(|(i, l)| f(i, l));
+    }
+}
+
 /// A `rows × cols` matrix of `src` widened to `f32`, with its row and column strides: laid
 /// out in the order of the source's smaller stride, so that a transposed view is read in
 /// memory order and stays transposed.
-fn widen<T: FloatElem<Acc = f32>>(
+fn widen<T: Half>(
     src: &[T],
     start: usize,
     (rows, cols): (usize, usize),
     (rs, cs): (isize, isize),
 ) -> (Vec<f32>, isize, isize) {
-    let mut out = vec![0f32; rows * cols];
-    if out.is_empty() {
-        return (out, cols as isize, 1);
-    }
+    let mut out = pool::alloc::<f32>(rows * cols);
     let by_rows = cs.unsigned_abs() <= rs.unsigned_abs();
     let (inner, outer_step, inner_step) = if by_rows {
         (cols, rs, cs)
     } else {
         (rows, cs, rs)
     };
-    fill(&mut out, &|first, chunk| {
-        let (o, mut i) = (first / inner, first % inner);
-        let mut row_start = start as isize + o as isize * outer_step;
-        for v in chunk.iter_mut() {
-            *v = src[(row_start + i as isize * inner_step) as usize].up();
-            i += 1;
-            if i == inner {
-                i = 0;
-                row_start += outer_step;
+    if !out.is_empty() {
+        for_lines(&mut out, inner, &|o, line| {
+            let first = start as isize + o as isize * outer_step;
+            if inner_step == 1 {
+                let first = first as usize;
+                T::widen_slice(&src[first..first + inner], line);
+            } else {
+                for (j, v) in line.iter_mut().enumerate() {
+                    *v = src[(first + j as isize * inner_step) as usize].up();
+                }
             }
-        }
-    });
+        });
+    }
     if by_rows {
         (out, cols as isize, 1)
     } else {
@@ -299,7 +337,7 @@ fn widen<T: FloatElem<Acc = f32>>(
 
 /// A product of half-precision elements: each panel of the inner axis widened to `f32`,
 /// accumulated in `f32`, rounded once at the end.
-fn widened<T: FloatElem<Acc = f32>>(
+fn widened<T: Half>(
     op: &'static str,
     a: &ArrayData,
     b: &ArrayData,
@@ -320,12 +358,11 @@ fn widened<T: FloatElem<Acc = f32>>(
     with_output(op, c, shape, |out: &mut [T]| {
         p.for_each(out, &|i, dst, parallelism| {
             let (pa, pb) = p.starts[i];
-            let mut acc = vec![0f32; dst.len()];
+            // Overwritten by `c` or by the first panel's product.
+            let mut acc = pool::alloc::<f32>(dst.len());
             if has_c {
                 fill(&mut acc, &|s, chunk| {
-                    for (v, x) in chunk.iter_mut().zip(&dst[s..]) {
-                        *v = x.up();
-                    }
+                    T::widen_slice(&dst[s..s + chunk.len()], chunk)
                 });
             }
             let mut k0 = 0;
@@ -363,16 +400,17 @@ fn widened<T: FloatElem<Acc = f32>>(
                         parallelism,
                     );
                 }
+                pool::release(f32::into_host(wa));
+                pool::release(f32::into_host(wb));
                 k0 += kc;
                 if k0 >= p.k {
                     break;
                 }
             }
             fill(dst, &|s, chunk| {
-                for (x, &v) in chunk.iter_mut().zip(&acc[s..]) {
-                    *x = T::down(v);
-                }
+                T::narrow_slice(&acc[s..s + chunk.len()], chunk)
             });
+            pool::release(f32::into_host(acc));
         })
     })
 }
