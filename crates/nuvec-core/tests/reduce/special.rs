@@ -319,7 +319,11 @@ fn long_rows_with_late_maxima_and_blocks_of_minus_infinity() {
     let n = 5000;
     let mut vals = Vec::with_capacity(3 * n);
     for i in 0..n {
-        vals.push(if i < 2100 { f64::NEG_INFINITY } else { (i % 13) as f64 / 4.0 });
+        vals.push(if i < 2100 {
+            f64::NEG_INFINITY
+        } else {
+            (i % 13) as f64 / 4.0
+        });
     }
     for i in 0..n {
         vals.push(i as f64 / 250.0);
@@ -328,13 +332,26 @@ fn long_rows_with_late_maxima_and_blocks_of_minus_infinity() {
         vals.push(-(i as f64) / 100.0);
     }
     for dtype in [DType::F32, DType::F64, DType::BF16] {
-        let x = Array::from_slice(&vals, &[3, n]).unwrap().astype(dtype).unwrap();
+        let x = Array::from_slice(&vals, &[3, n])
+            .unwrap()
+            .astype(dtype)
+            .unwrap();
         // The logical values as the type holds them.
         let held = f64s(&x);
         let what = format!("{dtype}");
         let y = f64s(&softmax(&x, &[-1]).unwrap());
-        check(&y, &ref_softmax(&held, &[3, n], &[1]), tol(dtype).max(1e-6), &what);
+        check(
+            &y,
+            &ref_softmax(&held, &[3, n], &[1]),
+            tol(dtype).max(1e-6),
+            &what,
+        );
         let l = f64s(&logsumexp(&x, &[1], false).unwrap());
-        check(&l, &ref_lse(&held, &[3, n], &[1]), tol(dtype).max(1e-6), &what);
+        check(
+            &l,
+            &ref_lse(&held, &[3, n], &[1]),
+            tol(dtype).max(1e-6),
+            &what,
+        );
     }
 }
