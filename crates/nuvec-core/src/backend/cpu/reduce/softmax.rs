@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use half::slice::HalfFloatSliceExt;
 
-use super::fold::{Load, Max, To, fold_run};
+use super::fold::{Load, Max, To, fold_run, max_nan};
 use super::plan::par_fill;
 use crate::array::{ArrayData, Layout};
 use crate::backend::cpu::copy::to_contiguous_shared;
@@ -35,7 +35,9 @@ fn mul_add<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
 
 /// `eˣ` for `x ≤ 0` (or NaN, which propagates), within about two ulp, without branches so
 /// that loops of it vectorise: `x = k·ln2 + r`, `eʳ` by [`EXP_POLY`], `2ᵏ` built from its
-/// exponent bits.
+/// exponent bits. The shared `math::exp_f32` covers every input; the kernels here only ever
+/// exponentiate `x - max(x)`, which lets this one skip the overflow side and a few
+/// instructions per element (the exponential is what these kernels spend their time on).
 #[inline(always)]
 fn exp_neg<const FMA: bool>(x: f32) -> f32 {
     // Adding 1.5·2²³ rounds to an integer held in the low mantissa bits; the extra 127 is
@@ -146,6 +148,108 @@ fn exp_sum_body<const FMA: bool>(x: &[f32], m: f32) -> f32 {
     pairwise_32(acc) + tail
 }
 
+/// The largest element of a run (NaN wins), with 32 accumulators.
+#[inline(always)]
+fn max_body(x: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 32];
+    let mut chunks = x.chunks_exact(32);
+    for c in &mut chunks {
+        for (a, &v) in acc.iter_mut().zip(c) {
+            *a = max_nan(*a, v);
+        }
+    }
+    let mut tail = f32::NEG_INFINITY;
+    for &v in chunks.remainder() {
+        tail = max_nan(tail, v);
+    }
+    max_nan(tree_max_32(acc), tail)
+}
+
+/// The largest of 32 accumulators (NaN wins).
+#[inline(always)]
+fn tree_max_32(mut acc: [f32; 32]) -> f32 {
+    let mut width = 32;
+    while width > 1 {
+        width /= 2;
+        let (lo, hi) = acc.split_at_mut(width);
+        for (a, &b) in lo.iter_mut().zip(hi.iter()) {
+            *a = max_nan(*a, b);
+        }
+    }
+    acc[0]
+}
+
+/// `(sum(exp(cur[i] - m)), max(next))` for `cur[i] <= m`: one block's exponentials and the
+/// next block's maximum in one loop, so that reading the next block from memory overlaps
+/// the arithmetic on this one.
+#[inline(always)]
+fn exp_sum_max_body<const FMA: bool>(cur: &[f32], m: f32, next: &[f32]) -> (f32, f32) {
+    let both = cur.len().min(next.len()) / 32 * 32;
+    let mut sums = [0f32; 32];
+    let mut maxs = [f32::NEG_INFINITY; 32];
+    for (c, x) in cur[..both]
+        .chunks_exact(32)
+        .zip(next[..both].chunks_exact(32))
+    {
+        for (((s, mx), &v), &w) in sums.iter_mut().zip(maxs.iter_mut()).zip(c).zip(x) {
+            *s += exp_neg::<FMA>(v - m);
+            *mx = max_nan(*mx, w);
+        }
+    }
+    let sum = pairwise_32(sums) + exp_sum_body::<FMA>(&cur[both..], m);
+    let max = max_nan(tree_max_32(maxs), max_body(&next[both..]));
+    (sum, max)
+}
+
+/// `out[i] = exp(cur[i] - m)` with their sum, and `max(next)`, in one loop (see
+/// [`exp_sum_max_body`]).
+#[inline(always)]
+fn exp_into_max_body<const FMA: bool>(
+    cur: &[f32],
+    m: f32,
+    out: &mut [f32],
+    next: &[f32],
+) -> (f32, f32) {
+    let both = cur.len().min(next.len()) / 32 * 32;
+    let mut sums = [0f32; 32];
+    let mut maxs = [f32::NEG_INFINITY; 32];
+    let lanes = cur[..both]
+        .chunks_exact(32)
+        .zip(out[..both].chunks_exact_mut(32));
+    for ((c, o), x) in lanes.zip(next[..both].chunks_exact(32)) {
+        for ((((s, mx), &v), d), &w) in sums.iter_mut().zip(maxs.iter_mut()).zip(c).zip(o).zip(x) {
+            *d = exp_neg::<FMA>(v - m);
+            *s += *d;
+            *mx = max_nan(*mx, w);
+        }
+    }
+    let sum = pairwise_32(sums) + exp_into_body::<FMA>(&cur[both..], m, &mut out[both..]);
+    let max = max_nan(tree_max_32(maxs), max_body(&next[both..]));
+    (sum, max)
+}
+
+/// `cur[i] = exp(cur[i] - m)` with their sum, and `max(next)`, in one loop (see
+/// [`exp_sum_max_body`]).
+#[inline(always)]
+fn exp_shifted_max_body<const FMA: bool>(cur: &mut [f32], m: f32, next: &[f32]) -> (f32, f32) {
+    let both = cur.len().min(next.len()) / 32 * 32;
+    let mut sums = [0f32; 32];
+    let mut maxs = [f32::NEG_INFINITY; 32];
+    for (c, x) in cur[..both]
+        .chunks_exact_mut(32)
+        .zip(next[..both].chunks_exact(32))
+    {
+        for (((s, mx), v), &w) in sums.iter_mut().zip(maxs.iter_mut()).zip(c).zip(x) {
+            *v = exp_neg::<FMA>(*v - m);
+            *s += *v;
+            *mx = max_nan(*mx, w);
+        }
+    }
+    let sum = pairwise_32(sums) + exp_shifted_body::<FMA>(&mut cur[both..], m);
+    let max = max_nan(tree_max_32(maxs), max_body(&next[both..]));
+    (sum, max)
+}
+
 /// Defines `$name`, which runs `$body::<FMA>` compiled for AVX-512, AVX2 or the baseline,
 /// the widest the CPU has: the exponential is compute-bound, so wider vectors pay off
 /// directly (one call covers a block).
@@ -178,13 +282,13 @@ macro_rules! widest {
 }
 
 widest! {
-    /// [`exp_shifted_body`] with the widest vectors the CPU has.
-    fn exp_shifted(x: &mut [f32], m: f32) -> f32 = exp_shifted_body;
+    /// [`exp_shifted_max_body`] with the widest vectors the CPU has.
+    fn exp_shifted_max(cur: &mut [f32], m: f32, next: &[f32]) -> (f32, f32) = exp_shifted_max_body;
 }
 
 widest! {
-    /// [`exp_into_body`] with the widest vectors the CPU has.
-    fn exp_into(x: &[f32], m: f32, out: &mut [f32]) -> f32 = exp_into_body;
+    /// [`exp_into_max_body`] with the widest vectors the CPU has.
+    fn exp_into_max(cur: &[f32], m: f32, out: &mut [f32], next: &[f32]) -> (f32, f32) = exp_into_max_body;
 }
 
 widest! {
@@ -193,99 +297,174 @@ widest! {
 }
 
 widest! {
-    /// [`exp_sum_body`] with the widest vectors the CPU has.
-    fn exp_sum(x: &[f32], m: f32) -> f32 = exp_sum_body;
+    /// [`exp_sum_max_body`] with the widest vectors the CPU has.
+    fn exp_sum_max(cur: &[f32], m: f32, next: &[f32]) -> (f32, f32) = exp_sum_max_body;
 }
 
-/// `log(sum(exp(x)))` of one row in one pass over memory: each block's maximum, then its
-/// exponentials relative to the running maximum (the sum so far rescaled when it grows).
-fn lse_row(x: &[f32]) -> f32 {
-    let (mut m, mut s) = (f32::NEG_INFINITY, 0f64);
-    let mut pos_inf = false;
-    for block in x.chunks(CHUNK) {
-        let bm = max_run(block);
+/// The running state of one row's `log(sum(exp(x)))`, block by block: the maximum so far,
+/// the sum of exponentials relative to it, and the special values seen.
+struct LseRow {
+    m: f32,
+    s: f64,
+    nan: bool,
+    pos_inf: bool,
+}
+
+impl LseRow {
+    fn new() -> LseRow {
+        LseRow {
+            m: f32::NEG_INFINITY,
+            s: 0.0,
+            nan: false,
+            pos_inf: false,
+        }
+    }
+
+    /// Takes the next block's maximum `bm`; whether the block's exponentials still matter
+    /// (relative to `self.m`, raised to `bm` if larger, the sum so far rescaled).
+    fn admit(&mut self, bm: f32) -> bool {
         if bm.is_nan() {
-            return bm;
-        }
-        if bm == f32::INFINITY {
+            self.nan = true;
+        } else if bm == f32::INFINITY {
             // The result is +∞ unless a NaN follows; the exponentials no longer matter.
-            pos_inf = true;
+            self.pos_inf = true;
         }
-        if pos_inf || bm == f32::NEG_INFINITY {
-            continue;
+        if self.nan || self.pos_inf || bm == f32::NEG_INFINITY {
+            return false;
         }
-        if bm > m {
-            s *= f64::from(m - bm).exp();
-            m = bm;
+        if bm > self.m {
+            self.s *= f64::from(self.m - bm).exp();
+            self.m = bm;
         }
-        s += f64::from(exp_sum(block, m));
+        true
     }
-    if pos_inf {
-        f32::INFINITY
-    } else if m == f32::NEG_INFINITY {
-        m
-    } else {
-        (f64::from(m) + s.ln()) as f32
+
+    /// The row's result: NaN, +∞, -∞ (every element -∞), or `m + log(s)`.
+    fn finish(&self) -> f32 {
+        if self.nan {
+            f32::NAN
+        } else if self.pos_inf {
+            f32::INFINITY
+        } else if self.m == f32::NEG_INFINITY {
+            self.m
+        } else {
+            (f64::from(self.m) + self.s.ln()) as f32
+        }
     }
 }
 
-/// Softmax of one row into `out`, reading `src` (or `out` itself when `None`), in one pass
-/// over memory: each block holds the exponentials relative to the running maximum when it
-/// was read (`marks`), and the final scaling brings every block to the row's maximum and
-/// divides by the sum.
-fn softmax_row(src: Option<&[f32]>, out: &mut [f32], marks: &mut Vec<f32>) {
-    let (mut m, mut s) = (f32::NEG_INFINITY, 0f64);
-    marks.clear();
-    for (k, block) in out.chunks_mut(CHUNK).enumerate() {
-        let from = src.map(|x| &x[k * CHUNK..k * CHUNK + block.len()]);
-        let bm = max_run(from.unwrap_or(block));
-        if bm.is_nan() || bm == f32::INFINITY {
-            // NaN, or ∞ - ∞: every value of the row is NaN (as exp(x - max(x)) gives).
-            m = f32::NAN;
-            break;
+/// Block `k` of rows of `n` elements, counted through the rows in order (each row's blocks
+/// are [`CHUNK`] long but its last).
+fn block_of(src: &[f32], n: usize, k: usize) -> &[f32] {
+    let per_row = n.div_ceil(CHUNK);
+    let start = (k / per_row) * n + (k % per_row) * CHUNK;
+    let len = (n - (k % per_row) * CHUNK).min(CHUNK);
+    &src[start..start + len]
+}
+
+/// `out[i] = logsumexp(row i of src)` for rows of `n` elements (at least one), in one pass
+/// over memory: the blocks of every row in turn, each one's maximum found while the
+/// previous one's exponentials are summed.
+fn lse_rows_f32(src: &[f32], n: usize, out: &mut [f32]) {
+    let per_row = n.div_ceil(CHUNK);
+    let total = out.len() * per_row;
+    if total == 0 {
+        return;
+    }
+    let mut next_max = max_run(block_of(src, n, 0));
+    let mut row = LseRow::new();
+    for k in 0..total {
+        if k % per_row == 0 {
+            row = LseRow::new();
         }
-        if bm == f32::NEG_INFINITY {
-            block.fill(0.0);
+        let next = if k + 1 < total {
+            block_of(src, n, k + 1)
+        } else {
+            &[]
+        };
+        next_max = if row.admit(next_max) {
+            let (s, next_max) = exp_sum_max(block_of(src, n, k), row.m, next);
+            row.s += f64::from(s);
+            next_max
+        } else {
+            max_run(next)
+        };
+        if k % per_row == per_row - 1 {
+            out[k / per_row] = row.finish();
+        }
+    }
+}
+
+/// Softmax of each row of `n` elements (at least one) of `src` into `out` (of `out` in
+/// place when `src` is `None`), in one pass over memory: the blocks of every row in turn,
+/// each one's maximum found while the previous one's exponentials are written. A block
+/// holds exponentials relative to the running maximum when it was read (`marks`); the end
+/// of the row brings every block to the row's maximum and divides by the sum.
+fn softmax_rows_f32(src: Option<&[f32]>, out: &mut [f32], n: usize) {
+    let per_row = n.div_ceil(CHUNK);
+    let total = out.len() / n * per_row;
+    if total == 0 {
+        return;
+    }
+    let block = |k: usize| {
+        let start = (k / per_row) * n + (k % per_row) * CHUNK;
+        start..start + (n - (k % per_row) * CHUNK).min(CHUNK)
+    };
+    let mut next_max = max_run(&src.unwrap_or(out)[block(0)]);
+    let (mut m, mut s, mut bad) = (f32::NEG_INFINITY, 0f64, false);
+    let mut marks = Vec::with_capacity(per_row);
+    for k in 0..total {
+        if k % per_row == 0 {
+            (m, s, bad) = (f32::NEG_INFINITY, 0.0, false);
+            marks.clear();
+        }
+        let cur = block(k);
+        let next = if k + 1 < total {
+            block(k + 1)
+        } else {
+            cur.end..cur.end
+        };
+        let bm = next_max;
+        // NaN, or ∞ - ∞: every value of the row is NaN (as exp(x - max(x)) gives).
+        bad |= bm.is_nan() || bm == f32::INFINITY;
+        if bad || bm == f32::NEG_INFINITY {
+            if !bad {
+                out[cur.clone()].fill(0.0);
+            }
+            next_max = max_run(&src.unwrap_or(out)[next]);
         } else {
             if bm > m {
                 s *= f64::from(m - bm).exp();
                 m = bm;
             }
-            s += f64::from(match from {
-                Some(x) => exp_into(x, m, block),
-                None => exp_shifted(block, m),
-            });
+            let (sum, nm) = match src {
+                Some(x) => exp_into_max(&x[cur.clone()], m, &mut out[cur.clone()], &x[next]),
+                None => {
+                    let (head, tail) = out.split_at_mut(cur.end);
+                    exp_shifted_max(&mut head[cur.start..], m, &tail[..next.len()])
+                }
+            };
+            s += f64::from(sum);
+            next_max = nm;
         }
         marks.push(m);
-    }
-    if !m.is_finite() {
-        // A NaN or +∞ seen, or a row of -∞ only (-∞ + ∞).
-        out.fill(f32::NAN);
-        return;
-    }
-    for (block, &mark) in out.chunks_mut(CHUNK).zip(marks.iter()) {
-        let factor = if mark == f32::NEG_INFINITY {
-            0.0
-        } else {
-            (f64::from(mark - m).exp() / s) as f32
-        };
-        scale(block, factor);
-    }
-}
-
-/// `out[i] = logsumexp(row i of src)` for rows of `n` elements.
-fn lse_rows_f32(src: &[f32], n: usize, out: &mut [f32]) {
-    for (o, row) in out.iter_mut().zip(src.chunks_exact(n)) {
-        *o = lse_row(row);
-    }
-}
-
-/// Softmax of each row of `n` elements of `src` into `out` (of `out` in place when `src`
-/// is `None`).
-fn softmax_rows_f32(src: Option<&[f32]>, out: &mut [f32], n: usize) {
-    let mut marks = Vec::new();
-    for (i, row) in out.chunks_exact_mut(n).enumerate() {
-        softmax_row(src.map(|x| &x[i * n..(i + 1) * n]), row, &mut marks);
+        if k % per_row == per_row - 1 {
+            let row_start = (k / per_row) * n;
+            let row = &mut out[row_start..row_start + n];
+            if bad || m == f32::NEG_INFINITY {
+                // A NaN or +∞ seen, or a row of -∞ only (-∞ + ∞).
+                row.fill(f32::NAN);
+                continue;
+            }
+            for (b, &mark) in row.chunks_mut(CHUNK).zip(marks.iter()) {
+                let factor = if mark == f32::NEG_INFINITY {
+                    0.0
+                } else {
+                    (f64::from(mark - m).exp() / s) as f32
+                };
+                scale(b, factor);
+            }
+        }
     }
 }
 
