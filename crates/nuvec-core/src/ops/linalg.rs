@@ -155,16 +155,9 @@ fn prepare(op: &'static str, a: &Array, b: &Array, dtype: DType) -> Result<Prepa
     }
     let batch = broadcast_shapes(op, &a_shape[..na - 2], &b_shape[..nb - 2])?;
     let with = |x: &Array, shape: &[usize], rows: usize, cols: usize| -> Result<Array> {
-        let x = if x.dtype() == dtype {
-            x.clone()
-        } else {
-            x.astype(dtype)?
-        };
-        let own: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
-        let x = x.reshape(&own)?;
         let mut full = batch.clone();
         full.extend([rows, cols]);
-        broadcast_to(&x, &full)
+        broadcast_to(&reshaped(x.astype(dtype)?, shape)?, &full)
     };
     let a2 = with(a, &a_shape, m, k)?;
     let b2 = with(b, &b_shape, k, n)?;

@@ -145,8 +145,9 @@ impl Plan {
         plan
     }
 
-    /// Whether to run one product per task, and the parallelism inside each product.
-    fn parallelism(&self) -> (bool, Parallelism) {
+    /// Whether to run one product per task, and whether to split each product into tiles for
+    /// the threads.
+    fn parallelism(&self) -> (bool, bool) {
         let work = self.m * self.n * self.k;
         let count = self.starts.len();
         let threads = rayon::current_num_threads();
@@ -154,30 +155,98 @@ impl Plan {
             && threads > 1
             && (work < SMALL_PRODUCT || count >= 4 * threads)
             && count * work >= THREADED_PRODUCT;
-        let inside = if !per_task && threads > 1 && work >= THREADED_PRODUCT {
-            Parallelism::Rayon(threads)
-        } else {
-            Parallelism::None
-        };
-        (per_task, inside)
+        let split = !per_task && threads > 1 && work >= THREADED_PRODUCT;
+        (per_task, split)
     }
 
-    /// Runs `f(i, out_i, parallelism)` for each product `i` and its `m × n` block of `out`.
-    fn for_each<T: Send>(&self, out: &mut [T], f: &(dyn Fn(usize, &mut [T], Parallelism) + Sync)) {
+    /// Runs `f(i, out_i, split)` for each product `i` and its `m × n` block of `out`.
+    fn for_each<T: Send>(&self, out: &mut [T], f: &(dyn Fn(usize, &mut [T], bool) + Sync)) {
         let block = self.m * self.n;
         if block == 0 {
             return;
         }
-        let (per_task, inside) = self.parallelism();
+        let (per_task, split) = self.parallelism();
         if per_task {
             out.par_chunks_mut(block)
                 .enumerate()
-                .for_each(|(i, chunk)| f(i, chunk, Parallelism::None));
+                .for_each(|(i, chunk)| f(i, chunk, false));
         } else {
             for (i, chunk) in out.chunks_mut(block).enumerate() {
-                f(i, chunk, inside);
+                f(i, chunk, split);
             }
         }
+    }
+}
+
+/// A rectangle of one product's output: rows `r0..r0 + rows`, columns `c0..c0 + cols`.
+#[derive(Debug, Clone, Copy)]
+struct Tile {
+    r0: usize,
+    rows: usize,
+    c0: usize,
+    cols: usize,
+}
+
+/// Runs `f` on tiles that cover an `m × n` output once: the whole of it, or with `split` one
+/// tile per thread (a band of columns, or of rows when the output is narrow), each computed
+/// by a single-threaded gemm. Independent tiles ran about 5% faster here than gemm's own
+/// threading, which synchronises its threads after every block of the inner axis.
+fn for_each_tile(m: usize, n: usize, split: bool, f: &(dyn Fn(Tile) + Sync)) {
+    let parts = rayon::current_num_threads();
+    let whole = Tile {
+        r0: 0,
+        rows: m,
+        c0: 0,
+        cols: n,
+    };
+    // Bands a multiple of gemm's register tile wide, so that no thread gets ragged edges.
+    let tiles: Vec<Tile> = if !split || parts < 2 {
+        vec![whole]
+    } else if n >= 64 * parts {
+        let step = n.div_ceil(parts).next_multiple_of(64);
+        (0..n)
+            .step_by(step)
+            .map(|c0| Tile {
+                c0,
+                cols: step.min(n - c0),
+                ..whole
+            })
+            .collect()
+    } else if m >= 16 * parts {
+        let step = m.div_ceil(parts).next_multiple_of(16);
+        (0..m)
+            .step_by(step)
+            .map(|r0| Tile {
+                r0,
+                rows: step.min(m - r0),
+                ..whole
+            })
+            .collect()
+    } else {
+        vec![whole]
+    };
+    if tiles.len() == 1 {
+        f(tiles[0]);
+    } else {
+        tiles.par_iter().for_each(|&t| f(t));
+    }
+}
+
+/// An output that several tasks write, each its own tiles.
+#[derive(Clone, Copy)]
+struct Shared<T>(*mut T);
+
+// SAFETY: the tasks holding a `Shared` write disjoint tiles of the output it points to (see
+// `for_each_tile`), and the output outlives them (they end before `for_each_tile` returns).
+unsafe impl<T: Send> Send for Shared<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for Shared<T> {}
+
+impl<T> Shared<T> {
+    /// The element `i` places after the start (a method, so that closures capture the
+    /// wrapper rather than its raw pointer).
+    fn at(self, i: usize) -> *mut T {
+        self.0.wrapping_add(i)
     }
 }
 
@@ -229,35 +298,43 @@ fn native<T: Element>(
     let beta = T::from_canon(Canon::Float(f64::from(scale.beta)));
     let p = plan;
     with_output(op, c, shape, |out| {
-        p.for_each(out, &|i, dst, parallelism| {
+        p.for_each(out, &|i, dst, split| {
             let (pa, pb) = p.starts[i];
-            // SAFETY: `dst` is this product's own `m × n` block, written row-major; every
-            // element gemm reads, `pa + r·a_rs + j·a_cs` for `r < m`, `j < k` (and likewise for
-            // `b`), is an element of the operand's layout, so it lies inside its buffer, which
-            // the caller holds for the whole call.
-            unsafe {
-                gemm::gemm(
-                    p.m,
-                    p.n,
-                    p.k,
-                    dst.as_mut_ptr(),
-                    1,
-                    p.n as isize,
-                    read_dst,
-                    sa.as_ptr().wrapping_add(pa),
-                    p.a_cs,
-                    p.a_rs,
-                    sb.as_ptr().wrapping_add(pb),
-                    p.b_cs,
-                    p.b_rs,
-                    beta,
-                    alpha,
-                    false,
-                    false,
-                    false,
-                    parallelism,
-                );
-            }
+            let dst = Shared(dst.as_mut_ptr());
+            for_each_tile(p.m, p.n, split, &|t| {
+                // SAFETY: the tile's rows and columns lie inside this product's `m × n`
+                // row-major block of the output, which no other task writes; every element
+                // gemm reads, `pa + r·a_rs + j·a_cs` for `r < m`, `j < k` (and likewise for
+                // `b`), is an element of the operand's layout, so it lies inside its buffer,
+                // which the caller holds for the whole call.
+                unsafe {
+                    gemm::gemm(
+                        t.rows,
+                        t.cols,
+                        p.k,
+                        dst.at(t.r0 * p.n + t.c0),
+                        1,
+                        p.n as isize,
+                        read_dst,
+                        sa.as_ptr()
+                            .wrapping_add(pa)
+                            .wrapping_offset(t.r0 as isize * p.a_rs),
+                        p.a_cs,
+                        p.a_rs,
+                        sb.as_ptr()
+                            .wrapping_add(pb)
+                            .wrapping_offset(t.c0 as isize * p.b_cs),
+                        p.b_cs,
+                        p.b_rs,
+                        beta,
+                        alpha,
+                        false,
+                        false,
+                        false,
+                        Parallelism::None,
+                    );
+                }
+            });
         })
     })
 }
@@ -356,7 +433,7 @@ fn widened<T: Half>(
         (PANEL_ELEMENTS / (p.m + p.n)).max(256)
     };
     with_output(op, c, shape, |out: &mut [T]| {
-        p.for_each(out, &|i, dst, parallelism| {
+        p.for_each(out, &|i, dst, split| {
             let (pa, pb) = p.starts[i];
             // Overwritten by `c` or by the first panel's product.
             let mut acc = pool::alloc::<f32>(dst.len());
@@ -375,31 +452,36 @@ fn widened<T: Half>(
                 let (wb, b_rs, b_cs) = widen(sb, at_b, (kc, p.n), (p.b_rs, p.b_cs));
                 let first = k0 == 0;
                 let keep = if first { scale.beta } else { 1.0 };
-                // SAFETY: `acc` is an `m × n` row-major block owned here; `wa` is `m × kc` and
-                // `wb` is `kc × n`, with the strides `widen` returned for them.
-                unsafe {
-                    gemm::gemm(
-                        p.m,
-                        p.n,
-                        kc,
-                        acc.as_mut_ptr(),
-                        1,
-                        p.n as isize,
-                        has_c || !first,
-                        wa.as_ptr(),
-                        a_cs,
-                        a_rs,
-                        wb.as_ptr(),
-                        b_cs,
-                        b_rs,
-                        keep,
-                        scale.alpha,
-                        false,
-                        false,
-                        false,
-                        parallelism,
-                    );
-                }
+                let read_dst = has_c || !first;
+                let acc_out = Shared(acc.as_mut_ptr());
+                for_each_tile(p.m, p.n, split, &|t| {
+                    // SAFETY: the tile lies inside `acc`, an `m × n` row-major block owned here
+                    // that no other task writes; `wa` is `m × kc` and `wb` is `kc × n`, read with
+                    // the strides `widen` returned for them.
+                    unsafe {
+                        gemm::gemm(
+                            t.rows,
+                            t.cols,
+                            kc,
+                            acc_out.at(t.r0 * p.n + t.c0),
+                            1,
+                            p.n as isize,
+                            read_dst,
+                            wa.as_ptr().wrapping_offset(t.r0 as isize * a_rs),
+                            a_cs,
+                            a_rs,
+                            wb.as_ptr().wrapping_offset(t.c0 as isize * b_cs),
+                            b_cs,
+                            b_rs,
+                            keep,
+                            scale.alpha,
+                            false,
+                            false,
+                            false,
+                            Parallelism::None,
+                        );
+                    }
+                });
                 pool::release(f32::into_host(wa));
                 pool::release(f32::into_host(wb));
                 k0 += kc;
