@@ -4,87 +4,10 @@
 mod common;
 
 use common::Rng;
+use common::autodiff::{check, random, values};
 use nuvec_core::*;
 
-fn values(a: &Array) -> Vec<f64> {
-    a.astype(DType::F64).unwrap().to_vec::<f64>().unwrap()
-}
-
-fn random(rng: &mut Rng, shape: &[usize], lo: f64, hi: f64) -> Array {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n).map(|_| rng.range(lo, hi)).collect();
-    Array::from_slice(&v, shape).unwrap()
-}
-
 type F = fn(&[Array]) -> Result<Vec<Array>>;
-
-/// `Σ_outputs ⟨cotangent, f(x)⟩` as a number.
-fn project(f: F, xs: &[Array], cots: &[Vec<f64>]) -> f64 {
-    let outs = f(xs).unwrap();
-    outs.iter()
-        .zip(cots)
-        .map(|(o, c)| values(o).iter().zip(c).map(|(a, b)| a * b).sum::<f64>())
-        .sum()
-}
-
-/// Checks the vjp of `f` at `xs` against central differences, and the jvp against the vjp
-/// (⟨u, J v⟩ = ⟨Jᵀ u, v⟩).
-fn check(name: &str, f: F, xs: &[Array], rng: &mut Rng) {
-    let outs = f(xs).unwrap();
-    let cots: Vec<Array> = outs
-        .iter()
-        .map(|o| random(rng, o.shape(), -1.0, 1.0))
-        .collect();
-    let cot_vals: Vec<Vec<f64>> = cots.iter().map(values).collect();
-    let (_, grads) = vjp(f, xs, &cots).unwrap();
-    let h = 1e-6;
-    for (i, g) in grads.iter().enumerate() {
-        assert_eq!(g.shape(), xs[i].shape(), "{name}: grad {i} shape");
-        let gv = values(g);
-        let base = values(&xs[i]);
-        for j in 0..base.len() {
-            let shifted = |d: f64| {
-                let mut p = base.clone();
-                p[j] += d;
-                let mut ys = xs.to_vec();
-                ys[i] = Array::from_slice(&p, xs[i].shape()).unwrap();
-                project(f, &ys, &cot_vals)
-            };
-            let numeric = (shifted(h) - shifted(-h)) / (2.0 * h);
-            assert!(
-                (gv[j] - numeric).abs() <= 1e-6 * numeric.abs().max(1.0),
-                "{name}: d/dx{i}[{j}]: vjp {} vs numeric {numeric}",
-                gv[j]
-            );
-        }
-    }
-    // jvp agrees with vjp: Σ_out ⟨u, J v⟩ = Σ_in ⟨Jᵀu, v⟩.
-    let tans: Vec<Array> = xs
-        .iter()
-        .map(|x| random(rng, x.shape(), -1.0, 1.0))
-        .collect();
-    let (_, jv) = jvp(f, xs, &tans).unwrap();
-    let lhs: f64 = jv
-        .iter()
-        .zip(&cot_vals)
-        .map(|(t, u)| values(t).iter().zip(u).map(|(a, b)| a * b).sum::<f64>())
-        .sum();
-    let rhs: f64 = grads
-        .iter()
-        .zip(&tans)
-        .map(|(g, v)| {
-            values(g)
-                .iter()
-                .zip(values(v))
-                .map(|(a, b)| a * b)
-                .sum::<f64>()
-        })
-        .sum();
-    assert!(
-        (lhs - rhs).abs() <= 1e-9 * lhs.abs().max(1.0),
-        "{name}: jvp {lhs} vs vjp {rhs}"
-    );
-}
 
 #[test]
 fn unary_derivatives_match_central_differences() {
@@ -376,4 +299,26 @@ fn transform_errors_are_reported() {
         "grad needs a scalar"
     );
     assert!(grad(f, &[3])(std::slice::from_ref(&x)).is_err(), "argnums");
+}
+
+#[test]
+fn vmap_helper_matches_a_loop_for_elementwise_and_shape_ops() {
+    let mut rng = Rng::new(14);
+    let x = random(&mut rng, &[3, 4, 5], -1.0, 1.0);
+    let y = random(&mut rng, &[4, 5], -1.0, 1.0);
+    let f = |v: &[Array]| {
+        Ok(vec![
+            multiply(&exp(&v[0])?, &v[1])?,
+            transpose(&v[0], &[1, 0])?,
+        ])
+    };
+    common::autodiff::check_vmap(
+        "exp, multiply, transpose",
+        f,
+        &[x.clone(), y.clone()],
+        &[true, false],
+    );
+    let g = |v: &[Array]| Ok(vec![subtract(&v[0], &v[1])?.reshape(&[-1])?]);
+    let y3 = random(&mut rng, &[3, 4, 5], -1.0, 1.0);
+    common::autodiff::check_vmap("subtract, reshape", g, &[x, y3], &[true, true]);
 }

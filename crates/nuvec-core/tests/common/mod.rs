@@ -35,3 +35,5 @@ impl Rng {
         self.next_u64() % n.max(1)
     }
 }
+
+pub mod autodiff;
