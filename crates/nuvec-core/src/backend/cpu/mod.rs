@@ -10,7 +10,9 @@ mod linalg;
 pub(crate) mod math;
 mod reduce;
 mod shape;
+mod simd;
 mod sort;
+mod stream;
 mod unary;
 
 use crate::Result;
