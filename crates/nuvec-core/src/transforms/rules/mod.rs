@@ -2,6 +2,7 @@
 //! builds ordinary operations, so the transforms compose (grad of grad, vmap of grad).
 
 mod elementwise;
+mod linalg;
 mod shape;
 
 use crate::primitive::{Batched, Primitive};
@@ -48,7 +49,10 @@ pub(crate) fn vjp(
             .iter()
             .map(|&i| crate::zeros_like(&inputs[i]))
             .collect(),
-        Primitive::Shape(op) => shape::vjp(op, inputs, cotangents),
+        Primitive::Shape(op) => shape::vjp(op, inputs, cotangents, argnums),
+        Primitive::Matmul(op) => linalg::vjp(op, inputs, cotangents, argnums),
+        // No inputs, so nothing to differentiate.
+        Primitive::Creation(_) => Ok(Vec::new()),
         _ => Err(unsupported(p, "vjp")),
     }
 }
@@ -74,6 +78,12 @@ pub(crate) fn jvp(
         },
         Primitive::StopGradient => Ok(vec![crate::zeros_like(&inputs[0])?]),
         Primitive::Shape(op) => shape::jvp(op, inputs, tangents),
+        Primitive::Matmul(op) => linalg::jvp(op, inputs, outputs, tangents),
+        Primitive::Creation(_) => p
+            .output_specs(inputs)?
+            .into_iter()
+            .map(|(shape, dtype)| crate::zeros(&shape, dtype))
+            .collect(),
         _ => Err(unsupported(p, "jvp")),
     }
 }
@@ -90,6 +100,9 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         }
         Primitive::Binary(_) | Primitive::Select => elementwise::vmap(p, inputs, axes),
         Primitive::Shape(op) => shape::vmap(op, inputs, axes),
+        Primitive::Matmul(op) => linalg::vmap(op, inputs, axes),
+        // Nothing to batch: the same array for every example.
+        Primitive::Creation(_) => Ok((vec![Array::op1(p.clone(), Vec::new())?], vec![None])),
         _ => Err(unsupported(p, "vmap")),
     }
 }
