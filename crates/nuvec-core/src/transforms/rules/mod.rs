@@ -2,6 +2,7 @@
 //! builds ordinary operations, so the transforms compose (grad of grad, vmap of grad).
 
 mod elementwise;
+mod reduce;
 mod shape;
 
 use crate::primitive::{Batched, Primitive};
@@ -49,6 +50,26 @@ pub(crate) fn vjp(
             .map(|&i| crate::zeros_like(&inputs[i]))
             .collect(),
         Primitive::Shape(op) => shape::vjp(op, inputs, cotangents),
+        Primitive::Reduce { op, axes } => {
+            reduce::reduce_vjp(*op, axes, inputs, outputs, cotangents, argnums)
+        }
+        // Integer outputs: no cotangent reaches them, so nothing flows back.
+        Primitive::ArgReduce { .. } => argnums
+            .iter()
+            .map(|&i| crate::zeros_like(&inputs[i]))
+            .collect(),
+        Primitive::Scan {
+            op,
+            axis,
+            reverse,
+            inclusive,
+        } => reduce::scan_vjp(
+            (*op, *axis, *reverse, *inclusive),
+            inputs,
+            outputs,
+            cotangents,
+        ),
+        Primitive::Softmax => reduce::softmax_vjp(outputs, cotangents),
         _ => Err(unsupported(p, "vjp")),
     }
 }
@@ -74,6 +95,20 @@ pub(crate) fn jvp(
         },
         Primitive::StopGradient => Ok(vec![crate::zeros_like(&inputs[0])?]),
         Primitive::Shape(op) => shape::jvp(op, inputs, tangents),
+        Primitive::Reduce { op, axes } => reduce::reduce_jvp(*op, axes, inputs, outputs, tangents),
+        Primitive::ArgReduce { .. } => Ok(vec![crate::zeros_like(output(outputs)?)?]),
+        Primitive::Scan {
+            op,
+            axis,
+            reverse,
+            inclusive,
+        } => reduce::scan_jvp(
+            (*op, *axis, *reverse, *inclusive),
+            inputs,
+            outputs,
+            tangents,
+        ),
+        Primitive::Softmax => reduce::softmax_jvp(outputs, tangents),
         _ => Err(unsupported(p, "jvp")),
     }
 }
@@ -90,6 +125,15 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         }
         Primitive::Binary(_) | Primitive::Select => elementwise::vmap(p, inputs, axes),
         Primitive::Shape(op) => shape::vmap(op, inputs, axes),
+        Primitive::Reduce { op, axes: reduced } => reduce::reduce_vmap(*op, reduced, inputs, axes),
+        Primitive::ArgReduce { op, axis } => reduce::arg_reduce_vmap(*op, *axis, inputs, axes),
+        Primitive::Scan {
+            op,
+            axis,
+            reverse,
+            inclusive,
+        } => reduce::scan_vmap((*op, *axis, *reverse, *inclusive), inputs, axes),
+        Primitive::Softmax => reduce::softmax_vmap(inputs, axes),
         _ => Err(unsupported(p, "vmap")),
     }
 }
