@@ -3,6 +3,7 @@
 
 mod elementwise;
 mod linalg;
+mod reduce;
 mod shape;
 
 use crate::primitive::{Batched, Primitive};
@@ -53,6 +54,26 @@ pub(crate) fn vjp(
         Primitive::Matmul(op) => linalg::vjp(op, inputs, cotangents, argnums),
         // No inputs, so nothing to differentiate.
         Primitive::Creation(_) => Ok(Vec::new()),
+        Primitive::Reduce { op, axes } => {
+            reduce::reduce_vjp(*op, axes, inputs, outputs, cotangents, argnums)
+        }
+        // Integer outputs: no cotangent reaches them, so nothing flows back.
+        Primitive::ArgReduce { .. } => argnums
+            .iter()
+            .map(|&i| crate::zeros_like(&inputs[i]))
+            .collect(),
+        Primitive::Scan {
+            op,
+            axis,
+            reverse,
+            inclusive,
+        } => reduce::scan_vjp(
+            (*op, *axis, *reverse, *inclusive),
+            inputs,
+            outputs,
+            cotangents,
+        ),
+        Primitive::Softmax => reduce::softmax_vjp(outputs, cotangents),
         _ => Err(unsupported(p, "vjp")),
     }
 }
@@ -84,6 +105,20 @@ pub(crate) fn jvp(
             .into_iter()
             .map(|(shape, dtype)| crate::zeros(&shape, dtype))
             .collect(),
+        Primitive::Reduce { op, axes } => reduce::reduce_jvp(*op, axes, inputs, outputs, tangents),
+        Primitive::ArgReduce { .. } => Ok(vec![crate::zeros_like(output(outputs)?)?]),
+        Primitive::Scan {
+            op,
+            axis,
+            reverse,
+            inclusive,
+        } => reduce::scan_jvp(
+            (*op, *axis, *reverse, *inclusive),
+            inputs,
+            outputs,
+            tangents,
+        ),
+        Primitive::Softmax => reduce::softmax_jvp(outputs, tangents),
         _ => Err(unsupported(p, "jvp")),
     }
 }
@@ -103,6 +138,15 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         Primitive::Matmul(op) => linalg::vmap(op, inputs, axes),
         // Nothing to batch: the same array for every example.
         Primitive::Creation(_) => Ok((vec![Array::op1(p.clone(), Vec::new())?], vec![None])),
+        Primitive::Reduce { op, axes: reduced } => reduce::reduce_vmap(*op, reduced, inputs, axes),
+        Primitive::ArgReduce { op, axis } => reduce::arg_reduce_vmap(*op, *axis, inputs, axes),
+        Primitive::Scan {
+            op,
+            axis,
+            reverse,
+            inclusive,
+        } => reduce::scan_vmap((*op, *axis, *reverse, *inclusive), inputs, axes),
+        Primitive::Softmax => reduce::softmax_vmap(inputs, axes),
         _ => Err(unsupported(p, "vmap")),
     }
 }
