@@ -2,7 +2,9 @@
 //! builds ordinary operations, so the transforms compose (grad of grad, vmap of grad).
 
 mod elementwise;
+mod index;
 mod shape;
+mod sort;
 
 use crate::primitive::{Batched, Primitive};
 use crate::{Array, Error, Result};
@@ -49,6 +51,8 @@ pub(crate) fn vjp(
             .map(|&i| crate::zeros_like(&inputs[i]))
             .collect(),
         Primitive::Shape(op) => shape::vjp(op, inputs, cotangents),
+        Primitive::Index(op) => index::vjp(op, inputs, outputs, cotangents, argnums),
+        Primitive::Sort(op) => sort::vjp(op, inputs, outputs, cotangents, argnums),
         _ => Err(unsupported(p, "vjp")),
     }
 }
@@ -74,6 +78,8 @@ pub(crate) fn jvp(
         },
         Primitive::StopGradient => Ok(vec![crate::zeros_like(&inputs[0])?]),
         Primitive::Shape(op) => shape::jvp(op, inputs, tangents),
+        Primitive::Index(op) => index::jvp(op, inputs, outputs, tangents),
+        Primitive::Sort(op) => sort::jvp(op, inputs, outputs, tangents),
         _ => Err(unsupported(p, "jvp")),
     }
 }
@@ -90,6 +96,8 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         }
         Primitive::Binary(_) | Primitive::Select => elementwise::vmap(p, inputs, axes),
         Primitive::Shape(op) => shape::vmap(op, inputs, axes),
+        Primitive::Index(op) => index::vmap(op, inputs, axes),
+        Primitive::Sort(op) => sort::vmap(op, inputs, axes),
         _ => Err(unsupported(p, "vmap")),
     }
 }
