@@ -158,3 +158,24 @@ fn derivatives_treat_random_values_as_constants() {
     assert_eq!(values(&g[0]), values(&u));
     assert_eq!(values(&g[1]), [0.0, 0.0]);
 }
+
+#[test]
+fn large_batches_split_work_inside_keys() {
+    // Enough blocks to run over the pool, with odd word counts per key, so that chunks start
+    // and end inside keys' blocks.
+    let ks = keys(77, 5);
+    for (width, n) in [(4usize, 70_001usize), (2, 90_003), (1, 300_001)] {
+        let f = move |k: &[Array]| Ok(vec![random::bits(&[n], width, Some(&k[0]))?]);
+        let got = vmap(f, &[Some(0)], &[0])(std::slice::from_ref(&ks)).unwrap();
+        assert_eq!(got[0].shape(), [5, n]);
+        let got = values(&got[0]);
+        for b in 0..5 {
+            let k = take(&ks, &Array::scalar(b as u32), Some(0)).unwrap();
+            let want = values(&random::bits(&[n], width, Some(&k)).unwrap());
+            assert!(
+                got[b * n..(b + 1) * n] == want[..],
+                "width {width}, key {b}"
+            );
+        }
+    }
+}

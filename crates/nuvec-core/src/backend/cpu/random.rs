@@ -78,15 +78,23 @@ fn bits<T: Word>(keys: &[u32], shape: &[usize]) -> ArrayData {
     let mut blocks = vec![[0u32; 2]; num_keys * half];
     fill(&mut blocks, &|start, chunk| {
         let (mut k, mut j) = (start / half, start % half);
-        for b in chunk.iter_mut() {
+        let mut rest = chunk;
+        // One key's run of blocks at a time: the inner loop has no branches, so it
+        // vectorises.
+        while !rest.is_empty() {
             let key = [keys[2 * k], keys[2 * k + 1]];
-            let second = if odd && j == half - 1 { 0 } else { j + half };
-            *b = threefry2x32(key, [j as u32, second as u32]);
-            j += 1;
-            if j == half {
-                j = 0;
-                k += 1;
+            let run = (half - j).min(rest.len());
+            let (now, later) = rest.split_at_mut(run);
+            for (t, b) in now.iter_mut().enumerate() {
+                let c = (j + t) as u32;
+                *b = threefry2x32(key, [c, c.wrapping_add(half as u32)]);
             }
+            if odd && j + run == half {
+                now[run - 1] = threefry2x32(key, [(half - 1) as u32, 0]);
+            }
+            rest = later;
+            j = 0;
+            k += 1;
         }
     });
     let mut out = crate::array::pool::alloc::<T>(n);
