@@ -4,6 +4,7 @@
 mod elementwise;
 mod index;
 mod linalg;
+mod random;
 mod reduce;
 mod shape;
 mod sort;
@@ -78,6 +79,7 @@ pub(crate) fn vjp(
         Primitive::Softmax => reduce::softmax_vjp(outputs, cotangents),
         Primitive::Index(op) => index::vjp(op, inputs, outputs, cotangents, argnums),
         Primitive::Sort(op) => sort::vjp(op, inputs, outputs, cotangents, argnums),
+        Primitive::Random(_) => random::vjp(inputs, argnums),
         _ => Err(unsupported(p, "vjp")),
     }
 }
@@ -125,6 +127,7 @@ pub(crate) fn jvp(
         Primitive::Softmax => reduce::softmax_jvp(outputs, tangents),
         Primitive::Index(op) => index::jvp(op, inputs, outputs, tangents),
         Primitive::Sort(op) => sort::jvp(op, inputs, outputs, tangents),
+        Primitive::Random(op) => random::jvp(op, inputs),
         _ => Err(unsupported(p, "jvp")),
     }
 }
@@ -155,6 +158,7 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         Primitive::Softmax => reduce::softmax_vmap(inputs, axes),
         Primitive::Index(op) => index::vmap(op, inputs, axes),
         Primitive::Sort(op) => sort::vmap(op, inputs, axes),
+        Primitive::Random(op) => random::vmap(op, inputs, axes),
         _ => Err(unsupported(p, "vmap")),
     }
 }
