@@ -12,11 +12,6 @@ mod sort;
 use crate::primitive::{Batched, Primitive};
 use crate::{Array, Error, Result};
 
-fn unsupported(p: &Primitive, what: &str) -> Error {
-    Error::Unsupported {
-        op: p.name(),
-        what: what.into(),
-    }
 }
 
 /// The single output's cotangent (rules are only called when one is present).
@@ -80,7 +75,6 @@ pub(crate) fn vjp(
         Primitive::Index(op) => index::vjp(op, inputs, outputs, cotangents, argnums),
         Primitive::Sort(op) => sort::vjp(op, inputs, outputs, cotangents, argnums),
         Primitive::Random(_) => random::vjp(inputs, argnums),
-        _ => Err(unsupported(p, "vjp")),
     }
 }
 
@@ -128,7 +122,6 @@ pub(crate) fn jvp(
         Primitive::Index(op) => index::jvp(op, inputs, outputs, tangents),
         Primitive::Sort(op) => sort::jvp(op, inputs, outputs, tangents),
         Primitive::Random(op) => random::jvp(op, inputs),
-        _ => Err(unsupported(p, "jvp")),
     }
 }
 
@@ -159,7 +152,6 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         Primitive::Index(op) => index::vmap(op, inputs, axes),
         Primitive::Sort(op) => sort::vmap(op, inputs, axes),
         Primitive::Random(op) => random::vmap(op, inputs, axes),
-        _ => Err(unsupported(p, "vmap")),
     }
 }
 
