@@ -10,9 +10,7 @@ mod shape;
 mod sort;
 
 use crate::primitive::{Batched, Primitive};
-use crate::{Array, Error, Result};
-
-}
+use crate::{Array, Result};
 
 /// The single output's cotangent (rules are only called when one is present).
 pub(super) fn single(cotangents: &[Option<Array>]) -> Result<&Array> {
