@@ -222,10 +222,7 @@ pub(crate) fn attention_graph(inputs: &[Array], form: Form) -> Result<Array> {
         };
         let sink = reshape(&sink, &sink_shape)?;
         // The largest logit of each row, the sink included, factored out for stability.
-        let top = crate::stop_gradient(&crate::maximum(
-            crate::max(&s, &[-1], true)?,
-            &sink,
-        )?)?;
+        let top = crate::stop_gradient(&crate::maximum(crate::max(&s, &[-1], true)?, &sink)?)?;
         let e = exp(&subtract(&s, &top)?)?;
         let total = add(sum(&e, &[-1], true)?, exp(&subtract(&sink, &top)?)?)?;
         divide(&e, &total)?.astype(dtype)?

@@ -2,8 +2,8 @@
 //! and the fallbacks of the fused softmax and log-sum-exp, with the graphs of their
 //! dedicated gradients.
 
-use super::{FastOp, check_inputs, check_param, floating, one, pair, record_or_fallback, scalar};
 use super::wide;
+use super::{FastOp, check_inputs, check_param, floating, one, pair, record_or_fallback, scalar};
 use crate::error::invalid;
 use crate::ops::reduce::ReduceOp;
 use crate::primitive::Primitive;
@@ -45,7 +45,10 @@ pub fn rms_norm(x: &Array, weight: Option<&Array>, eps: f32) -> Result<Array> {
         Some(w) => w.astype(dtype)?,
         None => scalar(1.0, dtype),
     };
-    one(FastOp::RmsNorm { eps: eps.to_bits() }, vec![x.astype(dtype)?, w])
+    one(
+        FastOp::RmsNorm { eps: eps.to_bits() },
+        vec![x.astype(dtype)?, w],
+    )
 }
 
 /// A residual connection and its RMS normalisation in one step: `h = x + residual` and
@@ -344,6 +347,9 @@ pub(super) fn cross_entropy_vjp_graph(inputs: &[Array]) -> Result<Array> {
     let lse = crate::logsumexp(&x, &[-1], true)?;
     let p = crate::exp(&subtract(&x, &lse)?)?;
     let target = hit.astype(x.dtype())?;
-    let gx = multiply(expand_dims(&g.astype(x.dtype())?, -1)?, subtract(&p, &target)?)?;
+    let gx = multiply(
+        expand_dims(&g.astype(x.dtype())?, -1)?,
+        subtract(&p, &target)?,
+    )?;
     gx.astype(logits.dtype())
 }

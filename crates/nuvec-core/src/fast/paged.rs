@@ -88,11 +88,7 @@ pub fn paged_attention(
     if lengths.shape() != [qs[0]] {
         return Err(invalid(
             OP,
-            format!(
-                "lengths must be [{}], got {:?}",
-                qs[0],
-                lengths.shape()
-            ),
+            format!("lengths must be [{}], got {:?}", qs[0], lengths.shape()),
         ));
     }
     for (what, a) in [("the block table", block_table), ("lengths", lengths)] {

@@ -40,10 +40,7 @@ pub fn rope(
     if x.ndim() < 3 {
         return Err(invalid(
             OP,
-            format!(
-                "the input needs at least 3 dimensions, got {:?}",
-                x.shape()
-            ),
+            format!("the input needs at least 3 dimensions, got {:?}", x.shape()),
         ));
     }
     floating(OP, x.dtype())?;
@@ -99,10 +96,7 @@ pub fn rope(
             1.0
         }
         _ => {
-            return Err(invalid(
-                OP,
-                "exactly one of base and freqs must be given",
-            ));
+            return Err(invalid(OP, "exactly one of base and freqs must be given"));
         }
     };
     let op = FastOp::Rope {
@@ -157,10 +151,7 @@ pub(super) fn rope_graph(inputs: &[Array], angles: Angles, forward: bool) -> Res
         Some(f) => divide(1.0, &f.astype(ct)?)?,
         None => {
             let step = -f64::from(angles.base).ln() / half as f64;
-            crate::exp(&multiply(
-                crate::arange(0.0, half as f64, 1.0, ct)?,
-                step,
-            )?)?
+            crate::exp(&multiply(crate::arange(0.0, half as f64, 1.0, ct)?, step)?)?
         }
     };
     let theta = multiply(crate::expand_dims(&positions, -1)?, &inverse_freqs)?;

@@ -155,7 +155,7 @@ impl FastOp {
                 c.holds(x.ndim() >= 3, || {
                     format!("the input needs 3 dimensions, got {:?}", x.shape())
                 })?;
-                self.rotation_checks(&c, 0, 1, *dims)?;
+                self.rotation_checks(&c, 0, 2, *dims)?;
                 let offset = &inputs[1];
                 c.integer(1)?;
                 c.holds(
@@ -242,7 +242,11 @@ impl FastOp {
                     3 + usize::from(*mask) + usize::from(*sinks),
                     3 + usize::from(*mask) + usize::from(*sinks),
                 )?;
-                let (q, k, v) = (c.rank(0, Some(4))?, c.rank(1, Some(4))?, c.rank(2, Some(4))?);
+                let (q, k, v) = (
+                    c.rank(0, Some(4))?,
+                    c.rank(1, Some(4))?,
+                    c.rank(2, Some(4))?,
+                );
                 c.float(0)?;
                 c.same_dtype(0, 1)?;
                 c.same_dtype(0, 2)?;
@@ -286,7 +290,10 @@ impl FastOp {
                 let (b, _, hv, dv, dk) = gated_delta_checks(&c)?;
                 let pool = c.rank(5, Some(4))?;
                 c.holds(pool.shape()[1..] == [hv, dv, dk], || {
-                    format!("a pool of shape {:?} for states [{hv}, {dv}, {dk}]", pool.shape())
+                    format!(
+                        "a pool of shape {:?} for states [{hv}, {dv}, {dk}]",
+                        pool.shape()
+                    )
                 })?;
                 c.integer(6)?;
                 c.shape(6, &[b])?;
@@ -294,7 +301,11 @@ impl FastOp {
             }
             FastOp::PagedAttention { .. } => {
                 c.count(5, 5)?;
-                let (q, kc, vc) = (c.rank(0, Some(4))?, c.rank(1, Some(4))?, c.rank(2, Some(4))?);
+                let (q, kc, vc) = (
+                    c.rank(0, Some(4))?,
+                    c.rank(1, Some(4))?,
+                    c.rank(2, Some(4))?,
+                );
                 c.float(0)?;
                 c.same_dtype(0, 1)?;
                 c.same_dtype(0, 2)?;

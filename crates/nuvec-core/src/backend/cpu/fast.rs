@@ -47,9 +47,9 @@ fn fallback(
                 if a.shape() != shape.as_slice() || a.dtype() != *dtype {
                     return Err(mismatch(op, "an output of another shape or type"));
                 }
-                a.data()
-                    .cloned()
-                    .ok_or_else(|| Error::Device(format!("{}: an output was not computed", op.name())))
+                a.data().cloned().ok_or_else(|| {
+                    Error::Device(format!("{}: an output was not computed", op.name()))
+                })
             })
             .collect()
     })

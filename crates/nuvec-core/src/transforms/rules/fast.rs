@@ -42,7 +42,10 @@ pub(super) fn vjp(
         FastOp::RmsNorm { eps } => {
             let g = single(cotangents)?;
             let node = vec![inputs[0].clone(), inputs[1].clone(), g.clone()];
-            Ok(pick(record_or_fallback(FastOp::RmsNormVjp { eps: *eps }, node)?))
+            Ok(pick(record_or_fallback(
+                FastOp::RmsNormVjp { eps: *eps },
+                node,
+            )?))
         }
         FastOp::LayerNorm { eps } => {
             let mut node = inputs.to_vec();
@@ -116,11 +119,7 @@ fn through_fallback(
     Ok(crate::vjp(f, &primals, &cots)?.1)
 }
 
-pub(super) fn jvp(
-    op: &FastOp,
-    inputs: &[Array],
-    tangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
+pub(super) fn jvp(op: &FastOp, inputs: &[Array], tangents: &[Option<Array>]) -> Result<Vec<Array>> {
     let active: Vec<usize> = (0..inputs.len())
         .filter(|&i| tangents[i].is_some() && inputs[i].dtype().is_inexact())
         .collect();
@@ -132,10 +131,7 @@ pub(super) fn jvp(
             .collect();
     }
     let primals: Vec<Array> = active.iter().map(|&i| inputs[i].clone()).collect();
-    let ts: Vec<Array> = active
-        .iter()
-        .filter_map(|&i| tangents[i].clone())
-        .collect();
+    let ts: Vec<Array> = active.iter().filter_map(|&i| tangents[i].clone()).collect();
     let f = |ps: &[Array]| op.fallback(&substituted(inputs, &active, ps));
     Ok(crate::jvp(f, &primals, &ts)?.1)
 }
@@ -160,10 +156,9 @@ pub(super) fn vmap(op: &FastOp, inputs: &[Array], axes: &[Option<usize>]) -> Res
     };
     let rest_unbatched = axes[1..].iter().all(Option::is_none);
     let row_wise = match op {
-        FastOp::RmsNorm { .. }
-        | FastOp::LayerNorm { .. }
-        | FastOp::Softmax
-        | FastOp::LogSumExp => rest_unbatched,
+        FastOp::RmsNorm { .. } | FastOp::LayerNorm { .. } | FastOp::Softmax | FastOp::LogSumExp => {
+            rest_unbatched
+        }
         FastOp::Rope { .. } => rest_unbatched && inputs[1].size() == 1,
         FastOp::CrossEntropy => true,
         _ => false,
