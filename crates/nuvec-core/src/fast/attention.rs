@@ -186,31 +186,27 @@ pub(crate) fn attention_graph(inputs: &[Array], form: Form) -> Result<Array> {
         v = crate::expand_dims(&v, 2)?;
     }
     let mut scores = matmul(&q, &crate::swapaxes(&k, -1, -2)?)?;
-    let mask = if form.causal {
-        // The queries are the last `lq` positions of the keys.
-        let first = lk as f64 - lq as f64;
-        let rows = crate::arange(first, first + lq as f64, 1.0, DType::I32)?;
-        let cols = crate::arange(0.0, lk as f64, 1.0, DType::I32)?;
-        Some(crate::greater_equal(
-            crate::expand_dims(&rows, 1)?,
-            crate::expand_dims(&cols, 0)?,
-        )?)
-    } else if form.mask {
+    if form.mask {
         let m = &inputs[3];
-        Some(if group > 1 {
+        let m = if group > 1 {
             reshape(m, &[i(b), i(hkv), i(group), i(lq), i(lk)])?
         } else {
             m.clone()
-        })
-    } else {
-        None
-    };
-    if let Some(m) = mask {
+        };
         scores = if m.dtype() == DType::Bool {
             crate::where_(&m, &scores, lowest(dtype))?
         } else {
             add(&scores, &m)?
         };
+    }
+    if form.causal {
+        // The queries are the last `lq` positions of the keys.
+        let first = lk as f64 - lq as f64;
+        let rows = crate::arange(first, first + lq as f64, 1.0, DType::I32)?;
+        let cols = crate::arange(0.0, lk as f64, 1.0, DType::I32)?;
+        let seen =
+            crate::greater_equal(crate::expand_dims(&rows, 1)?, crate::expand_dims(&cols, 0)?)?;
+        scores = crate::where_(&seen, &scores, lowest(dtype))?;
     }
     let probs = if form.sinks {
         let s = wide(&scores)?;

@@ -241,7 +241,7 @@ fn has_kernel(inputs: &[Array]) -> bool {
     let kernel_type = |a: &Array| matches!(a.dtype(), DType::F16 | DType::BF16 | DType::F32);
     super::on_gpu(q.dtype(), q.size())
         && q.dtype() == inputs[2].dtype()
-        && q.shape()[3] % 32 == 0
+        && q.shape()[3].is_multiple_of(32)
         && inputs[3..6].iter().all(kernel_type)
 }
 

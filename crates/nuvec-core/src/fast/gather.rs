@@ -86,7 +86,7 @@ pub fn gather_mm(
     let rhs = crate::broadcast_to(&rhs, &shape)?;
     let mut inputs = vec![a.astype(dtype)?, b.astype(dtype)?, lhs, rhs];
     if !on_gpu(dtype, a.size()) {
-        return Ok(gather_mm_graph(&inputs)?);
+        return gather_mm_graph(&inputs);
     }
     if sorted_indices {
         // Where each weight batch's rows start in the sorted rows.

@@ -136,7 +136,8 @@ pub enum FastOp {
     Attention {
         /// The score scale, as `f32::to_bits`.
         scale: u32,
-        /// Causal masking, the queries aligned with the last keys.
+        /// Causal masking, the queries aligned with the last keys (with a mask too, both
+        /// apply).
         causal: bool,
         /// Whether a mask (bool or additive, `[B, Hq, Lq, Lk]`) is the fourth input.
         mask: bool,

@@ -266,7 +266,7 @@ fn sequence_nodes_equal_the_operations() {
     // The gated delta rule, every step's state, and slots.
     let (t, hk, hv, dk, dv) = (3, 1, 2, 4, 3);
     let gq = rand(&mut rng, &[b, t, hk, dk], DType::F32);
-    let gk = multiply(&rand(&mut rng, &[b, t, hk, dk], DType::F32), 0.5).unwrap();
+    let gk = multiply(rand(&mut rng, &[b, t, hk, dk], DType::F32), 0.5).unwrap();
     let gv = rand(&mut rng, &[b, t, hv, dv], DType::F32);
     let gg = uniform(&mut rng, &[b, t, hv], 0.5, 1.0, DType::F32);
     let gb = uniform(&mut rng, &[b, t, hv], 0.2, 1.0, DType::F32);

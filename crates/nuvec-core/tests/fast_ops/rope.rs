@@ -26,13 +26,13 @@ fn rope_ref(
         } else {
             offsets[b]
         };
-        for i in 0..half {
+        for (i, inv) in inv_freq.iter().enumerate().take(half) {
             let (p, q) = if traditional {
                 (2 * i, 2 * i + 1)
             } else {
                 (i, i + half)
             };
-            let theta = (offset + t as f64) * scale * inv_freq[i];
+            let theta = (offset + t as f64) * scale * inv;
             let (c, s) = (theta.cos(), theta.sin());
             out[row * d + p] = chunk[p] * c - chunk[q] * s;
             out[row * d + q] = chunk[p] * s + chunk[q] * c;
