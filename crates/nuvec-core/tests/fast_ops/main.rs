@@ -12,6 +12,7 @@ mod attention;
 mod errors;
 mod gated_delta;
 mod gather_conv;
+mod gpu_stream;
 mod nodes;
 mod norms;
 mod paged;
