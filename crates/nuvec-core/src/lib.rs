@@ -25,6 +25,7 @@ pub mod error;
 pub mod fast;
 pub mod ops;
 pub mod primitive;
+pub mod random;
 pub mod transforms;
 
 pub use array::{Array, HostData, Operand, Scalar};

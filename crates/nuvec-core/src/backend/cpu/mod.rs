@@ -9,6 +9,7 @@ mod fast;
 mod index;
 mod linalg;
 pub(crate) mod math;
+mod random;
 mod reduce;
 mod shape;
 mod simd;
@@ -45,6 +46,7 @@ pub(crate) fn eval(
         Primitive::Shape(op) => shape::eval(op, inputs, outputs),
         Primitive::Index(op) => index::eval(op, inputs, outputs),
         Primitive::Matmul(op) => linalg::eval(op, inputs, outputs),
+        Primitive::Random(op) => random::eval(op, inputs, outputs),
         Primitive::StopGradient | Primitive::Identity => Ok(vec![inputs[0].clone()]),
         Primitive::Fast(op) => fast::eval(op, inputs, outputs),
     }
