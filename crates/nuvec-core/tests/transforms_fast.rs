@@ -546,11 +546,198 @@ fn operations_batch_as_a_loop() {
         &[true, false, false, false, false, false],
     );
     let (a, bm) = (f64s(&mut rng, &[3, 2, 2, 4]), f64s(&mut rng, &[2, 4, 3]));
-    let idx = Array::from_slice(&[1u32, 0, 1], &[3]).unwrap();
+    let idx = Array::from_slice(&[1u32, 0], &[2]).unwrap();
     let gm = |x: &[Array]| Ok(vec![gather_mm(&x[0], &x[1], None, Some(&idx), false)?]);
     check_vmap("gather_mm", gm, &[a, bm], &[true, false]);
     let xc = f64s(&mut rng, &[3, 1, 6, 2]);
     let wc = f64s(&mut rng, &[2, 3, 1]);
     let conv = |a: &[Array]| Ok(vec![conv1d(&a[0], &a[1], 1, 1, 1, 2)?]);
     check_vmap("conv1d", conv, &[xc, wc], &[true, false]);
+}
+
+#[test]
+fn more_fused_nodes_differentiate_through_their_fallbacks() {
+    let mut rng = Rng::new(82);
+    let eps = bits(1e-3);
+    let (x, w, b) = (
+        f64s(&mut rng, &[2, 5]),
+        f64s(&mut rng, &[5]),
+        f64s(&mut rng, &[5]),
+    );
+    // Forward mode of the dedicated ones goes through the fallback too.
+    let f = |a: &[Array]| fused(&FastOp::LayerNorm { eps }, a);
+    check("layer_norm node", f, &[x.clone(), w.clone(), b], &mut rng);
+    let t = Array::from_slice(&[3i32, -1], &[2]).unwrap();
+    let f = |a: &[Array]| fused(&FastOp::LogSumExp, a);
+    check("logsumexp node", f, std::slice::from_ref(&x), &mut rng);
+    let f = |a: &[Array]| fused(&FastOp::Softmax, a);
+    check("softmax node", f, std::slice::from_ref(&x), &mut rng);
+    // Cross entropy's loss is float32: its forward tangent against the formula instead.
+    let tx = f64s(&mut rng, &[2, 5]);
+    let ce = |a: &[Array]| fused(&FastOp::CrossEntropy, &[a[0].clone(), t.clone()]);
+    let (_, tan) = jvp(ce, std::slice::from_ref(&x), std::slice::from_ref(&tx)).unwrap();
+    let (xv, tv) = (values(&x), values(&tx));
+    for (r, target) in [3usize, 4].into_iter().enumerate() {
+        let row = &xv[r * 5..r * 5 + 5];
+        let total: f64 = row.iter().map(|v| v.exp()).sum();
+        let want: f64 = (0..5)
+            .map(|c| (row[c].exp() / total) * tv[r * 5 + c])
+            .sum::<f64>()
+            - tv[r * 5 + target];
+        let got = values(&tan[0])[r];
+        assert!(
+            (got - want).abs() < 1e-6,
+            "cross_entropy jvp {r}: {got} vs {want}"
+        );
+    }
+    // Paged attention and writes, slots, gathered products, norm_rope with a cache.
+    let q = f64s(&mut rng, &[2, 2, 2, 3]);
+    let (kc, vc) = (f64s(&mut rng, &[4, 1, 2, 3]), f64s(&mut rng, &[4, 1, 2, 3]));
+    let table = Array::from_slice(&[3i32, 0, 2, 1], &[2, 2]).unwrap();
+    let lens = Array::from_slice(&[4i32, 3], &[2]).unwrap();
+    let op = FastOp::PagedAttention { scale: bits(0.7) };
+    let f = |a: &[Array]| {
+        fused(
+            &op,
+            &[
+                a[0].clone(),
+                a[1].clone(),
+                a[2].clone(),
+                table.clone(),
+                lens.clone(),
+            ],
+        )
+    };
+    check("paged_attention node", f, &[q, kc.clone(), vc], &mut rng);
+    let new = f64s(&mut rng, &[2, 1, 3]);
+    let slots = Array::from_slice(&[5i32, 0], &[2]).unwrap();
+    let f = |a: &[Array]| {
+        fused(
+            &FastOp::PagedWrite,
+            &[a[0].clone(), a[1].clone(), slots.clone()],
+        )
+    };
+    check("paged_write node", f, &[kc, new], &mut rng);
+    let (bt, t_len, hk, hv, dk, dv) = (2, 2, 1, 2, 3, 2);
+    let mut xs = vec![
+        f64s(&mut rng, &[bt, t_len, hk, dk]),
+        multiply(f64s(&mut rng, &[bt, t_len, hk, dk]), 0.5).unwrap(),
+        f64s(&mut rng, &[bt, t_len, hv, dv]),
+        random(&mut rng, &[bt, t_len, hv], 0.5, 1.0),
+        random(&mut rng, &[bt, t_len, hv], 0.2, 1.0),
+        f64s(&mut rng, &[3, hv, dv, dk]),
+    ];
+    xs.push(Array::from_slice(&[2i32, 0], &[2]).unwrap());
+    let f = |a: &[Array]| fused(&FastOp::GatedDeltaSlots, a);
+    check("gated_delta_slots node", f, &xs, &mut rng);
+    let (a, bm) = (f64s(&mut rng, &[3, 2, 4]), f64s(&mut rng, &[2, 4, 2]));
+    let lhs = Array::from_slice(&[2u32, 0, 1], &[3]).unwrap();
+    let rhs = Array::from_slice(&[1u32, 1, 0], &[3]).unwrap();
+    let f = |x: &[Array]| {
+        fused(
+            &FastOp::GatherMm,
+            &[x[0].clone(), x[1].clone(), lhs.clone(), rhs.clone()],
+        )
+    };
+    check("gather_mm node", f, &[a, bm], &mut rng);
+    let op = FastOp::NormRope {
+        eps: Some(bits(1e-3)),
+        dims: 4,
+        traditional: true,
+        base: bits(1e4),
+        scale: bits(1.0),
+        offset: 1,
+        cache: true,
+    };
+    let (cache, xr, wr) = (
+        f64s(&mut rng, &[1, 2, 4, 4]),
+        f64s(&mut rng, &[1, 2, 2, 4]),
+        f64s(&mut rng, &[4]),
+    );
+    let f = |a: &[Array]| fused(&op, a);
+    check("norm_rope node", f, &[cache, xr, wr], &mut rng);
+}
+
+#[test]
+fn other_fused_nodes_batch_through_their_fallbacks() {
+    let mut rng = Rng::new(83);
+    let eps = bits(1e-3);
+    // A batched weight: not row-wise any more.
+    let (x, w) = (f64s(&mut rng, &[3, 2, 5]), f64s(&mut rng, &[3, 5]));
+    let f = |a: &[Array]| fused(&FastOp::RmsNorm { eps }, a);
+    check_vmap("rms_norm weights", f, &[x.clone(), w], &[true, true]);
+    // Per-batch offsets.
+    let x4 = f64s(&mut rng, &[3, 2, 2, 3, 4]);
+    let offsets = Array::from_slice(&[2i32, 7], &[2]).unwrap();
+    let f = |a: &[Array]| fused(&rope_op(4, false), &[a[0].clone(), offsets.clone()]);
+    check_vmap("rope offsets", f, std::slice::from_ref(&x4), &[true]);
+    let op = FastOp::Attention {
+        scale: bits(0.5),
+        causal: true,
+        mask: false,
+        sinks: true,
+    };
+    let (q, k, v, s) = (
+        f64s(&mut rng, &[3, 1, 4, 2, 3]),
+        f64s(&mut rng, &[3, 1, 2, 4, 3]),
+        f64s(&mut rng, &[1, 2, 4, 2]),
+        f64s(&mut rng, &[4]),
+    );
+    let f = |a: &[Array]| fused(&op, a);
+    check_vmap(
+        "attention node",
+        f,
+        &[q, k, v, s],
+        &[true, true, false, false],
+    );
+    let (b, t, hk, hv, dk, dv) = (1, 2, 1, 2, 3, 2);
+    let xs = vec![
+        f64s(&mut rng, &[3, b, t, hk, dk]),
+        multiply(f64s(&mut rng, &[b, t, hk, dk]), 0.5).unwrap(),
+        f64s(&mut rng, &[b, t, hv, dv]),
+        random(&mut rng, &[b, t, hv], 0.5, 1.0),
+        random(&mut rng, &[b, t, hv], 0.2, 1.0),
+        f64s(&mut rng, &[3, b, hv, dv, dk]),
+    ];
+    let f = |a: &[Array]| fused(&FastOp::GatedDelta { steps: false }, a);
+    let batched = [true, false, false, false, false, true];
+    check_vmap("gated_delta node", f, &xs, &batched);
+    let cache = f64s(&mut rng, &[3, 4, 1, 2, 3]);
+    let new = f64s(&mut rng, &[2, 1, 3]);
+    let slots = Array::from_slice(&[5i32, 0], &[2]).unwrap();
+    let f = |a: &[Array]| {
+        fused(
+            &FastOp::PagedWrite,
+            &[a[0].clone(), a[1].clone(), slots.clone()],
+        )
+    };
+    check_vmap("paged_write node", f, &[cache, new], &[true, false]);
+}
+
+#[test]
+fn second_derivatives_through_the_dedicated_rules() {
+    let mut rng = Rng::new(84);
+    let eps = bits(1e-3);
+    let (x, w, g) = (
+        f64s(&mut rng, &[2, 4]),
+        f64s(&mut rng, &[4]),
+        f64s(&mut rng, &[2, 4]),
+    );
+    // The vjp of rms_norm (its RmsNormVjp node) as a function of x and w, checked itself.
+    let first = |a: &[Array]| {
+        let f = |b: &[Array]| fused(&FastOp::RmsNorm { eps }, b);
+        Ok(vjp(f, a, std::slice::from_ref(&g))?.1)
+    };
+    check("rms_norm vjp", first, &[x.clone(), w.clone()], &mut rng);
+    let first = |a: &[Array]| {
+        let f = |b: &[Array]| fused(&FastOp::Softmax, b);
+        Ok(vjp(f, a, std::slice::from_ref(&g))?.1)
+    };
+    check("softmax vjp", first, std::slice::from_ref(&x), &mut rng);
+    let x4 = f64s(&mut rng, &[1, 2, 3, 4]);
+    let first = |a: &[Array]| {
+        let f = |b: &[Array]| fused(&rope_op(4, false), &[b[0].clone(), Array::scalar(1i32)]);
+        Ok(vjp(f, a, std::slice::from_ref(&x4))?.1)
+    };
+    check("rope vjp", first, std::slice::from_ref(&x4), &mut rng);
 }
