@@ -4,6 +4,7 @@
 //! its `output_specs` (the shape and type of each output, checked when the node is built).
 //! Each backend has one file per family with its evaluation. This file only dispatches.
 
+use crate::fast::FastOp;
 use crate::ops::binary::BinaryOp;
 use crate::ops::creation::CreationOp;
 use crate::ops::index::IndexOp;
@@ -75,6 +76,8 @@ pub enum Primitive {
     StopGradient,
     /// The input unchanged (a view): how the transforms mark the inputs they trace.
     Identity,
+    /// A fused operation ([`crate::fast`]), recorded where a kernel takes it.
+    Fast(FastOp),
 }
 
 /// What a batching rule returns: the batched outputs and each one's batch axis (`None` for
@@ -129,6 +132,7 @@ impl Primitive {
             Primitive::Random(op) => op.name(),
             Primitive::StopGradient => "stop_gradient",
             Primitive::Identity => "identity",
+            Primitive::Fast(op) => op.name(),
         }
     }
 
@@ -157,6 +161,7 @@ impl Primitive {
                 crate::ops::expect_inputs(self.name(), inputs, 1)?;
                 Ok(vec![(inputs[0].shape().to_vec(), inputs[0].dtype())])
             }
+            Primitive::Fast(op) => op.output_specs(inputs),
         }
     }
 }

@@ -5,6 +5,7 @@ mod binary;
 pub(crate) mod copy;
 mod creation;
 pub(crate) mod elementwise;
+mod fast;
 mod index;
 mod linalg;
 pub(crate) mod math;
@@ -47,5 +48,6 @@ pub(crate) fn eval(
         Primitive::Matmul(op) => linalg::eval(op, inputs, outputs),
         Primitive::Random(op) => random::eval(op, inputs, outputs),
         Primitive::StopGradient | Primitive::Identity => Ok(vec![inputs[0].clone()]),
+        Primitive::Fast(op) => fast::eval(op, inputs, outputs),
     }
 }

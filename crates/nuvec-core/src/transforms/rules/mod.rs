@@ -2,6 +2,7 @@
 //! builds ordinary operations, so the transforms compose (grad of grad, vmap of grad).
 
 mod elementwise;
+mod fast;
 mod index;
 mod linalg;
 mod random;
@@ -73,6 +74,7 @@ pub(crate) fn vjp(
         Primitive::Index(op) => index::vjp(op, inputs, outputs, cotangents, argnums),
         Primitive::Sort(op) => sort::vjp(op, inputs, outputs, cotangents, argnums),
         Primitive::Random(_) => random::vjp(inputs, argnums),
+        Primitive::Fast(op) => fast::vjp(op, inputs, outputs, cotangents, argnums),
     }
 }
 
@@ -120,6 +122,7 @@ pub(crate) fn jvp(
         Primitive::Index(op) => index::jvp(op, inputs, outputs, tangents),
         Primitive::Sort(op) => sort::jvp(op, inputs, outputs, tangents),
         Primitive::Random(op) => random::jvp(op, inputs),
+        Primitive::Fast(op) => fast::jvp(op, inputs, tangents),
     }
 }
 
@@ -150,6 +153,7 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         Primitive::Index(op) => index::vmap(op, inputs, axes),
         Primitive::Sort(op) => sort::vmap(op, inputs, axes),
         Primitive::Random(op) => random::vmap(op, inputs, axes),
+        Primitive::Fast(op) => fast::vmap(op, inputs, axes),
     }
 }
 
