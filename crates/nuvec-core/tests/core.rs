@@ -279,3 +279,49 @@ fn f64_to_half_floats_rounds_once() {
     let y = Array::from_slice(&[f16::from_f64(0.0)], &[1]).unwrap() + x;
     assert_eq!(y.to_vec::<f16>().unwrap()[0].to_f64(), 1.0 + 2f64.powi(-10));
 }
+
+#[test]
+fn empty_layouts_are_row_contiguous_whatever_their_strides() {
+    use nuvec_core::array::Layout;
+    let layouts = [
+        (vec![0], vec![1]),
+        (vec![3, 0], vec![1, 3]),
+        (vec![0, 4], vec![0, 1]),
+        (vec![2, 0, 3], vec![-3, 7, 0]),
+    ];
+    for (shape, strides) in layouts {
+        let layout = Layout {
+            shape,
+            strides: strides.clone(),
+            offset: 2,
+        };
+        assert!(layout.is_row_contiguous(), "{layout:?}");
+        // The same strides with elements are not row-major.
+        let full = Layout {
+            shape: vec![2; strides.len()],
+            strides,
+            offset: 2,
+        };
+        assert_eq!(full.is_row_contiguous(), full.strides == [1], "{full:?}");
+    }
+    // Empty transposed, broadcast and sliced views compute as empty arrays.
+    let e = Array::from_slice::<f32>(&[], &[0, 3]).unwrap();
+    let views = [
+        e.t().unwrap(),
+        broadcast_to(&Array::from_slice::<f32>(&[], &[1, 0]).unwrap(), &[4, 0]).unwrap(),
+        slice(&e.t().unwrap(), &[SliceArg::new(None, None, -1)]).unwrap(),
+    ];
+    for v in views {
+        let shape = v.shape().to_vec();
+        for y in [
+            contiguous(&v).unwrap(),
+            &v + 1.0,
+            exp(&v).unwrap(),
+            copy(&v).unwrap(),
+        ] {
+            assert_eq!(y.shape(), shape);
+            assert!(y.to_vec::<f32>().unwrap().is_empty());
+        }
+        assert_eq!(sum(&v, &[], false).unwrap().item::<f32>().unwrap(), 0.0);
+    }
+}
