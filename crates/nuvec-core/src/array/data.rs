@@ -286,8 +286,11 @@ impl Layout {
     }
 
     /// Whether the elements are in row-major order, one after another, from `offset` (axes of
-    /// size 1 may have any stride).
+    /// size 1 may have any stride; a layout of no elements always is).
     pub fn is_row_contiguous(&self) -> bool {
+        if self.size() == 0 {
+            return true;
+        }
         let mut expected = 1isize;
         for (&n, &s) in self.shape.iter().zip(&self.strides).rev() {
             if n == 1 {
