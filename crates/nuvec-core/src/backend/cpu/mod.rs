@@ -9,7 +9,7 @@ mod index;
 mod linalg;
 pub(crate) mod math;
 mod reduce;
-mod shape;
+pub(crate) mod shape;
 mod simd;
 mod sort;
 mod stream;
