@@ -24,6 +24,7 @@ pub mod dtype;
 pub mod error;
 pub mod ops;
 pub mod primitive;
+pub mod random;
 pub mod transforms;
 
 pub use array::{Array, HostData, Operand, Scalar};

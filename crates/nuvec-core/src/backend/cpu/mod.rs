@@ -8,6 +8,7 @@ pub(crate) mod elementwise;
 mod index;
 mod linalg;
 pub(crate) mod math;
+mod random;
 mod reduce;
 pub(crate) mod shape;
 mod simd;
@@ -44,6 +45,7 @@ pub(crate) fn eval(
         Primitive::Shape(op) => shape::eval(op, inputs, outputs),
         Primitive::Index(op) => index::eval(op, inputs, outputs),
         Primitive::Matmul(op) => linalg::eval(op, inputs, outputs),
+        Primitive::Random(op) => random::eval(op, inputs, outputs),
         Primitive::StopGradient | Primitive::Identity => Ok(vec![inputs[0].clone()]),
     }
 }

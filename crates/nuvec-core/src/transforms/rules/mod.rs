@@ -2,9 +2,12 @@
 //! builds ordinary operations, so the transforms compose (grad of grad, vmap of grad).
 
 mod elementwise;
+mod index;
 mod linalg;
+mod random;
 mod reduce;
 mod shape;
+mod sort;
 
 use crate::primitive::{Batched, Primitive};
 use crate::{Array, Error, Result};
@@ -74,6 +77,9 @@ pub(crate) fn vjp(
             cotangents,
         ),
         Primitive::Softmax => reduce::softmax_vjp(outputs, cotangents),
+        Primitive::Index(op) => index::vjp(op, inputs, outputs, cotangents, argnums),
+        Primitive::Sort(op) => sort::vjp(op, inputs, outputs, cotangents, argnums),
+        Primitive::Random(_) => random::vjp(inputs, argnums),
         _ => Err(unsupported(p, "vjp")),
     }
 }
@@ -119,6 +125,9 @@ pub(crate) fn jvp(
             tangents,
         ),
         Primitive::Softmax => reduce::softmax_jvp(outputs, tangents),
+        Primitive::Index(op) => index::jvp(op, inputs, outputs, tangents),
+        Primitive::Sort(op) => sort::jvp(op, inputs, outputs, tangents),
+        Primitive::Random(op) => random::jvp(op, inputs),
         _ => Err(unsupported(p, "jvp")),
     }
 }
@@ -147,6 +156,9 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
             inclusive,
         } => reduce::scan_vmap((*op, *axis, *reverse, *inclusive), inputs, axes),
         Primitive::Softmax => reduce::softmax_vmap(inputs, axes),
+        Primitive::Index(op) => index::vmap(op, inputs, axes),
+        Primitive::Sort(op) => sort::vmap(op, inputs, axes),
+        Primitive::Random(op) => random::vmap(op, inputs, axes),
         _ => Err(unsupported(p, "vmap")),
     }
 }
