@@ -19,7 +19,10 @@ const FAST: &[&str] = &[
 ];
 
 fn main() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../nuvec-core/src");
+    // Read when the script runs (cargo sets it), not when it was compiled: a target directory
+    // copied from another checkout must look at this one's sources.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let src = Path::new(&manifest).join("../nuvec-core/src");
     // A directory here makes cargo rerun the script when any file below it changes.
     println!("cargo::rerun-if-changed={}", src.display());
     let all: Vec<String> = OPS
