@@ -5,6 +5,7 @@
 //! Each backend has one file per family with its evaluation. This file only dispatches.
 
 use crate::ops::binary::BinaryOp;
+use crate::ops::conv::ConvOp;
 use crate::ops::creation::CreationOp;
 use crate::ops::index::IndexOp;
 use crate::ops::linalg::MatmulOp;
@@ -68,6 +69,8 @@ pub enum Primitive {
     Index(IndexOp),
     /// Matrix products.
     Matmul(MatmulOp),
+    /// Convolutions (channels last).
+    Conv(ConvOp),
     /// The input unchanged, with no derivative flowing back through it.
     StopGradient,
     /// The input unchanged (a view): how the transforms mark the inputs they trace.
@@ -123,6 +126,7 @@ impl Primitive {
             Primitive::Shape(op) => op.name(),
             Primitive::Index(op) => op.name(),
             Primitive::Matmul(op) => op.name(),
+            Primitive::Conv(op) => op.name(),
             Primitive::StopGradient => "stop_gradient",
             Primitive::Identity => "identity",
         }
@@ -148,6 +152,7 @@ impl Primitive {
             Primitive::Shape(op) => op.output_specs(inputs),
             Primitive::Index(op) => op.output_specs(inputs),
             Primitive::Matmul(op) => op.output_specs(inputs),
+            Primitive::Conv(op) => op.output_specs(inputs),
             Primitive::StopGradient | Primitive::Identity => {
                 crate::ops::expect_inputs(self.name(), inputs, 1)?;
                 Ok(vec![(inputs[0].shape().to_vec(), inputs[0].dtype())])

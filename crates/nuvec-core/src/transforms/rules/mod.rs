@@ -1,6 +1,7 @@
 //! The derivative and batching rules of every primitive, one file per family. Each rule
 //! builds ordinary operations, so the transforms compose (grad of grad, vmap of grad).
 
+mod conv;
 mod elementwise;
 mod shape;
 
@@ -49,6 +50,7 @@ pub(crate) fn vjp(
             .map(|&i| crate::zeros_like(&inputs[i]))
             .collect(),
         Primitive::Shape(op) => shape::vjp(op, inputs, cotangents),
+        Primitive::Conv(op) => conv::vjp(op, inputs, cotangents, argnums),
         _ => Err(unsupported(p, "vjp")),
     }
 }
@@ -74,6 +76,7 @@ pub(crate) fn jvp(
         },
         Primitive::StopGradient => Ok(vec![crate::zeros_like(&inputs[0])?]),
         Primitive::Shape(op) => shape::jvp(op, inputs, tangents),
+        Primitive::Conv(op) => conv::jvp(op, inputs, tangents),
         _ => Err(unsupported(p, "jvp")),
     }
 }
@@ -90,6 +93,7 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         }
         Primitive::Binary(_) | Primitive::Select => elementwise::vmap(p, inputs, axes),
         Primitive::Shape(op) => shape::vmap(op, inputs, axes),
+        Primitive::Conv(op) => conv::vmap(op, inputs, axes),
         _ => Err(unsupported(p, "vmap")),
     }
 }
