@@ -34,7 +34,7 @@ use crate::{DType, Error, Result};
 /// Patch-matrix elements a block aims for (512 KiB of `f32`): small enough for the L2 cache.
 const PATCH_ELEMENTS: usize = 1 << 17;
 /// Output elements a depthwise block aims for.
-const DEPTHWISE_ELEMENTS: usize = 1 << 14;
+const DEPTHWISE_ELEMENTS: usize = 1 << 16;
 /// Multiply-adds below which a convolution stays on the calling thread.
 const THREADED_WORK: usize = 1 << 16;
 /// Marks a tap that falls on padding (or between the elements of a dilated input).
@@ -108,14 +108,14 @@ macro_rules! native_elem {
 }
 
 macro_rules! half_elem {
-    ($t:ty) => {
+    ($t:ty, $widen:expr, $narrow:expr) => {
         impl ConvElem for $t {
             type A = f32;
             fn widen(src: &[$t], dst: &mut [f32]) {
-                src.convert_to_f32_slice(dst);
+                $widen(src, dst);
             }
             fn narrow(src: &[f32], dst: &mut [$t]) {
-                dst.convert_from_f32_slice(src);
+                $narrow(src, dst);
             }
             fn as_a(_: &[$t]) -> Option<&[f32]> {
                 None
@@ -129,8 +129,14 @@ macro_rules! half_elem {
 
 native_elem!(f32);
 native_elem!(f64);
-half_elem!(f16);
-half_elem!(bf16);
+// `half` converts `f16` slices with F16C where the CPU has it, and `bf16` ones a scalar at a
+// time: the latter get vectorised loops here.
+half_elem!(
+    f16,
+    |s: &[f16], d: &mut [f32]| s.convert_to_f32_slice(d),
+    |s: &[f32], d: &mut [f16]| d.convert_from_f32_slice(s)
+);
+half_elem!(bf16, widen_bf16, narrow_bf16);
 
 /// The sizes of a convolution, every spatial problem seen as 3-D, and where each tap of each
 /// output position reads.
@@ -302,34 +308,69 @@ fn run<T: ConvElem>(
     Ok(ArrayData::from_vec(out, shape))
 }
 
-/// `acc[i] += x[i] · w[i]`, compiled for the widest vectors the CPU has.
-fn axpy<A: AccFloat>(acc: &mut [A], x: &[A], w: &[A]) {
-    #[inline(always)]
-    fn body<A: AccFloat>(acc: &mut [A], x: &[A], w: &[A]) {
-        for ((a, &x), &w) in acc.iter_mut().zip(x).zip(w) {
-            *a = *a + x * w;
-        }
-    }
+/// Runs `f(dst, src, w)` compiled for the widest vectors the CPU has: `f` (a closure) is
+/// inlined into one copy of its caller per instruction set, as `map_same_wide` does.
+fn widest<D, S, W>(dst: &mut [D], src: &[S], w: &[W], f: impl Fn(&mut [D], &[S], &[W])) {
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-        fn avx512<A: AccFloat>(acc: &mut [A], x: &[A], w: &[A]) {
-            body(acc, x, w)
+        fn avx512<D, S, W>(dst: &mut [D], src: &[S], w: &[W], f: impl Fn(&mut [D], &[S], &[W])) {
+            f(dst, src, w)
         }
         #[target_feature(enable = "avx2,fma")]
-        fn avx2<A: AccFloat>(acc: &mut [A], x: &[A], w: &[A]) {
-            body(acc, x, w)
+        fn avx2<D, S, W>(dst: &mut [D], src: &[S], w: &[W], f: impl Fn(&mut [D], &[S], &[W])) {
+            f(dst, src, w)
         }
         if super::simd::has_avx512() {
             // SAFETY: `avx512` needs AVX-512F/VL, AVX2 and FMA, which the CPU has.
-            return unsafe { avx512(acc, x, w) };
+            return unsafe { avx512(dst, src, w, f) };
         }
         if super::simd::has_avx2() {
             // SAFETY: `avx2` needs AVX2 and FMA, which the CPU has.
-            return unsafe { avx2(acc, x, w) };
+            return unsafe { avx2(dst, src, w, f) };
         }
     }
-    body(acc, x, w)
+    f(dst, src, w)
+}
+
+/// `acc[i] = x[i] · w[i]` for the first tap (so that the output needs no zeroing pass), then
+/// `acc[i] += x[i] · w[i]`.
+fn axpy<A: AccFloat>(acc: &mut [A], x: &[A], w: &[A], first: bool) {
+    if first {
+        widest(acc, x, w, |acc, x, w| {
+            for ((a, &x), &w) in acc.iter_mut().zip(x).zip(w) {
+                *a = x * w;
+            }
+        });
+    } else {
+        widest(acc, x, w, |acc, x, w| {
+            for ((a, &x), &w) in acc.iter_mut().zip(x).zip(w) {
+                *a = *a + x * w;
+            }
+        });
+    }
+}
+
+/// `bf16` to `f32`: the bits shifted into the high half.
+fn widen_bf16(src: &[bf16], dst: &mut [f32]) {
+    widest(dst, src, &[(); 0], |dst, src, _| {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = f32::from_bits(u32::from(s.to_bits()) << 16);
+        }
+    });
+}
+
+/// `f32` to `bf16`, rounding to nearest even (NaN stays a quiet NaN), as `bf16::from_f32`
+/// does, without branches so that it vectorises.
+fn narrow_bf16(src: &[f32], dst: &mut [bf16]) {
+    widest(dst, src, &[(); 0], |dst, src, _| {
+        for (d, &v) in dst.iter_mut().zip(src) {
+            let b = v.to_bits();
+            let rounded = (b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16) as u16;
+            let nan = ((b >> 16) as u16) | 0x40;
+            *d = bf16::from_bits(if v.is_nan() { nan } else { rounded });
+        }
+    });
 }
 
 /// The depthwise path: one filter per channel, vectorised along the channels.
@@ -348,36 +389,75 @@ fn depthwise<T: ConvElem>(geo: &Geometry, xs: &[T], ws: &[T], out: &mut [T]) {
     let rows = (DEPTHWISE_ELEMENTS / c).max(1);
     let parallel = geo.rows() * c * taps >= THREADED_WORK;
     for_blocks(out, rows, c, parallel, &|first, block| {
-        // Scratch rows for the half types: the accumulator and a widened input row.
-        let mut acc_row = Vec::new();
-        let mut x_row = Vec::new();
-        if T::as_a(xs).is_none() {
-            acc_row = vec![T::A::default(); c];
-            x_row = vec![T::A::default(); c];
-        }
+        let native = T::as_a(xs).is_some();
+        // For the half types: the accumulator row and the recently read input rows, widened.
+        let (mut acc_row, mut recent) = if native {
+            (Vec::new(), Widened::new(0, c))
+        } else {
+            (vec![T::A::default(); c], Widened::new(taps.clamp(1, 64), c))
+        };
         for (i, o) in block.chunks_mut(c).enumerate() {
             let acc: &mut [T::A] = match T::as_a_mut(o) {
                 Some(native) => native,
                 None => &mut acc_row,
             };
-            acc.fill(T::A::default());
+            let mut empty = true;
             geo.for_taps(first + i, |t, pos| {
                 let Some(p) = pos else { return };
-                let src = &xs[p..p + c];
-                let row: &[T::A] = match T::as_a(src) {
+                let row: &[T::A] = match T::as_a(&xs[p..p + c]) {
                     Some(native) => native,
-                    None => {
-                        T::widen(src, &mut x_row);
-                        &x_row
-                    }
+                    None => recent.row(xs, p),
                 };
-                axpy(acc, row, &wt[t * c..(t + 1) * c]);
+                axpy(acc, row, &wt[t * c..(t + 1) * c], empty);
+                empty = false;
             });
-            if T::as_a(xs).is_none() {
+            if empty {
+                // Every tap fell on padding.
+                acc.fill(T::A::default());
+            }
+            if !native {
                 T::narrow(&acc_row, o);
             }
         }
     });
+}
+
+/// The input rows read last, widened to the computing type and replaced oldest first:
+/// neighbouring outputs share most of their taps' rows (all but one at stride 1 in 1-D), so
+/// each row is widened about once instead of once per tap.
+struct Widened<A> {
+    c: usize,
+    /// The buffer position of the row in each slot.
+    keys: Vec<usize>,
+    rows: Vec<A>,
+    next: usize,
+}
+
+impl<A: AccFloat> Widened<A> {
+    fn new(slots: usize, c: usize) -> Widened<A> {
+        Widened {
+            c,
+            keys: vec![OUTSIDE; slots],
+            rows: vec![A::default(); slots * c],
+            next: 0,
+        }
+    }
+
+    /// The row at buffer position `p` of `xs`, widened.
+    fn row<T: ConvElem<A = A>>(&mut self, xs: &[T], p: usize) -> &[A] {
+        let c = self.c;
+        let slot = match self.keys.iter().position(|&k| k == p) {
+            Some(slot) => slot,
+            None => {
+                let slot = self.next;
+                self.next = (slot + 1) % self.keys.len();
+                self.keys[slot] = p;
+                T::widen(&xs[p..p + c], &mut self.rows[slot * c..(slot + 1) * c]);
+                slot
+            }
+        };
+        &self.rows[slot * c..(slot + 1) * c]
+    }
 }
 
 /// The general path: per block of output rows, the patch matrix times each group's weights.
@@ -492,5 +572,49 @@ fn gather<T: ConvElem>(
                 None => dst.fill(T::A::default()),
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bf16_conversions_match_the_half_crate() {
+        // Bit patterns spread over every exponent, with the rounding cases (ties, carries
+        // into the exponent, the largest finite value), infinities, NaNs and subnormals.
+        let mut bits: Vec<u32> = (0..1 << 16)
+            .map(|i: u32| i.wrapping_mul(0x9e37_79b9))
+            .collect();
+        bits.extend([
+            0x3f80_8000,
+            0x3f81_8000,
+            0x3f80_7fff,
+            0x7f7f_ffff,
+            0x7f80_0000,
+            0xff80_0000,
+            0x7fc0_0000,
+            0x7f80_0001,
+            0xffff_ffff,
+            0x0000_0001,
+            0x8000_8000,
+            0x0000_0000,
+        ]);
+        let src: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
+        let mut got = vec![bf16::ZERO; src.len()];
+        narrow_bf16(&src, &mut got);
+        for (v, g) in src.iter().zip(&got) {
+            assert_eq!(
+                g.to_bits(),
+                bf16::from_f32(*v).to_bits(),
+                "{:#x}",
+                v.to_bits()
+            );
+        }
+        let mut back = vec![0.0f32; got.len()];
+        widen_bf16(&got, &mut back);
+        for (g, b) in got.iter().zip(&back) {
+            assert_eq!(b.to_bits(), g.to_f32().to_bits());
+        }
     }
 }
