@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use nuvec_core::{Array, DType, Result, conv1d, conv2d};
+use nuvec_core::{Array, DType, Result, conv1d, conv2d, vjp};
 
 fn filled(shape: &[usize], dtype: DType) -> Result<Array> {
     let n: usize = shape.iter().product();
@@ -47,6 +47,23 @@ fn main() -> Result<()> {
             flops / t / 1e9
         );
     }
+    // The backward pass of a batched depthwise convolution (both cotangents).
+    let (n, l, c, k) = (4, 1024, 2048, 4);
+    let x = filled(&[n, l, c], DType::F32)?;
+    let w = filled(&[c, k, 1], DType::F32)?;
+    let g = filled(&[n, l + k - 1, c], DType::F32)?;
+    let t = median(5, &|| {
+        let f = |v: &[Array]| Ok(vec![conv1d(&v[0], &v[1], 1, k - 1, 1, c)?]);
+        let (_, grads) = vjp(f, &[x.clone(), w.clone()], std::slice::from_ref(&g))?;
+        grads[1].eval()?;
+        Ok(grads[0].clone())
+    })?;
+    let flops = 2.0 * 2.0 * (n * (l + k - 1) * c * k) as f64;
+    println!(
+        "conv1d depthwise [{n}, {l}, {c}] k={k} vjp (x and w) f32: {:.3} ms, {:.2} GFLOP/s",
+        t * 1e3,
+        flops / t / 1e9
+    );
     let (n, h, wd, ci, co, k) = (8, 64, 64, 64, 64, 3);
     let x = filled(&[n, h, wd, ci], DType::F32)?;
     let w = filled(&[co, k, k, ci], DType::F32)?;

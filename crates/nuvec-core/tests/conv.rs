@@ -266,6 +266,47 @@ fn depthwise_conv1d_large_and_half() {
 }
 
 #[test]
+fn depthwise_with_few_outputs_and_many_taps() {
+    // Fewer output rows than threads want: the kernel splits the channels instead.
+    let mut rng = Rng::new(13);
+    for dtype in FLOATS {
+        let x = rand(&mut rng, &[1, 700, 40], dtype);
+        let w = rand(&mut rng, &[40, 698, 1], dtype);
+        let got = conv1d(&x, &w, 1, 1, 1, 40).unwrap();
+        let name = format!("depthwise long kernel {dtype}");
+        assert_matches(
+            &name,
+            &got,
+            &reference(&x, &w, &P::plain(&[1], &[1], &[1], 40)),
+        );
+    }
+    // The weight's cotangent of a long depthwise convolution is one: ⟨vjp(g), t⟩ = ⟨g, J t⟩.
+    let x = random(&mut rng, &[2, 1000, 40], -1.0, 1.0);
+    let w = random(&mut rng, &[40, 4, 1], -1.0, 1.0);
+    let g = random(&mut rng, &[2, 501, 40], -1.0, 1.0);
+    let (tx, tw) = (
+        random(&mut rng, &[2, 1000, 40], -1.0, 1.0),
+        random(&mut rng, &[40, 4, 1], -1.0, 1.0),
+    );
+    let f = |v: &[Array]| Ok(vec![conv1d(&v[0], &v[1], 2, 2, 1, 40)?]);
+    let (_, grads) = vjp(f, &[x.clone(), w.clone()], std::slice::from_ref(&g)).unwrap();
+    let dot =
+        |a: &Array, b: &Array| -> f64 { values(a).iter().zip(values(b)).map(|(p, q)| p * q).sum() };
+    let jx = conv1d(&tx, &w, 2, 2, 1, 40).unwrap();
+    let jw = conv1d(&x, &tw, 2, 2, 1, 40).unwrap();
+    let (lhs, rhs) = (dot(&grads[0], &tx), dot(&g, &jx));
+    assert!(
+        (lhs - rhs).abs() < 1e-9 * rhs.abs().max(1.0),
+        "x: {lhs} vs {rhs}"
+    );
+    let (lhs, rhs) = (dot(&grads[1], &tw), dot(&g, &jw));
+    assert!(
+        (lhs - rhs).abs() < 1e-9 * rhs.abs().max(1.0),
+        "w: {lhs} vs {rhs}"
+    );
+}
+
+#[test]
 fn conv2d_matches_the_definition() {
     let mut rng = Rng::new(3);
     type Case = (

@@ -24,8 +24,9 @@ use num_traits::{One, Zero};
 use rayon::prelude::*;
 
 use super::copy::to_contiguous_shared;
+use super::elementwise::fill;
 use super::math::AccFloat;
-use crate::array::{ArrayData, pool};
+use crate::array::{ArrayData, Layout, pool};
 use crate::dtype::{Element, bf16, f16};
 use crate::ops::conv::{ConvOp, dilated};
 use crate::primitive::OutputSpec;
@@ -301,7 +302,7 @@ fn run<T: ConvElem>(
         // No input channels: every output is an empty sum.
         out.fill(T::default());
     } else if geo.cg == 1 && geo.og == 1 {
-        depthwise::<T>(geo, xs, ws, &mut out);
+        depthwise::<T>(name, geo, xs, w, &mut out)?;
     } else {
         general::<T>(geo, xs, ws, &mut out);
     }
@@ -374,29 +375,48 @@ fn narrow_bf16(src: &[f32], dst: &mut [bf16]) {
 }
 
 /// The depthwise path: one filter per channel, vectorised along the channels.
-fn depthwise<T: ConvElem>(geo: &Geometry, xs: &[T], ws: &[T], out: &mut [T]) {
+fn depthwise<T: ConvElem>(
+    name: &'static str,
+    geo: &Geometry,
+    xs: &[T],
+    w: &ArrayData,
+    out: &mut [T],
+) -> Result<()> {
     let c = geo.c_out;
     let taps = geo.taps;
-    // The weights as `[taps, C]` in the computing type, so that a tap's weights are a row.
-    let mut wt = vec![T::A::default(); taps * c];
-    let mut widened = vec![T::A::default(); taps];
-    for ch in 0..c {
-        T::widen(&ws[ch * taps..(ch + 1) * taps], &mut widened);
-        for (t, &v) in widened.iter().enumerate() {
-            wt[t * c + ch] = v;
+    // The weights as `[taps, C]` in the computing type, so that a tap's weights are a row:
+    // the row-major `[C, taps]` weights transposed by the tiled copy (the weight's cotangent
+    // has as many taps as the input has positions).
+    let transposed = super::copy::to_contiguous(&w.view(Layout {
+        shape: vec![taps, c],
+        strides: vec![1, taps as isize],
+        offset: w.layout.offset,
+    }));
+    let wt_t = transposed.buffer.host().typed::<T>(name)?;
+    let wt: Cow<[T::A]> = match T::as_a(wt_t) {
+        Some(native) => Cow::Borrowed(native),
+        None => {
+            let mut v = pool::alloc::<T::A>(wt_t.len());
+            fill(&mut v, &|start, chunk| {
+                T::widen(&wt_t[start..start + chunk.len()], chunk)
+            });
+            Cow::Owned(v)
         }
-    }
-    let rows = (DEPTHWISE_ELEMENTS / c).max(1);
-    let parallel = geo.rows() * c * taps >= THREADED_WORK;
-    for_blocks(out, rows, c, parallel, &|first, block| {
+    };
+    let wt = &wt[..];
+    // Output rows `first..` restricted to channels `c0..c0 + width`, in `block`.
+    let work = |first: usize, c0: usize, width: usize, block: &mut [T]| {
         let native = T::as_a(xs).is_some();
         // For the half types: the accumulator row and the recently read input rows, widened.
         let (mut acc_row, mut recent) = if native {
-            (Vec::new(), Widened::new(0, c))
+            (Vec::new(), Widened::new(0, width))
         } else {
-            (vec![T::A::default(); c], Widened::new(taps.clamp(1, 64), c))
+            (
+                vec![T::A::default(); width],
+                Widened::new(taps.clamp(1, 64), width),
+            )
         };
-        for (i, o) in block.chunks_mut(c).enumerate() {
+        for (i, o) in block.chunks_mut(width).enumerate() {
             let acc: &mut [T::A] = match T::as_a_mut(o) {
                 Some(native) => native,
                 None => &mut acc_row,
@@ -404,11 +424,13 @@ fn depthwise<T: ConvElem>(geo: &Geometry, xs: &[T], ws: &[T], out: &mut [T]) {
             let mut empty = true;
             geo.for_taps(first + i, |t, pos| {
                 let Some(p) = pos else { return };
-                let row: &[T::A] = match T::as_a(&xs[p..p + c]) {
+                let p = p + c0;
+                let row: &[T::A] = match T::as_a(&xs[p..p + width]) {
                     Some(native) => native,
                     None => recent.row(xs, p),
                 };
-                axpy(acc, row, &wt[t * c..(t + 1) * c], empty);
+                let at = t * c + c0;
+                axpy(acc, row, &wt[at..at + width], empty);
                 empty = false;
             });
             if empty {
@@ -419,7 +441,81 @@ fn depthwise<T: ConvElem>(geo: &Geometry, xs: &[T], ws: &[T], out: &mut [T]) {
                 T::narrow(&acc_row, o);
             }
         }
-    });
+    };
+    let rows = geo.rows();
+    let threads = rayon::current_num_threads();
+    let parallel = rows * c * taps >= THREADED_WORK && threads > 1;
+    if !parallel || rows >= 4 * threads {
+        let per_block = (DEPTHWISE_ELEMENTS / c).max(1);
+        for_blocks(out, per_block, c, parallel, &|first, block| {
+            work(first, 0, c, block)
+        });
+    } else {
+        // Few outputs with many taps (the weight's cotangent is one): split the channels, each
+        // task computing every row of its channels.
+        let mut positions = vec![OUTSIDE; rows * taps];
+        for r in 0..rows {
+            geo.for_taps(r, |t, pos| {
+                if let Some(p) = pos {
+                    positions[r * taps + t] = p;
+                }
+            });
+        }
+        let part = c.div_ceil(4 * threads).next_multiple_of(16);
+        let positions = &positions[..];
+        let piece = |j: usize| {
+            let c0 = j * part;
+            few_rows(geo, xs, wt, positions, c0, part.min(c - c0))
+        };
+        let piece: &(dyn Fn(usize) -> Vec<T> + Sync) = &piece;
+        let pieces: Vec<Vec<T>> = (0..c.div_ceil(part)).into_par_iter().map(piece).collect();
+        for (j, values) in pieces.iter().enumerate() {
+            let width = values.len() / rows;
+            for (r, src) in values.chunks(width).enumerate() {
+                out[r * c + j * part..][..width].copy_from_slice(src);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The depthwise outputs of channels `c0..c0 + width` for every row, `[rows, width]`, with
+/// the taps in the outer loop: each tap's weights are read once for all the rows, and the
+/// input rows the rows read at one tap are read again at the next one, still in cache.
+fn few_rows<T: ConvElem>(
+    geo: &Geometry,
+    xs: &[T],
+    wt: &[T::A],
+    positions: &[usize],
+    c0: usize,
+    width: usize,
+) -> Vec<T> {
+    let (rows, taps, c) = (geo.rows(), geo.taps, geo.c_out);
+    let mut acc = vec![T::A::default(); rows * width];
+    let slots = if T::as_a(xs).is_some() {
+        0
+    } else {
+        (rows + 1).min(64)
+    };
+    let mut recent = Widened::new(slots, width);
+    for t in 0..taps {
+        let w_row = &wt[t * c + c0..t * c + c0 + width];
+        for (r, acc_row) in acc.chunks_mut(width).enumerate() {
+            let p = positions[r * taps + t];
+            if p == OUTSIDE {
+                continue;
+            }
+            let p = p + c0;
+            let x_row: &[T::A] = match T::as_a(&xs[p..p + width]) {
+                Some(native) => native,
+                None => recent.row(xs, p),
+            };
+            axpy(acc_row, x_row, w_row, false);
+        }
+    }
+    let mut out = vec![T::default(); rows * width];
+    T::narrow(&acc, &mut out);
+    out
 }
 
 /// The input rows read last, widened to the computing type and replaced oldest first:

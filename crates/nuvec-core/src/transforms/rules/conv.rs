@@ -122,9 +122,12 @@ fn weight_cotangent(p: &ConvOp, x: &Array, w: &Array, g: &Array) -> Result<Array
         // Exactly K outputs, stepping by the kernel dilation.
         hi.push(reach - 1 + spread - extent - p.padding_lo[i]);
     }
-    // [N, S.., C_in] -> [N, S.., G, Cg] -> [Cg, S.., G, N] -> [Cg, S.., G·N].
     let nd = x.ndim();
     let cg = x.shape()[nd - 1] / groups;
+    if cg == 1 && w.shape()[0] == groups {
+        return depthwise_weight_cotangent(p, x, g, &hi);
+    }
+    // [N, S.., C_in] -> [N, S.., G, Cg] -> [Cg, S.., G, N] -> [Cg, S.., G·N].
     let split = crate::reshape(x, &split_axis(x.shape(), nd - 1, &[groups, cg]))?;
     let swapped = crate::swapaxes(&split, 0, nd as isize)?;
     let xt = crate::reshape(&swapped, &merge_axes(swapped.shape(), nd - 1))?;
@@ -147,6 +150,55 @@ fn weight_cotangent(p: &ConvOp, x: &Array, w: &Array, g: &Array) -> Result<Array
     }
     // [Cg, K.., C_out] -> [C_out, K.., Cg].
     crate::swapaxes(&out, 0, -1)
+}
+
+/// [`weight_cotangent`] of a depthwise convolution, kept depthwise: each (example, channel)
+/// pair correlates its input with its cotangent alone, and the examples are summed after.
+/// (The general form would make the batch the channels of a group, and run one small
+/// product per channel.)
+fn depthwise_weight_cotangent(p: &ConvOp, x: &Array, g: &Array, hi: &[isize]) -> Result<Array> {
+    let d = p.spatial();
+    let nd = x.ndim();
+    let (n, c) = (x.shape()[0], x.shape()[nd - 1]);
+    let move_axis = crate::transforms::move_axis;
+    // [N, S.., C] -> [S.., N, C] -> [1, S.., N·C].
+    let mut shape = vec![1];
+    shape.extend(dims(&x.shape()[1..=d]));
+    shape.push((n * c) as isize);
+    let xt = crate::reshape(&move_axis(x, 0, d)?, &shape)?;
+    // [N, O.., C] -> [N, C, O..] -> [N·C, O.., 1].
+    let mut shape = vec![(n * c) as isize];
+    shape.extend(dims(&g.shape()[1..=d]));
+    shape.push(1);
+    let gt = crate::reshape(&move_axis(g, nd - 1, 1)?, &shape)?;
+    let out = crate::conv_general(
+        &xt,
+        &gt,
+        &p.kernel_dilation,
+        &p.padding_lo,
+        hi,
+        &p.strides,
+        &p.input_dilation,
+        n * c,
+        false,
+    )?;
+    // [1, K.., N·C] -> [K.., N, C] -> [K.., C], summed in at least single precision.
+    let mut shape = dims(&out.shape()[1..=d]);
+    shape.extend([n as isize, c as isize]);
+    let per_example = crate::reshape(&out, &shape)?;
+    let dtype = per_example.dtype();
+    let wide = if dtype.size() < 4 {
+        per_example.astype(crate::DType::F32)?
+    } else {
+        per_example
+    };
+    let mut out = crate::sum(&wide, &[d as isize], false)?.astype(dtype)?;
+    if p.flip {
+        let spatial: Vec<isize> = (0..d as isize).collect();
+        out = crate::flip(&out, &spatial)?;
+    }
+    // [K.., C] -> [C, K.., 1].
+    crate::expand_dims(&move_axis(&out, d, 0)?, -1)
 }
 
 pub(super) fn jvp(p: &ConvOp, inputs: &[Array], tangents: &[Option<Array>]) -> Result<Vec<Array>> {
