@@ -5,7 +5,8 @@
 //! - depthwise (`groups = C_in = C_out`): each output row is a sum over the kernel taps of an
 //!   input row times that tap's per-channel weights, vectorised along the channels. This is the
 //!   short causal convolution of Mamba-style language models, and a product would waste most of
-//!   its work on zeros;
+//!   its work on zeros. With fewer rows than threads (the weight's cotangent: a few outputs of
+//!   very many taps) the channels are split instead, taps outermost;
 //! - everything else: the block's input patches are gathered into a matrix (im2col), one row per
 //!   output position and one column per (tap, channel), and multiplied by each group's weights
 //!   with a single-threaded `gemm`. A block's patch matrix stays within the core's cache; a 1×1
