@@ -35,8 +35,6 @@ pub use backend::cuda::{
 pub use device::{Device, DeviceKind, Stream, default_stream, set_default_stream, with_stream};
 pub use dtype::{Category, Complex64, DType, Element, bf16, f16, promote_types};
 pub use error::{Error, Result};
-// Stand-in until the convolution family brings its own `conv1d` (this line then goes).
-pub use fast::conv1d;
 pub use fast::gather_mm;
 pub use ops::*;
 pub use primitive::Primitive;

@@ -6,6 +6,7 @@
 
 use crate::fast::FastOp;
 use crate::ops::binary::BinaryOp;
+use crate::ops::conv::ConvOp;
 use crate::ops::creation::CreationOp;
 use crate::ops::index::IndexOp;
 use crate::ops::linalg::MatmulOp;
@@ -72,6 +73,8 @@ pub enum Primitive {
     Matmul(MatmulOp),
     /// Random bits from threefry keys.
     Random(RandomOp),
+    /// Convolutions (channels last).
+    Conv(ConvOp),
     /// The input unchanged, with no derivative flowing back through it.
     StopGradient,
     /// The input unchanged (a view): how the transforms mark the inputs they trace.
@@ -130,6 +133,7 @@ impl Primitive {
             Primitive::Index(op) => op.name(),
             Primitive::Matmul(op) => op.name(),
             Primitive::Random(op) => op.name(),
+            Primitive::Conv(op) => op.name(),
             Primitive::StopGradient => "stop_gradient",
             Primitive::Identity => "identity",
             Primitive::Fast(op) => op.name(),
@@ -157,6 +161,7 @@ impl Primitive {
             Primitive::Index(op) => op.output_specs(inputs),
             Primitive::Matmul(op) => op.output_specs(inputs),
             Primitive::Random(op) => op.output_specs(inputs),
+            Primitive::Conv(op) => op.output_specs(inputs),
             Primitive::StopGradient | Primitive::Identity => {
                 crate::ops::expect_inputs(self.name(), inputs, 1)?;
                 Ok(vec![(inputs[0].shape().to_vec(), inputs[0].dtype())])

@@ -36,7 +36,6 @@ mod rope;
 mod specs;
 
 pub use attention::scaled_dot_product_attention;
-pub use conv::conv1d;
 pub use gated_delta::{gated_delta, gated_delta_slots, gated_delta_steps};
 pub use gather::gather_mm;
 pub use norms::{add_rms_norm, cross_entropy, layer_norm, rms_norm};

@@ -2,6 +2,7 @@
 //! out the result's type and shape, and records a node; nothing is computed until evaluation.
 
 pub(crate) mod binary;
+pub(crate) mod conv;
 pub(crate) mod creation;
 pub(crate) mod index;
 pub(crate) mod linalg;
@@ -12,6 +13,7 @@ pub(crate) mod sort;
 pub(crate) mod unary;
 
 pub use binary::*;
+pub use conv::*;
 pub use creation::*;
 pub use index::*;
 pub use linalg::*;

@@ -2,6 +2,7 @@
 //! pool; small ones run on the calling thread.
 
 mod binary;
+mod conv;
 pub(crate) mod copy;
 mod creation;
 pub(crate) mod elementwise;
@@ -47,6 +48,7 @@ pub(crate) fn eval(
         Primitive::Index(op) => index::eval(op, inputs, outputs),
         Primitive::Matmul(op) => linalg::eval(op, inputs, outputs),
         Primitive::Random(op) => random::eval(op, inputs, outputs),
+        Primitive::Conv(op) => conv::eval(op, inputs, outputs),
         Primitive::StopGradient | Primitive::Identity => Ok(vec![inputs[0].clone()]),
         Primitive::Fast(op) => fast::eval(op, inputs, outputs),
     }

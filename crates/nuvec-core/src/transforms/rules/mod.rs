@@ -1,6 +1,7 @@
 //! The derivative and batching rules of every primitive, one file per family. Each rule
 //! builds ordinary operations, so the transforms compose (grad of grad, vmap of grad).
 
+mod conv;
 mod elementwise;
 mod fast;
 mod index;
@@ -75,6 +76,7 @@ pub(crate) fn vjp(
         Primitive::Sort(op) => sort::vjp(op, inputs, outputs, cotangents, argnums),
         Primitive::Random(_) => random::vjp(inputs, argnums),
         Primitive::Fast(op) => fast::vjp(op, inputs, outputs, cotangents, argnums),
+        Primitive::Conv(op) => conv::vjp(op, inputs, cotangents, argnums),
     }
 }
 
@@ -123,6 +125,7 @@ pub(crate) fn jvp(
         Primitive::Sort(op) => sort::jvp(op, inputs, outputs, tangents),
         Primitive::Random(op) => random::jvp(op, inputs),
         Primitive::Fast(op) => fast::jvp(op, inputs, tangents),
+        Primitive::Conv(op) => conv::jvp(op, inputs, tangents),
     }
 }
 
@@ -154,6 +157,7 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         Primitive::Sort(op) => sort::vmap(op, inputs, axes),
         Primitive::Random(op) => random::vmap(op, inputs, axes),
         Primitive::Fast(op) => fast::vmap(op, inputs, axes),
+        Primitive::Conv(op) => conv::vmap(op, inputs, axes),
     }
 }
 
