@@ -32,4 +32,7 @@ pub use dtype::{Category, Complex64, DType, Element, bf16, f16, promote_types};
 pub use error::{Error, Result};
 pub use ops::*;
 pub use primitive::Primitive;
-pub use transforms::{async_eval, eval, grad, jvp, value_and_grad, vjp, vmap};
+pub use transforms::{
+    CustomFunction, async_eval, custom_function, custom_vjp, eval, grad, jvp, value_and_grad, vjp,
+    vmap,
+};

@@ -72,6 +72,9 @@ pub enum Primitive {
     StopGradient,
     /// The input unchanged (a view): how the transforms mark the inputs they trace.
     Identity,
+    /// A function with derivative or batching rules of its own ([`crate::custom_function`]):
+    /// its inputs are the function's primals, then the outputs of its graph, handed on.
+    Custom(crate::transforms::CustomOp),
 }
 
 /// What a batching rule returns: the batched outputs and each one's batch axis (`None` for
@@ -88,6 +91,9 @@ impl Primitive {
         cotangents: &[Option<Array>],
         argnums: &[usize],
     ) -> Result<Vec<Array>> {
+        if let Primitive::Custom(op) = self {
+            return crate::transforms::custom_vjp_rule(op, inputs, cotangents, argnums);
+        }
         crate::transforms::rules::vjp(self, inputs, outputs, cotangents, argnums)
     }
 
@@ -98,12 +104,18 @@ impl Primitive {
         outputs: &[Option<Array>],
         tangents: &[Option<Array>],
     ) -> Result<Vec<Array>> {
+        if let Primitive::Custom(op) = self {
+            return crate::transforms::custom_jvp(op, inputs, tangents);
+        }
         crate::transforms::rules::jvp(self, inputs, outputs, tangents)
     }
 
     /// The primitive applied to batched inputs: `axes[i]` is input `i`'s batch axis (`None`
     /// for an input shared by the whole batch).
     pub fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
+        if let Primitive::Custom(op) = self {
+            return crate::transforms::custom_vmap(op, inputs, axes);
+        }
         crate::transforms::rules::vmap(self, inputs, axes)
     }
 
@@ -125,6 +137,7 @@ impl Primitive {
             Primitive::Matmul(op) => op.name(),
             Primitive::StopGradient => "stop_gradient",
             Primitive::Identity => "identity",
+            Primitive::Custom(op) => op.name(),
         }
     }
 
@@ -152,6 +165,7 @@ impl Primitive {
                 crate::ops::expect_inputs(self.name(), inputs, 1)?;
                 Ok(vec![(inputs[0].shape().to_vec(), inputs[0].dtype())])
             }
+            Primitive::Custom(op) => op.output_specs(inputs),
         }
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::TraceGuard;
-use super::graph::{inputs, key, outputs, tape};
+use super::graph::{differentiable, inputs, key, needed, outputs, tape};
 use super::vjp::tracers;
 use crate::array::Inner;
 use crate::error::invalid;
@@ -58,13 +58,26 @@ where
             tans.insert(key(x), t.astype(x.dtype())?);
         }
     }
-    for node in tape(&outs, &stop) {
-        let ins = inputs(&node);
-        let in_tans: Vec<Option<Array>> = ins.iter().map(|i| tans.get(&key(i)).cloned()).collect();
+    let order = tape(&outs, &stop);
+    // Tangents that cannot reach the outputs (below stop_gradient, or the graph inside a
+    // custom function, whose rule works from its primals) are not built.
+    let keep = needed(&order, &outs, differentiable);
+    for (node, _) in order.iter().zip(keep).filter(|(_, k)| *k) {
+        let ins = inputs(node);
+        let p = &node.primitive;
+        let in_tans: Vec<Option<Array>> = ins
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                differentiable(p, i)
+                    .then(|| tans.get(&key(x)).cloned())
+                    .flatten()
+            })
+            .collect();
         if in_tans.iter().all(Option::is_none) {
             continue;
         }
-        let node_outputs = outputs(&node);
+        let node_outputs = outputs(node);
         let out_tans = node.primitive.jvp(&ins, &node_outputs, &in_tans)?;
         for (o, t) in node_outputs.iter().zip(out_tans) {
             if let Some(o) = o

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::TraceGuard;
-use super::graph::{inputs, key, outputs, tape};
+use super::graph::{differentiable, inputs, key, outputs, tape};
 use crate::array::Inner;
 use crate::error::invalid;
 use crate::primitive::Primitive;
@@ -77,7 +77,9 @@ fn backward(
     // Which arrays depend on a tracer (only those carry cotangents back).
     let mut depends: HashSet<*const Inner> = stop.clone();
     for node in &order {
-        if inputs(node).iter().any(|i| depends.contains(&key(i))) {
+        let p = &node.primitive;
+        let ins = inputs(node);
+        if (0..ins.len()).any(|i| differentiable(p, i) && depends.contains(&key(&ins[i]))) {
             for o in outputs(node).into_iter().flatten() {
                 depends.insert(key(&o));
             }
@@ -101,7 +103,11 @@ fn backward(
         }
         let ins = inputs(node);
         let argnums: Vec<usize> = (0..ins.len())
-            .filter(|&i| depends.contains(&key(&ins[i])) && ins[i].dtype().is_inexact())
+            .filter(|&i| {
+                differentiable(&node.primitive, i)
+                    && depends.contains(&key(&ins[i]))
+                    && ins[i].dtype().is_inexact()
+            })
             .collect();
         if argnums.is_empty() {
             continue;
@@ -136,8 +142,12 @@ fn accumulate(cots: &mut HashMap<*const Inner, Array>, a: &Array, g: Array) -> R
     Ok(())
 }
 
-/// A function returning `f`'s gradient with respect to the inputs `argnums`: `f` must return
-/// one output of one element (a scalar loss).
+/// A function returning `f`'s gradient with respect to the inputs `argnums`. `f`'s first
+/// output is the loss, of one element; any further outputs are auxiliary values that no
+/// gradient flows from (see [`value_and_grad`]). As in MLX, `argnums` must name at least one
+/// input, none twice, and the gradients come in increasing input order whatever order
+/// `argnums` lists them in. Integer and boolean inputs are constants: their gradient is zeros
+/// of their type.
 ///
 /// ```
 /// use nuvec_core::{Array, grad, multiply};
@@ -156,8 +166,20 @@ where
     move |xs: &[Array]| Ok(vg(xs)?.1)
 }
 
-/// A function returning `f`'s value and its gradient with respect to the inputs `argnums`
-/// (see [`grad`]).
+/// A function returning every output of `f` and the gradient of the first (the loss, of one
+/// element) with respect to the inputs `argnums`, in increasing input order (see [`grad`]).
+/// The other outputs are returned as they are, as MLX's auxiliary outputs.
+///
+/// ```
+/// use nuvec_core::{Array, square, value_and_grad};
+///
+/// // A loss and, beside it, a value to report: only the loss is differentiated.
+/// let f = |xs: &[Array]| Ok(vec![square(&xs[0])?, xs[0].clone()]);
+/// let (values, grads) = value_and_grad(f, &[0])(&[Array::scalar(3.0f32)]).unwrap();
+/// assert_eq!(values[0].item::<f32>().unwrap(), 9.0);
+/// assert_eq!(values[1].item::<f32>().unwrap(), 3.0);
+/// assert_eq!(grads[0].item::<f32>().unwrap(), 6.0);
+/// ```
 pub fn value_and_grad<F>(
     f: F,
     argnums: &[usize],
@@ -167,12 +189,9 @@ where
 {
     let argnums = argnums.to_vec();
     move |xs: &[Array]| {
-        if let Some(&bad) = argnums.iter().find(|&&i| i >= xs.len()) {
-            return Err(invalid(
-                "grad",
-                format!("argnum {bad} is out of range for {} inputs", xs.len()),
-            ));
-        }
+        let argnums = checked_argnums(&argnums, xs.len())?;
+        let refs: Vec<&Array> = xs.iter().collect();
+        crate::ops::check_errors(&refs)?;
         let _trace = TraceGuard::new();
         let chosen: Vec<Array> = argnums.iter().map(|&i| xs[i].clone()).collect();
         let traced = tracers(&chosen)?;
@@ -181,23 +200,47 @@ where
             inputs[i] = t.clone();
         }
         let outs = f(&inputs)?;
-        let [loss] = outs.as_slice() else {
-            return Err(invalid(
-                "grad",
-                "the function must return exactly one output",
-            ));
+        let Some(loss) = outs.first() else {
+            return Err(invalid("grad", "the function returned no outputs"));
         };
         if loss.size() != 1 {
             return Err(invalid(
                 "grad",
                 format!(
-                    "the output must have one element, not shape {:?}",
+                    "the loss (first output) must have one element, not shape {:?}",
                     loss.shape()
                 ),
             ));
         }
         let seed = crate::ones_like(loss)?;
-        let grads = backward(&traced, &chosen, &outs, std::slice::from_ref(&seed))?;
+        let grads = backward(
+            &traced,
+            &chosen,
+            std::slice::from_ref(loss),
+            std::slice::from_ref(&seed),
+        )?;
         Ok((outs, grads))
     }
+}
+
+/// `argnums` sorted, after MLX's checks: at least one, none repeated, each below `inputs`.
+fn checked_argnums(argnums: &[usize], inputs: usize) -> Result<Vec<usize>> {
+    if argnums.is_empty() {
+        return Err(invalid("grad", "argnums must name at least one input"));
+    }
+    let mut sorted = argnums.to_vec();
+    sorted.sort_unstable();
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(invalid(
+            "grad",
+            format!("argnum {} is repeated in {argnums:?}", w[0]),
+        ));
+    }
+    if let Some(&bad) = sorted.last().filter(|&&i| i >= inputs) {
+        return Err(invalid(
+            "grad",
+            format!("argnum {bad} is out of range for {inputs} inputs"),
+        ));
+    }
+    Ok(sorted)
 }

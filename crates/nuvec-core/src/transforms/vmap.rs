@@ -2,7 +2,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::graph::{inputs, key, outputs, tape};
+use super::graph::{batching_reads, inputs, key, needed, outputs, tape};
 use crate::array::Inner;
 use crate::error::invalid;
 use crate::{Array, Result};
@@ -104,8 +104,11 @@ where
         ));
     }
     let stop: HashSet<*const Inner> = batched.keys().copied().collect();
-    for node in tape(&outs, &stop) {
-        let ins = inputs(&node);
+    let order = tape(&outs, &stop);
+    // A custom function with its own batching rule does not need its inner graph batched.
+    let keep = needed(&order, &outs, batching_reads);
+    for (node, _) in order.iter().zip(keep).filter(|(_, k)| *k) {
+        let ins = inputs(node);
         if !ins.iter().any(|i| batched.contains_key(&key(i))) {
             continue;
         }
@@ -117,7 +120,7 @@ where
             })
             .unzip();
         let (results, result_axes) = node.primitive.vmap(&args, &axes)?;
-        for ((o, r), ax) in outputs(&node).into_iter().zip(results).zip(result_axes) {
+        for ((o, r), ax) in outputs(node).into_iter().zip(results).zip(result_axes) {
             let Some(o) = o else { continue };
             match ax {
                 Some(ax) => {

@@ -43,5 +43,6 @@ pub(crate) fn eval(
         Primitive::Index(op) => index::eval(op, inputs, outputs),
         Primitive::Matmul(op) => linalg::eval(op, inputs, outputs),
         Primitive::StopGradient | Primitive::Identity => Ok(vec![inputs[0].clone()]),
+        Primitive::Custom(op) => Ok(op.forward(inputs)),
     }
 }
