@@ -1,6 +1,7 @@
 //! Walking recorded graphs for the transforms.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::Array;
@@ -8,59 +9,135 @@ use crate::array::{Inner, Node};
 use crate::primitive::Primitive;
 
 /// A key identifying an array (its node output) while the graph is alive.
-pub(crate) fn key(a: &Array) -> *const Inner {
+pub(crate) type Key = *const Inner;
+
+/// A key identifying an array (its node output) while the graph is alive.
+pub(crate) fn key(a: &Array) -> Key {
     Arc::as_ptr(&a.0)
 }
 
+/// Hashes addresses: one multiplication and a fold, where SipHash would cost more than the
+/// rest of a transform's work per node. Addresses are not chosen by an adversary.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        // The product's high bits are the well-mixed ones: fold them into the low bits that
+        // pick the bucket (aligned addresses have zero low bits).
+        self.0 ^ (self.0 >> 32)
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(21) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.write_u64(n as u64);
+    }
+}
+
+/// A map keyed by addresses.
+pub(crate) type KeyMap<V> = HashMap<Key, V, BuildHasherDefault<AddressHasher>>;
+/// A set of addresses.
+pub(crate) type KeySet = HashSet<Key, BuildHasherDefault<AddressHasher>>;
+
+/// One node of a tape, with its inputs (held while the transform walks it).
+pub(crate) struct Step {
+    pub(crate) node: Arc<Node>,
+    pub(crate) inputs: Vec<Array>,
+}
+
+impl Step {
+    /// The primitive.
+    pub(crate) fn primitive(&self) -> &Primitive {
+        &self.node.primitive
+    }
+
+    /// Keys of the node's outputs (alive or not: a key is only compared, never read; the node's
+    /// weak handles keep the addresses from being reused).
+    pub(crate) fn output_keys(&self) -> impl Iterator<Item = Key> + '_ {
+        self.node
+            .outputs
+            .get()
+            .into_iter()
+            .flatten()
+            .map(std::sync::Weak::as_ptr)
+    }
+
+    /// The node's outputs that are still held (`None` for dropped ones).
+    pub(crate) fn outputs(&self) -> Vec<Option<Array>> {
+        let mut outs = Vec::new();
+        self.outputs_into(&mut outs);
+        outs
+    }
+
+    /// [`Step::outputs`], appended to `outs`.
+    pub(crate) fn outputs_into(&self, outs: &mut Vec<Option<Array>>) {
+        let held = self.node.outputs.get().into_iter().flatten();
+        outs.extend(held.map(|w| w.upgrade().map(Array)));
+    }
+}
+
 /// The nodes that produce `outputs`, inputs before the nodes that read them, not descending
-/// below arrays in `stop` (the transform's stand-ins for its inputs).
-pub(crate) fn tape(outputs: &[Array], stop: &HashSet<*const Inner>) -> Vec<Arc<Node>> {
+/// below arrays in `stop` (the transform's stand-ins for its inputs). `on_step` sees each step
+/// as it is recorded (so, after the steps of its inputs).
+pub(crate) fn tape(outputs: &[Array], stop: &KeySet, mut on_step: impl FnMut(&Step)) -> Vec<Step> {
+    enum Visit {
+        Enter(Arc<Node>),
+        Leave(Arc<Node>, Vec<Array>),
+    }
     let mut order = Vec::new();
-    let mut visited: HashSet<*const Node> = HashSet::new();
-    let mut stack: Vec<(Arc<Node>, bool)> = Vec::new();
-    let node_of = |a: &Array| -> Option<Arc<Node>> {
+    let mut visited: HashSet<*const Node, BuildHasherDefault<AddressHasher>> = HashSet::default();
+    let mut stack: Vec<Visit> = Vec::new();
+    let mut children: Vec<Arc<Node>> = Vec::new();
+    fn node_of<'a>(a: &'a Array, stop: &KeySet) -> Option<&'a Arc<Node>> {
         if stop.contains(&key(a)) {
             return None;
         }
-        a.0.node.as_ref().map(|(n, _)| Arc::clone(n))
-    };
-    stack.extend(outputs.iter().filter_map(node_of).map(|n| (n, false)));
-    while let Some((node, expanded)) = stack.pop() {
-        if expanded {
-            order.push(node);
-            continue;
-        }
+        a.0.node.as_ref().map(|(n, _)| n)
+    }
+    stack.extend(
+        outputs
+            .iter()
+            .filter_map(|a| node_of(a, stop))
+            .map(|n| Visit::Enter(Arc::clone(n))),
+    );
+    while let Some(visit) = stack.pop() {
+        let node = match visit {
+            Visit::Leave(node, inputs) => {
+                let step = Step { node, inputs };
+                on_step(&step);
+                order.push(step);
+                continue;
+            }
+            Visit::Enter(node) => node,
+        };
         if !visited.insert(Arc::as_ptr(&node)) {
             continue;
         }
-        let children: Vec<Arc<Node>> = node
+        let inputs = node
             .inputs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter_map(node_of)
-            .filter(|c| !visited.contains(&Arc::as_ptr(c)))
-            .collect();
-        stack.push((node, true));
-        stack.extend(children.into_iter().map(|c| (c, false)));
+            .clone();
+        children.extend(
+            inputs
+                .iter()
+                .filter_map(|a| node_of(a, stop))
+                .filter(|c| !visited.contains(&Arc::as_ptr(c)))
+                .cloned(),
+        );
+        stack.push(Visit::Leave(node, inputs));
+        stack.extend(children.drain(..).map(Visit::Enter));
     }
     order
-}
-
-/// The node's inputs (held while tracing).
-pub(crate) fn inputs(node: &Node) -> Vec<Array> {
-    node.inputs
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-}
-
-/// The node's outputs that are still held (`None` for dropped ones).
-pub(crate) fn outputs(node: &Node) -> Vec<Option<Array>> {
-    node.outputs
-        .get()
-        .map(|outs| outs.iter().map(|w| w.upgrade().map(Array)).collect())
-        .unwrap_or_default()
 }
 
 /// Whether a derivative flows from a node's outputs back into its input `i`: not through
@@ -83,35 +160,25 @@ pub(crate) fn batching_reads(p: &Primitive, i: usize) -> bool {
     }
 }
 
-/// For each node of `order` (a tape of `outputs`), whether one of its outputs reaches
+/// For each step of `order` (a tape of `outputs`), whether one of its outputs reaches
 /// `outputs` through inputs that `reads` accepts: the nodes a transform must visit.
 pub(crate) fn needed(
-    order: &[Arc<Node>],
+    order: &[Step],
     outputs: &[Array],
     reads: fn(&Primitive, usize) -> bool,
 ) -> Vec<bool> {
-    let mut wanted: HashSet<*const Inner> = outputs.iter().map(key).collect();
+    let mut wanted: KeySet = outputs.iter().map(key).collect();
     let mut keep = vec![false; order.len()];
-    for (k, node) in order.iter().enumerate().rev() {
-        if !outputs_of(node).any(|o| wanted.contains(&o)) {
+    for (k, step) in order.iter().enumerate().rev() {
+        if !step.output_keys().any(|o| wanted.contains(&o)) {
             continue;
         }
         keep[k] = true;
-        let ins = node.inputs.lock().unwrap_or_else(|e| e.into_inner());
-        for (i, x) in ins.iter().enumerate() {
-            if reads(&node.primitive, i) {
+        for (i, x) in step.inputs.iter().enumerate() {
+            if reads(step.primitive(), i) {
                 wanted.insert(key(x));
             }
         }
     }
     keep
-}
-
-/// Keys of the node's outputs (alive or not: a key is only compared, never read).
-fn outputs_of(node: &Node) -> impl Iterator<Item = *const Inner> + '_ {
-    node.outputs
-        .get()
-        .into_iter()
-        .flatten()
-        .map(std::sync::Weak::as_ptr)
 }

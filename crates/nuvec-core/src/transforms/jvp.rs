@@ -1,11 +1,8 @@
 //! Forward mode: [`jvp`].
 
-use std::collections::{HashMap, HashSet};
-
 use super::TraceGuard;
-use super::graph::{differentiable, inputs, key, needed, outputs, tape};
+use super::graph::{KeyMap, KeySet, differentiable, key, needed, tape};
 use super::vjp::tracers;
-use crate::array::Inner;
 use crate::error::invalid;
 use crate::{Array, Result};
 
@@ -51,20 +48,20 @@ where
     if outs.is_empty() {
         return Err(invalid("jvp", "the function returned no outputs"));
     }
-    let stop: HashSet<*const Inner> = xs.iter().map(key).collect();
-    let mut tans: HashMap<*const Inner, Array> = HashMap::new();
+    let stop: KeySet = xs.iter().map(key).collect();
+    let mut tans: KeyMap<Array> = KeyMap::default();
     for (x, t) in xs.iter().zip(tangents) {
         if x.dtype().is_inexact() {
             tans.insert(key(x), t.astype(x.dtype())?);
         }
     }
-    let order = tape(&outs, &stop);
+    let order = tape(&outs, &stop, |_| {});
     // Tangents that cannot reach the outputs (below stop_gradient, or the graph inside a
     // custom function, whose rule works from its primals) are not built.
     let keep = needed(&order, &outs, differentiable);
-    for (node, _) in order.iter().zip(keep).filter(|(_, k)| *k) {
-        let ins = inputs(node);
-        let p = &node.primitive;
+    for (step, _) in order.iter().zip(keep).filter(|(_, k)| *k) {
+        let ins = &step.inputs;
+        let p = step.primitive();
         let in_tans: Vec<Option<Array>> = ins
             .iter()
             .enumerate()
@@ -77,8 +74,8 @@ where
         if in_tans.iter().all(Option::is_none) {
             continue;
         }
-        let node_outputs = outputs(node);
-        let out_tans = node.primitive.jvp(&ins, &node_outputs, &in_tans)?;
+        let node_outputs = step.outputs();
+        let out_tans = p.jvp(ins, &node_outputs, &in_tans)?;
         for (o, t) in node_outputs.iter().zip(out_tans) {
             if let Some(o) = o
                 && o.dtype().is_inexact()

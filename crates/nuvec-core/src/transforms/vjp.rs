@@ -1,10 +1,9 @@
 //! Reverse mode: [`vjp`], [`grad`] and [`value_and_grad`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::hash_map::Entry;
 
 use super::TraceGuard;
-use super::graph::{differentiable, inputs, key, outputs, tape};
-use crate::array::Inner;
+use super::graph::{KeyMap, KeySet, differentiable, key, tape};
 use crate::error::invalid;
 use crate::primitive::Primitive;
 use crate::{Array, Result};
@@ -72,49 +71,48 @@ fn backward(
     outs: &[Array],
     cotangents: &[Array],
 ) -> Result<Vec<Array>> {
-    let stop: HashSet<*const Inner> = xs.iter().map(key).collect();
-    let order = tape(outs, &stop);
-    // Which arrays depend on a tracer (only those carry cotangents back).
-    let mut depends: HashSet<*const Inner> = stop.clone();
-    for node in &order {
-        let p = &node.primitive;
-        let ins = inputs(node);
-        if (0..ins.len()).any(|i| differentiable(p, i) && depends.contains(&key(&ins[i]))) {
-            for o in outputs(node).into_iter().flatten() {
-                depends.insert(key(&o));
-            }
+    let stop: KeySet = xs.iter().map(key).collect();
+    // Which arrays depend on a tracer (only those carry cotangents back), found as the tape
+    // is recorded, inputs first.
+    let mut depends: KeySet = stop.clone();
+    let order = tape(outs, &stop, |step| {
+        let p = step.primitive();
+        if step
+            .inputs
+            .iter()
+            .enumerate()
+            .any(|(i, x)| differentiable(p, i) && depends.contains(&key(x)))
+        {
+            depends.extend(step.output_keys());
         }
-    }
-    let mut cots: HashMap<*const Inner, Array> = HashMap::new();
+    });
+    let mut cots: KeyMap<Array> = KeyMap::default();
     for (o, c) in outs.iter().zip(cotangents) {
         if !depends.contains(&key(o)) || !o.dtype().is_inexact() {
             continue;
         }
         accumulate(&mut cots, o, c.astype(o.dtype())?)?;
     }
-    for node in order.iter().rev() {
-        let node_outputs = outputs(node);
-        let node_cots: Vec<Option<Array>> = node_outputs
-            .iter()
-            .map(|o| o.as_ref().and_then(|o| cots.remove(&key(o))))
-            .collect();
-        if node_cots.iter().all(Option::is_none) {
+    // Buffers reused from node to node.
+    let (mut node_cots, mut argnums, mut node_outputs) = (Vec::new(), Vec::new(), Vec::new());
+    for step in order.iter().rev() {
+        if !step.output_keys().any(|k| cots.contains_key(&k)) {
             continue;
         }
-        let ins = inputs(node);
-        let argnums: Vec<usize> = (0..ins.len())
-            .filter(|&i| {
-                differentiable(&node.primitive, i)
-                    && depends.contains(&key(&ins[i]))
-                    && ins[i].dtype().is_inexact()
-            })
-            .collect();
+        let ins = &step.inputs;
+        let p = step.primitive();
+        argnums.clear();
+        argnums.extend((0..ins.len()).filter(|&i| {
+            differentiable(p, i) && ins[i].dtype().is_inexact() && depends.contains(&key(&ins[i]))
+        }));
+        node_cots.clear();
+        node_cots.extend(step.output_keys().map(|k| cots.remove(&k)));
         if argnums.is_empty() {
             continue;
         }
-        let grads = node
-            .primitive
-            .vjp(&ins, &node_outputs, &node_cots, &argnums)?;
+        node_outputs.clear();
+        step.outputs_into(&mut node_outputs);
+        let grads = p.vjp(ins, &node_outputs, &node_cots, &argnums)?;
         for (&i, g) in argnums.iter().zip(grads) {
             accumulate(&mut cots, &ins[i], g)?;
         }
@@ -128,17 +126,21 @@ fn backward(
         .collect()
 }
 
-fn accumulate(cots: &mut HashMap<*const Inner, Array>, a: &Array, g: Array) -> Result<()> {
+fn accumulate(cots: &mut KeyMap<Array>, a: &Array, g: Array) -> Result<()> {
     let g = if g.dtype() != a.dtype() {
         g.astype(a.dtype())?
     } else {
         g
     };
-    let sum = match cots.remove(&key(a)) {
-        Some(prev) => crate::add(&prev, &g)?,
-        None => g,
-    };
-    cots.insert(key(a), sum);
+    match cots.entry(key(a)) {
+        Entry::Occupied(mut prev) => {
+            let sum = crate::add(prev.get(), &g)?;
+            prev.insert(sum);
+        }
+        Entry::Vacant(slot) => {
+            slot.insert(g);
+        }
+    }
     Ok(())
 }
 

@@ -1,9 +1,6 @@
 //! Batching: [`vmap`].
 
-use std::collections::{HashMap, HashSet};
-
-use super::graph::{batching_reads, inputs, key, needed, outputs, tape};
-use crate::array::Inner;
+use super::graph::{KeyMap, KeySet, batching_reads, key, needed, tape};
 use crate::error::invalid;
 use crate::{Array, Result};
 
@@ -78,7 +75,7 @@ where
         return Err(invalid("vmap", "no input is batched"));
     };
     // Stand-ins with one example's shape, which the function's graph is recorded on.
-    let mut batched: HashMap<*const Inner, (Array, usize)> = HashMap::new();
+    let mut batched: KeyMap<(Array, usize)> = KeyMap::default();
     let stand_ins: Vec<Array> = xs
         .iter()
         .zip(in_axes)
@@ -103,12 +100,12 @@ where
             format!("{} out_axes for {} outputs", out_axes.len(), outs.len()),
         ));
     }
-    let stop: HashSet<*const Inner> = batched.keys().copied().collect();
-    let order = tape(&outs, &stop);
+    let stop: KeySet = batched.keys().copied().collect();
+    let order = tape(&outs, &stop, |_| {});
     // A custom function with its own batching rule does not need its inner graph batched.
     let keep = needed(&order, &outs, batching_reads);
-    for (node, _) in order.iter().zip(keep).filter(|(_, k)| *k) {
-        let ins = inputs(node);
+    for (step, _) in order.iter().zip(keep).filter(|(_, k)| *k) {
+        let ins = &step.inputs;
         if !ins.iter().any(|i| batched.contains_key(&key(i))) {
             continue;
         }
@@ -119,8 +116,8 @@ where
                 None => (i.clone(), None),
             })
             .unzip();
-        let (results, result_axes) = node.primitive.vmap(&args, &axes)?;
-        for ((o, r), ax) in outputs(node).into_iter().zip(results).zip(result_axes) {
+        let (results, result_axes) = step.primitive().vmap(&args, &axes)?;
+        for ((o, r), ax) in step.outputs().into_iter().zip(results).zip(result_axes) {
             let Some(o) = o else { continue };
             match ax {
                 Some(ax) => {
