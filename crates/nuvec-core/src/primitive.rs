@@ -4,10 +4,12 @@
 //! its `output_specs` (the shape and type of each output, checked when the node is built).
 //! Each backend has one file per family with its evaluation. This file only dispatches.
 
+use crate::fast::FastOp;
 use crate::ops::binary::BinaryOp;
 use crate::ops::creation::CreationOp;
 use crate::ops::index::IndexOp;
 use crate::ops::linalg::MatmulOp;
+use crate::ops::random::RandomOp;
 use crate::ops::reduce::{ArgReduceOp, ReduceOp, ScanOp};
 use crate::ops::shape::ShapeOp;
 use crate::ops::sort::SortOp;
@@ -68,10 +70,14 @@ pub enum Primitive {
     Index(IndexOp),
     /// Matrix products.
     Matmul(MatmulOp),
+    /// Random bits from threefry keys.
+    Random(RandomOp),
     /// The input unchanged, with no derivative flowing back through it.
     StopGradient,
     /// The input unchanged (a view): how the transforms mark the inputs they trace.
     Identity,
+    /// A fused operation ([`crate::fast`]), recorded where a kernel takes it.
+    Fast(FastOp),
     /// A function with derivative or batching rules of its own ([`crate::custom_function`]):
     /// its inputs are the function's primals, then the outputs of its graph, handed on.
     Custom(crate::transforms::CustomOp),
@@ -91,9 +97,6 @@ impl Primitive {
         cotangents: &[Option<Array>],
         argnums: &[usize],
     ) -> Result<Vec<Array>> {
-        if let Primitive::Custom(op) = self {
-            return crate::transforms::custom_vjp_rule(op, inputs, cotangents, argnums);
-        }
         crate::transforms::rules::vjp(self, inputs, outputs, cotangents, argnums)
     }
 
@@ -104,18 +107,12 @@ impl Primitive {
         outputs: &[Option<Array>],
         tangents: &[Option<Array>],
     ) -> Result<Vec<Array>> {
-        if let Primitive::Custom(op) = self {
-            return crate::transforms::custom_jvp(op, inputs, tangents);
-        }
         crate::transforms::rules::jvp(self, inputs, outputs, tangents)
     }
 
     /// The primitive applied to batched inputs: `axes[i]` is input `i`'s batch axis (`None`
     /// for an input shared by the whole batch).
     pub fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
-        if let Primitive::Custom(op) = self {
-            return crate::transforms::custom_vmap(op, inputs, axes);
-        }
         crate::transforms::rules::vmap(self, inputs, axes)
     }
 
@@ -135,8 +132,10 @@ impl Primitive {
             Primitive::Shape(op) => op.name(),
             Primitive::Index(op) => op.name(),
             Primitive::Matmul(op) => op.name(),
+            Primitive::Random(op) => op.name(),
             Primitive::StopGradient => "stop_gradient",
             Primitive::Identity => "identity",
+            Primitive::Fast(op) => op.name(),
             Primitive::Custom(op) => op.name(),
         }
     }
@@ -161,10 +160,12 @@ impl Primitive {
             Primitive::Shape(op) => op.output_specs(inputs),
             Primitive::Index(op) => op.output_specs(inputs),
             Primitive::Matmul(op) => op.output_specs(inputs),
+            Primitive::Random(op) => op.output_specs(inputs),
             Primitive::StopGradient | Primitive::Identity => {
                 crate::ops::expect_inputs(self.name(), inputs, 1)?;
                 Ok(vec![(inputs[0].shape().to_vec(), inputs[0].dtype())])
             }
+            Primitive::Fast(op) => op.output_specs(inputs),
             Primitive::Custom(op) => op.output_specs(inputs),
         }
     }

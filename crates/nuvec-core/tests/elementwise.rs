@@ -491,3 +491,31 @@ fn bad_inputs_are_errors_naming_the_op() {
     assert!(bad.eval().is_err());
     assert!((&bad * 2.0).eval().is_err());
 }
+
+/// Outputs beyond the streaming threshold (8 MiB) take the path that computes blocks into a
+/// buffer and streams them out; sizes that are not multiples of the block or the vector width
+/// exercise its unaligned head and tail.
+#[test]
+fn large_outputs_match_elementwise_references() {
+    let n = (9 << 20) + 3;
+    let a: Vec<f32> = (0..n).map(|i| ((i % 1000) as f32) * 0.01 - 5.0).collect();
+    let b: Vec<f32> = (0..n).map(|i| ((i % 777) as f32) * 0.02 - 7.0).collect();
+    let x = Array::from_slice(&a, &[n]).unwrap();
+    let y = Array::from_slice(&b, &[n]).unwrap();
+    let sum = add(&x, &y).unwrap().to_vec::<f32>().unwrap();
+    let below = less(&x, &y).unwrap().to_vec::<bool>().unwrap();
+    let e = exp(&x).unwrap().to_vec::<f32>().unwrap();
+    for i in (0..n).step_by(997).chain(n - 40..n) {
+        assert_eq!(sum[i], a[i] + b[i], "add at {i}");
+        assert_eq!(below[i], a[i] < b[i], "less at {i}");
+        let want = f64::from(a[i]).exp();
+        assert!(((f64::from(e[i]) - want) / want).abs() < 1e-6, "exp at {i}");
+    }
+    // Bytes (one per element) and an offset start: chunks begin off the 16-byte grid.
+    let bytes = slice(&less(&x, &y).unwrap(), &[SliceArg::new(Some(5), None, 1)]).unwrap();
+    let flipped = logical_not(&bytes).unwrap().to_vec::<bool>().unwrap();
+    for (i, &v) in flipped.iter().enumerate().step_by(1009) {
+        assert_eq!(v, a[i + 5] >= b[i + 5], "not at {i}");
+    }
+    assert_eq!(flipped.len(), n - 5);
+}

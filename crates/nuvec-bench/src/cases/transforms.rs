@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use nuvec_core::{Array, Error, add, matmul, multiply, sin, tanh, vjp, vmap};
 
-use crate::case::{Case, Prepared, Skip, Target, Unit};
+use crate::case::{Case, Prepared, Skip, Target, Unit, unavailable};
 use crate::inputs::{array, expect_close, expect_shape, output_f32, uniform};
 
 /// Operations in the chain.
@@ -187,9 +187,7 @@ fn prepare_vmap_mlp() -> Result<Prepared, Skip> {
     let batched = vmap(one, &[Some(0)], &[0]);
     match batched(std::slice::from_ref(&x)) {
         Err(Error::Unsupported { op, what }) => {
-            return Err(Skip::Unavailable(format!(
-                "needs the {what} rule of {op} (the transforms issue's rules)"
-            )));
+            return unavailable(&format!("the {what} rule of {op}"));
         }
         Err(e) => return Err(e.into()),
         Ok(_) => {}

@@ -5,6 +5,7 @@ pub(crate) mod binary;
 pub(crate) mod creation;
 pub(crate) mod index;
 pub(crate) mod linalg;
+pub(crate) mod random;
 pub(crate) mod reduce;
 pub(crate) mod shape;
 pub(crate) mod sort;

@@ -33,14 +33,16 @@ pub(crate) fn to_contiguous_shared(x: &ArrayData) -> ArrayData {
 }
 
 /// A vector of `n` elements, written chunk by chunk over the pool by `write(start, chunk)`,
-/// which must write every element of its chunk. The elements are not zeroed first: a copy
-/// is memory-bound, and zeroing would add a pass over the output.
+/// which must write every element of its chunk. The vector comes from the buffer cache, so a
+/// repeated copy does not fault its pages in again, and its old contents are never read.
 fn build<T: Element>(n: usize, write: &(dyn Fn(usize, &mut [MaybeUninit<T>]) + Sync)) -> Vec<T> {
-    let mut out = Vec::with_capacity(n);
-    fill(&mut out.spare_capacity_mut()[..n], write);
-    // SAFETY: the capacity is at least `n`, `fill` passes each of the first `n` slots to
-    // `write` exactly once, and every caller's `write` initialises its whole chunk.
-    unsafe { out.set_len(n) };
+    let mut out = crate::array::pool::alloc::<T>(n);
+    let ptr = out.as_mut_ptr().cast::<MaybeUninit<T>>();
+    // SAFETY: `MaybeUninit<T>` has the layout of `T`, the slice covers the vector's `n`
+    // initialised elements and borrows it exclusively, and `write` only ever stores
+    // initialised values, so the vector stays initialised.
+    let slots = unsafe { std::slice::from_raw_parts_mut(ptr, n) };
+    fill(slots, write);
     out
 }
 

@@ -10,6 +10,8 @@ use crate::Result;
 use crate::array::{ArrayData, Layout, collapse, for_each_strided};
 use crate::dtype::Element;
 
+use super::stream::fill_fresh;
+
 /// Elements per task: below twice this, work stays on the calling thread.
 pub(crate) const GRAIN: usize = 1 << 15;
 
@@ -84,18 +86,18 @@ pub(crate) fn map<T: Element, U: Element>(
     let shape = &x.layout.shape;
     let mut out = crate::array::pool::alloc::<U>(x.layout.size());
     match Source::<T>::new(x, op)? {
-        Source::Contiguous(src) => fill(&mut out, &|start, chunk| {
+        Source::Contiguous(src) => fill_fresh(&mut out, &|start, chunk| {
             for (o, &v) in chunk.iter_mut().zip(&src[start..]) {
                 *o = f(v);
             }
         }),
         Source::Broadcast(v) => {
             let y = f(v);
-            fill(&mut out, &|_, chunk| chunk.fill(y));
+            fill_fresh(&mut out, &|_, chunk| chunk.fill(y));
         }
         Source::Strided(src, layout) => {
             let (cshape, cstrides) = collapse(&layout.shape, &[&layout.strides]);
-            fill(&mut out, &|start, chunk| {
+            fill_fresh(&mut out, &|start, chunk| {
                 let mut k = 0;
                 for_each_strided(
                     &cshape,
@@ -130,6 +132,63 @@ pub(crate) fn map_same<T: Element>(
         return Ok(donated_output(x, &shape));
     }
     map(x, op, f)
+}
+
+/// [`map_same`] for compute-bound `f` (the exponential): the contiguous loops are compiled
+/// for the widest vectors the CPU has, so one build of the crate runs AVX-512 code where it
+/// can and baseline code elsewhere.
+pub(crate) fn map_same_wide<T: Element>(
+    x: &mut ArrayData,
+    op: &'static str,
+    f: impl Fn(T) -> T + Sync,
+) -> Result<ArrayData> {
+    let shape = x.layout.shape.clone();
+    if let Some(elements) = donated::<T>(x) {
+        fill(elements, &|_, chunk| apply_wide(chunk, None, &f));
+        return Ok(donated_output(x, &shape));
+    }
+    if !x.layout.is_row_contiguous() {
+        return map(x, op, f);
+    }
+    let src = x.buffer.host().typed::<T>(op)?;
+    let src = &src[x.layout.offset..x.layout.offset + x.layout.size()];
+    let mut out = crate::array::pool::alloc::<T>(src.len());
+    fill_fresh(&mut out, &|start, chunk| {
+        apply_wide(chunk, Some(&src[start..start + chunk.len()]), &f)
+    });
+    Ok(output(out, &shape))
+}
+
+/// `dst[i] = f(src[i])`, or `f(dst[i])` in place without `src`, with the widest vectors the
+/// CPU has.
+fn apply_wide<T: Copy, F: Fn(T) -> T>(dst: &mut [T], src: Option<&[T]>, f: &F) {
+    #[inline(always)]
+    fn body<T: Copy, F: Fn(T) -> T>(dst: &mut [T], src: Option<&[T]>, f: &F) {
+        match src {
+            Some(src) => dst.iter_mut().zip(src).for_each(|(o, &v)| *o = f(v)),
+            None => dst.iter_mut().for_each(|o| *o = f(*o)),
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx512f,avx512vl,avx2,fma,f16c")]
+        fn avx512<T: Copy, F: Fn(T) -> T>(dst: &mut [T], src: Option<&[T]>, f: &F) {
+            body(dst, src, f)
+        }
+        #[target_feature(enable = "avx2,fma,f16c")]
+        fn avx2<T: Copy, F: Fn(T) -> T>(dst: &mut [T], src: Option<&[T]>, f: &F) {
+            body(dst, src, f)
+        }
+        if super::simd::has_avx512() && std::arch::is_x86_feature_detected!("f16c") {
+            // SAFETY: `avx512` needs AVX-512F/VL, AVX2, FMA and F16C, which the CPU has.
+            return unsafe { avx512(dst, src, f) };
+        }
+        if super::simd::has_avx2() && std::arch::is_x86_feature_detected!("f16c") {
+            // SAFETY: `avx2` needs AVX2, FMA and F16C, which the CPU has.
+            return unsafe { avx2(dst, src, f) };
+        }
+    }
+    body(dst, src, f)
 }
 
 /// Writes `f(out[i], b[i])` over `out`, `b` read through its source.
@@ -179,7 +238,7 @@ pub(crate) fn zip<A: Element, B: Element, U: Element>(
     let shape = &a.layout.shape;
     let mut out = crate::array::pool::alloc::<U>(a.layout.size());
     match (Source::<A>::new(a, op)?, Source::<B>::new(b, op)?) {
-        (Source::Contiguous(x), Source::Contiguous(y)) => fill(&mut out, &|start, chunk| {
+        (Source::Contiguous(x), Source::Contiguous(y)) => fill_fresh(&mut out, &|start, chunk| {
             let n = chunk.len();
             for ((o, &u), &v) in chunk
                 .iter_mut()
@@ -189,19 +248,19 @@ pub(crate) fn zip<A: Element, B: Element, U: Element>(
                 *o = f(u, v);
             }
         }),
-        (Source::Broadcast(u), Source::Contiguous(y)) => fill(&mut out, &|start, chunk| {
+        (Source::Broadcast(u), Source::Contiguous(y)) => fill_fresh(&mut out, &|start, chunk| {
             for (o, &v) in chunk.iter_mut().zip(&y[start..]) {
                 *o = f(u, v);
             }
         }),
-        (Source::Contiguous(x), Source::Broadcast(v)) => fill(&mut out, &|start, chunk| {
+        (Source::Contiguous(x), Source::Broadcast(v)) => fill_fresh(&mut out, &|start, chunk| {
             for (o, &u) in chunk.iter_mut().zip(&x[start..]) {
                 *o = f(u, v);
             }
         }),
         (Source::Broadcast(u), Source::Broadcast(v)) => {
             let y = f(u, v);
-            fill(&mut out, &|_, chunk| chunk.fill(y));
+            fill_fresh(&mut out, &|_, chunk| chunk.fill(y));
         }
         _ => {
             let (sa, sb) = (
@@ -210,7 +269,7 @@ pub(crate) fn zip<A: Element, B: Element, U: Element>(
             );
             let (cshape, cs) = collapse(shape, &[&a.layout.strides, &b.layout.strides]);
             let offsets = [a.layout.offset, b.layout.offset];
-            fill(&mut out, &|start, chunk| {
+            fill_fresh(&mut out, &|start, chunk| {
                 let mut k = 0;
                 for_each_strided(
                     &cshape,
@@ -265,7 +324,7 @@ pub(crate) fn zip3<A: Element, B: Element, C: Element, U: Element>(
         Source::<C>::new(c, op)?,
     ) {
         (Source::Contiguous(x), Source::Contiguous(y), Source::Contiguous(z)) => {
-            fill(&mut out, &|start, chunk| {
+            fill_fresh(&mut out, &|start, chunk| {
                 let n = chunk.len();
                 let it = chunk
                     .iter_mut()
@@ -278,7 +337,7 @@ pub(crate) fn zip3<A: Element, B: Element, C: Element, U: Element>(
             })
         }
         (Source::Contiguous(x), Source::Contiguous(y), Source::Broadcast(w)) => {
-            fill(&mut out, &|start, chunk| {
+            fill_fresh(&mut out, &|start, chunk| {
                 let n = chunk.len();
                 for ((o, &u), &v) in chunk
                     .iter_mut()
@@ -290,7 +349,7 @@ pub(crate) fn zip3<A: Element, B: Element, C: Element, U: Element>(
             })
         }
         (Source::Contiguous(x), Source::Broadcast(v), Source::Contiguous(z)) => {
-            fill(&mut out, &|start, chunk| {
+            fill_fresh(&mut out, &|start, chunk| {
                 let n = chunk.len();
                 for ((o, &u), &w) in chunk
                     .iter_mut()
@@ -310,7 +369,7 @@ pub(crate) fn zip3<A: Element, B: Element, C: Element, U: Element>(
                 &[&a.layout.strides, &b.layout.strides, &c.layout.strides],
             );
             let offsets = [a.layout.offset, b.layout.offset, c.layout.offset];
-            fill(&mut out, &|start, chunk| {
+            fill_fresh(&mut out, &|start, chunk| {
                 let mut k = 0;
                 for_each_strided(
                     &cshape,

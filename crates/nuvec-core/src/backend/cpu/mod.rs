@@ -5,12 +5,16 @@ mod binary;
 pub(crate) mod copy;
 mod creation;
 pub(crate) mod elementwise;
+mod fast;
 mod index;
 mod linalg;
 pub(crate) mod math;
+mod random;
 mod reduce;
 mod shape;
+mod simd;
 mod sort;
+mod stream;
 mod unary;
 
 use crate::Result;
@@ -42,7 +46,9 @@ pub(crate) fn eval(
         Primitive::Shape(op) => shape::eval(op, inputs, outputs),
         Primitive::Index(op) => index::eval(op, inputs, outputs),
         Primitive::Matmul(op) => linalg::eval(op, inputs, outputs),
+        Primitive::Random(op) => random::eval(op, inputs, outputs),
         Primitive::StopGradient | Primitive::Identity => Ok(vec![inputs[0].clone()]),
+        Primitive::Fast(op) => fast::eval(op, inputs, outputs),
         Primitive::Custom(op) => Ok(op.forward(inputs)),
     }
 }

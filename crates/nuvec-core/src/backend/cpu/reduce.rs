@@ -8,7 +8,7 @@
 mod fold;
 mod plan;
 mod scan;
-mod simd;
+use super::simd;
 mod softmax;
 
 use fold::{All, Any, LogAdd, Max, Min, Prod, Sum};

@@ -2,7 +2,7 @@
 
 use num_traits::{Float, Zero};
 
-use super::elementwise::{map, map_same};
+use super::elementwise::{map, map_same, map_same_wide};
 use super::math::{AccFloat, FloatElem, IntElem};
 use crate::array::ArrayData;
 use crate::dtype::{Canon, Complex64, Element};
@@ -112,7 +112,7 @@ fn float<T: FloatElem>(op: UnaryOp, x: &mut ArrayData) -> Result<ArrayData> {
         Sqrt => same!(|a: T::Acc| a.sqrt()),
         Rsqrt => same!(|a: T::Acc| one / a.sqrt()),
         Reciprocal => same!(|a: T::Acc| one / a),
-        Exp => same!(|a: T::Acc| a.exp_simd()),
+        Exp => map_same_wide::<T>(x, name, |v| T::down(v.up().exp_simd())),
         Expm1 => same!(|a: T::Acc| a.exp_m1()),
         Log => same!(|a: T::Acc| a.ln()),
         Log1p => same!(|a: T::Acc| a.ln_1p()),
@@ -130,7 +130,7 @@ fn float<T: FloatElem>(op: UnaryOp, x: &mut ArrayData) -> Result<ArrayData> {
         ArcSinh => same!(|a: T::Acc| a.asinh()),
         ArcCosh => same!(|a: T::Acc| a.acosh()),
         ArcTanh => same!(|a: T::Acc| a.atanh()),
-        Sigmoid => same!(|a: T::Acc| one / (one + (-a).exp_simd())),
+        Sigmoid => map_same_wide::<T>(x, name, |v| T::down(one / (one + (-v.up()).exp_simd()))),
         Erf => same!(|a: T::Acc| a.erf()),
         ErfInv => same!(|a: T::Acc| a.erfinv()),
         Floor => same!(|a: T::Acc| a.floor()),

@@ -2,6 +2,7 @@
 //! `logsumexp` and `softmax`, which move their axes last and run one fused kernel there.
 
 use super::{ReduceOp, finish_dims, kept_shape, reduction_axes, reshape_to};
+use crate::fast::FastOp;
 use crate::ops::{check_errors, expect_inputs};
 use crate::primitive::{OutputSpec, Primitive};
 use crate::{Array, DType, Error, Result};
@@ -100,6 +101,11 @@ pub fn count_nonzero(a: &Array, axes: &[isize], keepdims: bool) -> Result<Array>
     crate::sum(&crate::astype(a, DType::Bool)?, axes, keepdims)
 }
 
+/// Whether the reduced axes are the last axis alone (where the fused GPU kernels work).
+fn last_axis(axes: &[usize], ndim: usize) -> bool {
+    axes.len() == 1 && axes[0] + 1 == ndim
+}
+
 /// `a` with the axes not in `axes` (sorted) first, in order, and `axes` after them, merged
 /// into one last axis: the layout the fused kernels take. Returns the moved array, the
 /// shape before merging, and the permutation.
@@ -144,6 +150,11 @@ pub fn logsumexp(a: &Array, axes: &[isize], keepdims: bool) -> Result<Array> {
     if reduced_count(a.shape(), &ax) == 1 {
         return finish_dims(reshape_to(&x, &kept_shape(a.shape(), &ax))?, &ax, keepdims);
     }
+    if last_axis(&ax, x.ndim()) && crate::fast::on_gpu(x.dtype(), x.size()) {
+        // One fused GPU kernel for the common case.
+        let out = Array::op1(Primitive::Fast(FastOp::LogSumExp), vec![x])?;
+        return finish_dims(out, &ax, keepdims);
+    }
     let (flat, _, _) = axes_last(&x, &ax)?;
     let last = flat.ndim() - 1;
     let out = Array::op1(
@@ -179,6 +190,9 @@ pub fn softmax(a: &Array, axes: &[isize]) -> Result<Array> {
     }
     if x.size() == 0 {
         return Ok(x);
+    }
+    if last_axis(&ax, x.ndim()) && crate::fast::on_gpu(x.dtype(), x.size()) {
+        return Array::op1(Primitive::Fast(FastOp::Softmax), vec![x]);
     }
     let (flat, moved_shape, perm) = axes_last(&x, &ax)?;
     let y = Array::op1(Primitive::Softmax, vec![flat])?;

@@ -2,17 +2,16 @@
 //! builds ordinary operations, so the transforms compose (grad of grad, vmap of grad).
 
 mod elementwise;
+mod fast;
+mod index;
+mod linalg;
+mod random;
+mod reduce;
 mod shape;
+mod sort;
 
 use crate::primitive::{Batched, Primitive};
-use crate::{Array, Error, Result};
-
-fn unsupported(p: &Primitive, what: &str) -> Error {
-    Error::Unsupported {
-        op: p.name(),
-        what: what.into(),
-    }
-}
+use crate::{Array, Result};
 
 /// The single output's cotangent (rules are only called when one is present).
 pub(super) fn single(cotangents: &[Option<Array>]) -> Result<&Array> {
@@ -48,8 +47,35 @@ pub(crate) fn vjp(
             .iter()
             .map(|&i| crate::zeros_like(&inputs[i]))
             .collect(),
-        Primitive::Shape(op) => shape::vjp(op, inputs, cotangents),
-        _ => Err(unsupported(p, "vjp")),
+        Primitive::Shape(op) => shape::vjp(op, inputs, cotangents, argnums),
+        Primitive::Matmul(op) => linalg::vjp(op, inputs, cotangents, argnums),
+        // No inputs, so nothing to differentiate.
+        Primitive::Creation(_) => Ok(Vec::new()),
+        Primitive::Reduce { op, axes } => {
+            reduce::reduce_vjp(*op, axes, inputs, outputs, cotangents, argnums)
+        }
+        // Integer outputs: no cotangent reaches them, so nothing flows back.
+        Primitive::ArgReduce { .. } => argnums
+            .iter()
+            .map(|&i| crate::zeros_like(&inputs[i]))
+            .collect(),
+        Primitive::Scan {
+            op,
+            axis,
+            reverse,
+            inclusive,
+        } => reduce::scan_vjp(
+            (*op, *axis, *reverse, *inclusive),
+            inputs,
+            outputs,
+            cotangents,
+        ),
+        Primitive::Softmax => reduce::softmax_vjp(outputs, cotangents),
+        Primitive::Index(op) => index::vjp(op, inputs, outputs, cotangents, argnums),
+        Primitive::Sort(op) => sort::vjp(op, inputs, outputs, cotangents, argnums),
+        Primitive::Random(_) => random::vjp(inputs, argnums),
+        Primitive::Fast(op) => fast::vjp(op, inputs, outputs, cotangents, argnums),
+        Primitive::Custom(op) => crate::transforms::custom_vjp_rule(op, inputs, cotangents, argnums),
     }
 }
 
@@ -74,7 +100,31 @@ pub(crate) fn jvp(
         },
         Primitive::StopGradient => Ok(vec![crate::zeros_like(&inputs[0])?]),
         Primitive::Shape(op) => shape::jvp(op, inputs, tangents),
-        _ => Err(unsupported(p, "jvp")),
+        Primitive::Matmul(op) => linalg::jvp(op, inputs, outputs, tangents),
+        Primitive::Creation(_) => p
+            .output_specs(inputs)?
+            .into_iter()
+            .map(|(shape, dtype)| crate::zeros(&shape, dtype))
+            .collect(),
+        Primitive::Reduce { op, axes } => reduce::reduce_jvp(*op, axes, inputs, outputs, tangents),
+        Primitive::ArgReduce { .. } => Ok(vec![crate::zeros_like(output(outputs)?)?]),
+        Primitive::Scan {
+            op,
+            axis,
+            reverse,
+            inclusive,
+        } => reduce::scan_jvp(
+            (*op, *axis, *reverse, *inclusive),
+            inputs,
+            outputs,
+            tangents,
+        ),
+        Primitive::Softmax => reduce::softmax_jvp(outputs, tangents),
+        Primitive::Index(op) => index::jvp(op, inputs, outputs, tangents),
+        Primitive::Sort(op) => sort::jvp(op, inputs, outputs, tangents),
+        Primitive::Random(op) => random::jvp(op, inputs),
+        Primitive::Fast(op) => fast::jvp(op, inputs, tangents),
+        Primitive::Custom(op) => crate::transforms::custom_jvp(op, inputs, tangents),
     }
 }
 
@@ -90,7 +140,23 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         }
         Primitive::Binary(_) | Primitive::Select => elementwise::vmap(p, inputs, axes),
         Primitive::Shape(op) => shape::vmap(op, inputs, axes),
-        _ => Err(unsupported(p, "vmap")),
+        Primitive::Matmul(op) => linalg::vmap(op, inputs, axes),
+        // Nothing to batch: the same array for every example.
+        Primitive::Creation(_) => Ok((vec![Array::op1(p.clone(), Vec::new())?], vec![None])),
+        Primitive::Reduce { op, axes: reduced } => reduce::reduce_vmap(*op, reduced, inputs, axes),
+        Primitive::ArgReduce { op, axis } => reduce::arg_reduce_vmap(*op, *axis, inputs, axes),
+        Primitive::Scan {
+            op,
+            axis,
+            reverse,
+            inclusive,
+        } => reduce::scan_vmap((*op, *axis, *reverse, *inclusive), inputs, axes),
+        Primitive::Softmax => reduce::softmax_vmap(inputs, axes),
+        Primitive::Index(op) => index::vmap(op, inputs, axes),
+        Primitive::Sort(op) => sort::vmap(op, inputs, axes),
+        Primitive::Random(op) => random::vmap(op, inputs, axes),
+        Primitive::Fast(op) => fast::vmap(op, inputs, axes),
+        Primitive::Custom(op) => crate::transforms::custom_vmap(op, inputs, axes),
     }
 }
 

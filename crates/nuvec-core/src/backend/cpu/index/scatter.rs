@@ -194,6 +194,11 @@ impl<'a> Walk<'a> {
 fn apply<T: Combine>(dst: &mut [T], src: &[T], walk: &Walk<'_>, mode: ScatterMode) {
     let mut starts = Vec::with_capacity(BLOCK);
     let n = walk.len;
+    if n == 0 {
+        // Empty rows (an empty update): nothing to write, and their starts may lie past the
+        // end of either buffer.
+        return;
+    }
     if mode == ScatterMode::Replace && walk.steps == [1, 1] {
         // Contiguous rows in both (a cache write): plain copies.
         for b in 0..walk.blocks {
