@@ -75,7 +75,9 @@ pub(crate) fn vjp(
         Primitive::Sort(op) => sort::vjp(op, inputs, outputs, cotangents, argnums),
         Primitive::Random(_) => random::vjp(inputs, argnums),
         Primitive::Fast(op) => fast::vjp(op, inputs, outputs, cotangents, argnums),
-        Primitive::Custom(op) => crate::transforms::custom_vjp_rule(op, inputs, cotangents, argnums),
+        Primitive::Custom(op) => {
+            crate::transforms::custom_vjp_rule(op, inputs, cotangents, argnums)
+        }
     }
 }
 
