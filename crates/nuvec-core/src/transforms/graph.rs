@@ -1,8 +1,10 @@
 //! Walking recorded graphs for the transforms.
 
+use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
+use std::thread::LocalKey;
 
 use crate::Array;
 use crate::array::{Inner, Node};
@@ -85,17 +87,90 @@ impl Step {
     }
 }
 
+/// A buffer kept between transforms on this thread: tracing a large graph again then reuses
+/// the tables it grew last time instead of allocating them anew (with glibc, each large
+/// allocation also consolidates the memory the last graph freed, which cost more than the
+/// walk). A transform nested in another finds the slot empty and allocates its own.
+type Slot<T> = LocalKey<Cell<Option<T>>>;
+
+/// Tables above this many entries are not kept.
+const KEEP_AT_MOST: usize = 1 << 16;
+
+fn take<T: Default>(slot: &'static Slot<T>) -> T {
+    slot.with(Cell::take).unwrap_or_default()
+}
+
+fn keep<T>(slot: &'static Slot<T>, value: T) {
+    slot.with(|s| s.set(Some(value)));
+}
+
+/// A walk's pending visit: a node to expand, or one whose inputs are all recorded.
+enum Visit {
+    Enter(Arc<Node>),
+    Leave(Arc<Node>, Vec<Array>),
+}
+
+type NodeSet = HashSet<*const Node, BuildHasherDefault<AddressHasher>>;
+
+thread_local! {
+    static VISITED: Cell<Option<NodeSet>> = const { Cell::new(None) };
+    static STACK: Cell<Option<Vec<Visit>>> = const { Cell::new(None) };
+    static ORDER: Cell<Option<Vec<Step>>> = const { Cell::new(None) };
+    static SETS: Cell<Option<Vec<KeySet>>> = const { Cell::new(None) };
+    static MAPS: Cell<Option<Vec<KeyMap<Array>>>> = const { Cell::new(None) };
+}
+
+/// An empty key set, reusing one a transform gave back.
+pub(crate) fn key_set() -> KeySet {
+    let mut pool = take(&SETS);
+    let set = pool.pop().unwrap_or_default();
+    keep(&SETS, pool);
+    set
+}
+
+/// An empty key map, reusing one a transform gave back.
+pub(crate) fn key_map() -> KeyMap<Array> {
+    let mut pool = take(&MAPS);
+    let map = pool.pop().unwrap_or_default();
+    keep(&MAPS, pool);
+    map
+}
+
+/// Gives a key set back for the next transform.
+pub(crate) fn recycle_set(mut set: KeySet) {
+    if set.capacity() <= KEEP_AT_MOST {
+        set.clear();
+        let mut pool = take(&SETS);
+        pool.push(set);
+        keep(&SETS, pool);
+    }
+}
+
+/// Gives a key map back for the next transform (its arrays are dropped).
+pub(crate) fn recycle_map(mut map: KeyMap<Array>) {
+    if map.capacity() <= KEEP_AT_MOST {
+        map.clear();
+        let mut pool = take(&MAPS);
+        pool.push(map);
+        keep(&MAPS, pool);
+    }
+}
+
+/// Gives a tape back for the next transform (its steps are dropped).
+pub(crate) fn recycle(mut order: Vec<Step>) {
+    if order.capacity() <= KEEP_AT_MOST {
+        order.clear();
+        keep(&ORDER, order);
+    }
+}
+
 /// The nodes that produce `outputs`, inputs before the nodes that read them, not descending
 /// below arrays in `stop` (the transform's stand-ins for its inputs). `on_step` sees each step
-/// as it is recorded (so, after the steps of its inputs).
+/// as it is recorded (so, after the steps of its inputs). Give the tape back with [`recycle`].
 pub(crate) fn tape(outputs: &[Array], stop: &KeySet, mut on_step: impl FnMut(&Step)) -> Vec<Step> {
-    enum Visit {
-        Enter(Arc<Node>),
-        Leave(Arc<Node>, Vec<Array>),
-    }
-    let mut order = Vec::new();
-    let mut visited: HashSet<*const Node, BuildHasherDefault<AddressHasher>> = HashSet::default();
-    let mut stack: Vec<Visit> = Vec::new();
+    let mut order = take(&ORDER);
+    let mut visited = take(&VISITED);
+    let mut stack = take(&STACK);
     let mut children: Vec<Arc<Node>> = Vec::new();
     fn node_of<'a>(a: &'a Array, stop: &KeySet) -> Option<&'a Arc<Node>> {
         if stop.contains(&key(a)) {
@@ -127,15 +202,17 @@ pub(crate) fn tape(outputs: &[Array], stop: &KeySet, mut on_step: impl FnMut(&St
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        children.extend(
-            inputs
-                .iter()
-                .filter_map(|a| node_of(a, stop))
-                .filter(|c| !visited.contains(&Arc::as_ptr(c)))
-                .cloned(),
-        );
+        // Children already visited are skipped when popped (one lookup per edge, not two).
+        children.extend(inputs.iter().filter_map(|a| node_of(a, stop)).cloned());
         stack.push(Visit::Leave(node, inputs));
         stack.extend(children.drain(..).map(Visit::Enter));
+    }
+    if visited.capacity() <= KEEP_AT_MOST {
+        visited.clear();
+        keep(&VISITED, visited);
+    }
+    if stack.capacity() <= KEEP_AT_MOST {
+        keep(&STACK, stack);
     }
     order
 }
@@ -167,7 +244,8 @@ pub(crate) fn needed(
     outputs: &[Array],
     reads: fn(&Primitive, usize) -> bool,
 ) -> Vec<bool> {
-    let mut wanted: KeySet = outputs.iter().map(key).collect();
+    let mut wanted = key_set();
+    wanted.extend(outputs.iter().map(key));
     let mut keep = vec![false; order.len()];
     for (k, step) in order.iter().enumerate().rev() {
         if !step.output_keys().any(|o| wanted.contains(&o)) {
@@ -180,5 +258,6 @@ pub(crate) fn needed(
             }
         }
     }
+    recycle_set(wanted);
     keep
 }

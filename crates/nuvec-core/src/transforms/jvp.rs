@@ -1,7 +1,9 @@
 //! Forward mode: [`jvp`].
 
 use super::TraceGuard;
-use super::graph::{KeyMap, KeySet, differentiable, key, needed, tape};
+use super::graph::{
+    differentiable, key, key_map, key_set, needed, recycle, recycle_map, recycle_set, tape,
+};
 use super::vjp::tracers;
 use crate::error::invalid;
 use crate::{Array, Result};
@@ -48,8 +50,9 @@ where
     if outs.is_empty() {
         return Err(invalid("jvp", "the function returned no outputs"));
     }
-    let stop: KeySet = xs.iter().map(key).collect();
-    let mut tans: KeyMap<Array> = KeyMap::default();
+    let mut stop = key_set();
+    stop.extend(xs.iter().map(key));
+    let mut tans = key_map();
     for (x, t) in xs.iter().zip(tangents) {
         if x.dtype().is_inexact() {
             tans.insert(key(x), t.astype(x.dtype())?);
@@ -91,5 +94,8 @@ where
             None => crate::zeros_like(o),
         })
         .collect::<Result<Vec<_>>>()?;
+    recycle(order);
+    recycle_set(stop);
+    recycle_map(tans);
     Ok((outs, tangents_out))
 }

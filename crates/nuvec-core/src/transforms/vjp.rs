@@ -3,7 +3,9 @@
 use std::collections::hash_map::Entry;
 
 use super::TraceGuard;
-use super::graph::{KeyMap, KeySet, differentiable, key, tape};
+use super::graph::{
+    KeyMap, differentiable, key, key_map, key_set, recycle, recycle_map, recycle_set, tape,
+};
 use crate::error::invalid;
 use crate::primitive::Primitive;
 use crate::{Array, Result};
@@ -71,10 +73,12 @@ fn backward(
     outs: &[Array],
     cotangents: &[Array],
 ) -> Result<Vec<Array>> {
-    let stop: KeySet = xs.iter().map(key).collect();
+    let mut stop = key_set();
+    stop.extend(xs.iter().map(key));
     // Which arrays depend on a tracer (only those carry cotangents back), found as the tape
     // is recorded, inputs first.
-    let mut depends: KeySet = stop.clone();
+    let mut depends = key_set();
+    depends.extend(xs.iter().map(key));
     let order = tape(outs, &stop, |step| {
         let p = step.primitive();
         if step
@@ -86,7 +90,7 @@ fn backward(
             depends.extend(step.output_keys());
         }
     });
-    let mut cots: KeyMap<Array> = KeyMap::default();
+    let mut cots = key_map();
     for (o, c) in outs.iter().zip(cotangents) {
         if !depends.contains(&key(o)) || !o.dtype().is_inexact() {
             continue;
@@ -96,7 +100,9 @@ fn backward(
     // Buffers reused from node to node.
     let (mut node_cots, mut argnums, mut node_outputs) = (Vec::new(), Vec::new(), Vec::new());
     for step in order.iter().rev() {
-        if !step.output_keys().any(|k| cots.contains_key(&k)) {
+        node_cots.clear();
+        node_cots.extend(step.output_keys().map(|k| cots.remove(&k)));
+        if node_cots.iter().all(Option::is_none) {
             continue;
         }
         let ins = &step.inputs;
@@ -105,8 +111,6 @@ fn backward(
         argnums.extend((0..ins.len()).filter(|&i| {
             differentiable(p, i) && ins[i].dtype().is_inexact() && depends.contains(&key(&ins[i]))
         }));
-        node_cots.clear();
-        node_cots.extend(step.output_keys().map(|k| cots.remove(&k)));
         if argnums.is_empty() {
             continue;
         }
@@ -117,13 +121,19 @@ fn backward(
             accumulate(&mut cots, &ins[i], g)?;
         }
     }
-    xs.iter()
+    let grads = xs
+        .iter()
         .zip(primals)
         .map(|(x, p)| match cots.remove(&key(x)) {
             Some(g) => Ok(g),
             None => crate::zeros_like(p),
         })
-        .collect()
+        .collect();
+    recycle(order);
+    recycle_set(stop);
+    recycle_set(depends);
+    recycle_map(cots);
+    grads
 }
 
 fn accumulate(cots: &mut KeyMap<Array>, a: &Array, g: Array) -> Result<()> {

@@ -1,6 +1,6 @@
 //! Batching: [`vmap`].
 
-use super::graph::{KeyMap, KeySet, batching_reads, key, needed, tape};
+use super::graph::{KeyMap, batching_reads, key, key_set, needed, recycle, recycle_set, tape};
 use crate::error::invalid;
 use crate::{Array, Result};
 
@@ -100,7 +100,8 @@ where
             format!("{} out_axes for {} outputs", out_axes.len(), outs.len()),
         ));
     }
-    let stop: KeySet = batched.keys().copied().collect();
+    let mut stop = key_set();
+    stop.extend(batched.keys().copied());
     let order = tape(&outs, &stop, |_| {});
     // A custom function with its own batching rule does not need its inner graph batched.
     let keep = needed(&order, &outs, batching_reads);
@@ -124,12 +125,18 @@ where
                     batched.insert(key(&o), (r, ax));
                 }
                 None => {
-                    // An output that does not vary over the batch: broadcast it later.
-                    batched.insert(key(&o), (crate::expand_dims(&r, 0)?, 0));
+                    // An output that does not vary over the batch: the same for every
+                    // example (a broadcast view, so that every rule sees one batch size).
+                    let mut shape = vec![size];
+                    shape.extend_from_slice(r.shape());
+                    let b = crate::broadcast_to(&crate::expand_dims(&r, 0)?, &shape)?;
+                    batched.insert(key(&o), (b, 0));
                 }
             }
         }
     }
+    recycle(order);
+    recycle_set(stop);
     outs.iter()
         .zip(out_axes)
         .map(|(o, &to)| {
