@@ -194,8 +194,8 @@ mod tests {
     /// and units, in the same order, so that compare.py lines them up.
     #[test]
     fn peers_share_the_cases() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/peers/harness.py");
-        let text = std::fs::read_to_string(path).expect("bench/peers/harness.py is readable");
+        // Embedded when built, so the test binary runs anywhere (the GPU machine too).
+        let text = include_str!("../../../bench/peers/harness.py");
         for (target, list) in [(Target::Cpu, "SPECS"), (Target::Gpu, "GPU_SPECS")] {
             let ours: Vec<Vec<&str>> = cases::all(target)
                 .iter()

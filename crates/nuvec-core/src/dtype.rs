@@ -327,14 +327,33 @@ element!(
 );
 element!(f64, F64, Canon::Float, |v: Canon| v.as_f64());
 element!(f16, F16, |x: f16| Canon::Float(x.to_f64()), |v: Canon| {
-    f16::from_f64(v.as_f64())
+    f16::from_f32(to_f32_odd(v.as_f64()))
 });
 element!(
     bf16,
     BF16,
     |x: bf16| Canon::Float(x.to_f64()),
-    |v: Canon| bf16::from_f64(v.as_f64())
+    |v: Canon| bf16::from_f32(to_f32_odd(v.as_f64()))
 );
+
+/// `x` rounded to `f32` towards zero, its last bit set when that loses anything ("rounding
+/// to odd"). Rounding the result once more, to nearest, into a type at least two bits
+/// narrower (`f16`, `bf16`) gives what rounding `x` itself would: the narrow conversion is
+/// then rounded once. (`half`'s `from_f64` rounds twice: through `f32` where the CPU
+/// converts halves in hardware, and without the mantissa's low 32 bits in software.)
+#[inline]
+fn to_f32_odd(x: f64) -> f32 {
+    let r = x as f32;
+    if x.is_nan() || f64::from(r) == x {
+        return r;
+    }
+    let mut bits = r.to_bits();
+    if f64::from(r).abs() > x.abs() {
+        // Rounded away from zero (maybe to infinity): the neighbour towards zero.
+        bits -= 1;
+    }
+    f32::from_bits(bits | 1)
+}
 element!(
     Complex64,
     C64,
@@ -377,5 +396,19 @@ mod tests {
         assert!(bool::from_canon(0.5f32.to_canon()));
         assert_eq!(f16::from_canon(1.5f64.to_canon()), f16::from_f32(1.5));
         assert_eq!(u64::from_canon(u64::MAX.to_canon()), u64::MAX);
+    }
+
+    #[test]
+    fn rounding_to_odd_keeps_the_side_of_a_halfway_point() {
+        // Just above 1 + 2⁻²⁴, halfway between f32 neighbours: rounds towards zero, odd.
+        let x = 1.0 + 2f64.powi(-24) + 2f64.powi(-40);
+        assert_eq!(to_f32_odd(x).to_bits(), 1f32.to_bits() | 1);
+        assert_eq!(to_f32_odd(-x).to_bits(), (-1f32).to_bits() | 1);
+        // Exact values, infinities and NaN are kept; beyond f32's range is the largest odd.
+        assert_eq!(to_f32_odd(0.375), 0.375);
+        assert_eq!(to_f32_odd(f64::INFINITY), f32::INFINITY);
+        assert!(to_f32_odd(f64::NAN).is_nan());
+        assert_eq!(to_f32_odd(1e300), f32::MAX);
+        assert_eq!(to_f32_odd(-1e-300).to_bits(), (-0f32).to_bits() | 1);
     }
 }

@@ -29,6 +29,9 @@ pub mod random;
 pub mod transforms;
 
 pub use array::{Array, HostData, Operand, Scalar};
+pub use backend::cuda::{
+    MemoryStats, clear_device_cache, memory_stats, reset_peak_memory, set_device_cache_limit,
+};
 pub use device::{Device, DeviceKind, Stream, default_stream, set_default_stream, with_stream};
 pub use dtype::{Category, Complex64, DType, Element, bf16, f16, promote_types};
 pub use error::{Error, Result};

@@ -135,10 +135,12 @@ fn streams_record_where_work_runs_and_missing_gpus_are_errors() {
         Device::cpu(),
         "the previous stream is restored"
     );
-    // Without a CUDA backend, evaluating on the GPU fails with an error, not a panic.
+    // Without a CUDA device, evaluating on the GPU fails with an error naming it, not a
+    // panic; with one, it computes.
     match on_gpu.eval() {
         Err(Error::Device(msg)) => assert!(msg.contains("gpu(0)"), "{msg}"),
-        other => panic!("expected a device error, got {other:?}"),
+        Ok(()) => assert_eq!(on_gpu.item::<f32>().unwrap(), 2.0),
+        other => panic!("expected a device error or a value, got {other:?}"),
     }
     // The array stays computable on the CPU's terms: the same graph on the CPU works.
     assert_eq!((&a + &a).item::<f32>().unwrap(), 2.0);
@@ -236,5 +238,92 @@ proptest! {
         if da != DType::Bool && db != DType::Bool && want != DType::C64 {
             prop_assert_eq!(c.astype(DType::F64).unwrap().item::<f64>().unwrap(), f64::from(v));
         }
+    }
+}
+
+#[test]
+fn f64_to_half_floats_rounds_once() {
+    // Just above and just below each halfway point between neighbouring positive half
+    // values (and their negatives): f32 cannot tell these from the halfway point itself, so
+    // a conversion through f32 rounds the tie to even and is wrong for one of each pair.
+    // (type, bits of its largest finite value, the value of some bits)
+    type Half = (DType, u16, fn(u16) -> f64);
+    let halves: [Half; 2] = [
+        (DType::F16, 0x7bff, |b| f16::from_bits(b).to_f64()),
+        (DType::BF16, 0x7f7f, |b| bf16::from_bits(b).to_f64()),
+    ];
+    for (dtype, largest, value) in halves {
+        let (mut xs, mut want) = (Vec::new(), Vec::new());
+        for b in 0..largest {
+            let (lo, hi) = (value(b), value(b + 1));
+            let half_way = (lo + hi) / 2.0;
+            for (x, w) in [(half_way.next_up(), hi), (half_way.next_down(), lo)] {
+                xs.extend([x, -x]);
+                want.extend([w, -w]);
+            }
+        }
+        let x = Array::from_slice(&xs, &[xs.len()]).unwrap();
+        let got = x.astype(dtype).unwrap().astype(DType::F64).unwrap();
+        let got = got.to_vec::<f64>().unwrap();
+        for ((g, w), x) in got.iter().zip(&want).zip(&xs) {
+            assert_eq!(g, w, "{dtype} of {x:e}");
+        }
+    }
+    // One case by hand: 1 + 2⁻¹¹ is halfway between the f16 values 1 and 1 + 2⁻¹⁰.
+    let x = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+    let got = Array::scalar(x)
+        .astype(DType::F16)
+        .unwrap()
+        .item::<f16>()
+        .unwrap();
+    assert_eq!(got.to_f64(), 1.0 + 2f64.powi(-10));
+    // Scalars meeting a half array are converted the same way.
+    let y = Array::from_slice(&[f16::from_f64(0.0)], &[1]).unwrap() + x;
+    assert_eq!(y.to_vec::<f16>().unwrap()[0].to_f64(), 1.0 + 2f64.powi(-10));
+}
+
+#[test]
+fn empty_layouts_are_row_contiguous_whatever_their_strides() {
+    use nuvec_core::array::Layout;
+    let layouts = [
+        (vec![0], vec![1]),
+        (vec![3, 0], vec![1, 3]),
+        (vec![0, 4], vec![0, 1]),
+        (vec![2, 0, 3], vec![-3, 7, 0]),
+    ];
+    for (shape, strides) in layouts {
+        let layout = Layout {
+            shape,
+            strides: strides.clone(),
+            offset: 2,
+        };
+        assert!(layout.is_row_contiguous(), "{layout:?}");
+        // The same strides with elements are not row-major.
+        let full = Layout {
+            shape: vec![2; strides.len()],
+            strides,
+            offset: 2,
+        };
+        assert_eq!(full.is_row_contiguous(), full.strides == [1], "{full:?}");
+    }
+    // Empty transposed, broadcast and sliced views compute as empty arrays.
+    let e = Array::from_slice::<f32>(&[], &[0, 3]).unwrap();
+    let views = [
+        e.t().unwrap(),
+        broadcast_to(&Array::from_slice::<f32>(&[], &[1, 0]).unwrap(), &[4, 0]).unwrap(),
+        slice(&e.t().unwrap(), &[SliceArg::new(None, None, -1)]).unwrap(),
+    ];
+    for v in views {
+        let shape = v.shape().to_vec();
+        for y in [
+            contiguous(&v).unwrap(),
+            &v + 1.0,
+            exp(&v).unwrap(),
+            copy(&v).unwrap(),
+        ] {
+            assert_eq!(y.shape(), shape);
+            assert!(y.to_vec::<f32>().unwrap().is_empty());
+        }
+        assert_eq!(sum(&v, &[], false).unwrap().item::<f32>().unwrap(), 0.0);
     }
 }

@@ -129,34 +129,24 @@ fn blocked_copies_of_large_strided_views() {
             dtype,
             "batch",
         );
-        // A transpose read backwards on one axis, every other row.
-        let args = [
-            SliceArg::full(),
-            SliceArg::new(None, None, -2),
-            SliceArg::new(Some(3), None, 1),
-        ];
-        let t = transpose(&slice(&x, &args).unwrap(), &[2, 1, 0]).unwrap();
-        let want = ref_transpose(&ref_slice(&r, &args), &[2, 1, 0]);
-        check(
-            &contiguous(&t).unwrap(),
-            &want,
-            dtype,
-            &format!("{dtype} sliced"),
-        );
-        // Every other element along the last axis, transposed: tiles read with a step.
-        let args = [
-            SliceArg::full(),
-            SliceArg::full(),
-            SliceArg::new(None, None, 2),
-        ];
-        let t = transpose(&slice(&x, &args).unwrap(), &[2, 1, 0]).unwrap();
-        let want = ref_transpose(&ref_slice(&r, &args), &[2, 1, 0]);
-        check(
-            &contiguous(&t).unwrap(),
-            &want,
-            dtype,
-            &format!("{dtype} step 2"),
-        );
+        // Transposes of sliced views: read backwards on one axis, every other row; every
+        // other element along the last axis (tiles read with a step).
+        let s = SliceArg::new;
+        for (args, what) in [
+            (
+                [SliceArg::full(), s(None, None, -2), s(Some(3), None, 1)],
+                "sliced",
+            ),
+            (
+                [SliceArg::full(), SliceArg::full(), s(None, None, 2)],
+                "step 2",
+            ),
+        ] {
+            let t = transpose(&slice(&x, &args).unwrap(), &[2, 1, 0]).unwrap();
+            let want = ref_transpose(&ref_slice(&r, &args), &[2, 1, 0]);
+            let what = format!("{dtype} {what}");
+            check(&contiguous(&t).unwrap(), &want, dtype, &what);
+        }
         // Broadcast rows and columns.
         let row = Nd::from_fn(&[1, 517], |i| value(i[1]));
         let (xr, rr) = make(&row, dtype);

@@ -83,31 +83,36 @@ fn data(rng: &mut Rng, n: usize, dtype: DType) -> Vec<f64> {
         .collect()
 }
 
-const DTYPES: [DType; 13] = [
-    DType::Bool,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-];
+/// Every real element type ([`DType::ALL`] but complex64).
+const DTYPES: [DType; 13] = {
+    let [reals @ .., DType::C64] = DType::ALL else {
+        panic!("DType::ALL ends with complex64")
+    };
+    reals
+};
 
-/// `x` sorted along `axis` agrees with the reference in values and indices.
-fn check_sort(name: &str, x: &Array, axis: Option<isize>) {
-    let (vals, shape, ax) = match axis {
+/// An array of `vals` with `shape`, cast to `dtype`.
+fn typed(vals: &[f64], shape: &[usize], dtype: DType) -> Array {
+    Array::from_slice(vals, shape)
+        .unwrap()
+        .astype(dtype)
+        .unwrap()
+}
+
+/// The values of `x`, the shape they are sorted in and the axis (`None`: `x` flattened).
+fn lanes_of(x: &Array, axis: Option<isize>) -> (Vec<f64>, Vec<usize>, usize) {
+    match axis {
         None => (values(x), vec![x.size()], 0),
         Some(a) => {
             let ax = if a < 0 { a + x.ndim() as isize } else { a } as usize;
             (values(x), x.shape().to_vec(), ax)
         }
-    };
+    }
+}
+
+/// `x` sorted along `axis` agrees with the reference in values and indices.
+fn check_sort(name: &str, x: &Array, axis: Option<isize>) {
+    let (vals, shape, ax) = lanes_of(x, axis);
     let (want_v, want_i) = reference(&vals, &shape, ax);
     let (v, i) = sort_with_indices(x, axis).unwrap();
     assert_eq!(v.shape(), shape.as_slice(), "{name}");
@@ -138,10 +143,7 @@ fn sort_matches_a_stable_reference_over_dtypes_and_axes() {
         // Short lanes (compared) and, flattened, a long one (radix-sorted).
         let shape = [4usize, 5, 30];
         let vals = data(&mut rng, 600, dtype);
-        let x = Array::from_slice(&vals, &shape)
-            .unwrap()
-            .astype(dtype)
-            .unwrap();
+        let x = typed(&vals, &shape, dtype);
         for axis in [Some(0), Some(1), Some(2), Some(-1), Some(-3), None] {
             check_sort(&format!("{dtype} {axis:?}"), &x, axis);
         }
@@ -153,10 +155,7 @@ fn sort_reads_transposed_and_broadcast_views() {
     let mut rng = Rng::new(2);
     for dtype in [DType::F32, DType::I16, DType::F16, DType::U64] {
         let vals = data(&mut rng, 7 * 9, dtype);
-        let x = Array::from_slice(&vals, &[7, 9])
-            .unwrap()
-            .astype(dtype)
-            .unwrap();
+        let x = typed(&vals, &[7, 9], dtype);
         let t = x.t().unwrap();
         let p = transpose(&x.reshape(&[7, 3, 3]).unwrap(), &[2, 0, 1]).unwrap();
         for axis in [Some(0), Some(1), Some(-1), None] {
@@ -166,10 +165,7 @@ fn sort_reads_transposed_and_broadcast_views() {
             check_sort(&format!("{dtype} permuted {axis:?}"), &p, axis);
         }
         // A broadcast row: along axis 0 every lane repeats one element (stride 0).
-        let row = Array::from_slice(&vals[..9], &[1, 9])
-            .unwrap()
-            .astype(dtype)
-            .unwrap();
+        let row = typed(&vals[..9], &[1, 9], dtype);
         let b = broadcast_to(&row, &[5, 9]).unwrap();
         for axis in [Some(0), Some(1), None] {
             check_sort(&format!("{dtype} broadcast {axis:?}"), &b, axis);
@@ -282,17 +278,11 @@ fn large_sorts_run_in_parallel_and_agree() {
     ] {
         let n = shape.iter().product();
         let vals = data(&mut rng, n, DType::F32);
-        let x = Array::from_slice(&vals, &shape)
-            .unwrap()
-            .astype(DType::F32)
-            .unwrap();
+        let x = typed(&vals, &shape, DType::F32);
         check_sort(&format!("{shape:?}"), &x, Some(axis));
     }
     let vals = data(&mut rng, 150_000, DType::I32);
-    let x = Array::from_slice(&vals, &[500, 300])
-        .unwrap()
-        .astype(DType::I32)
-        .unwrap();
+    let x = typed(&vals, &[500, 300], DType::I32);
     check_sort("i32 transposed", &x.t().unwrap(), Some(1));
 }
 
@@ -300,13 +290,7 @@ fn large_sorts_run_in_parallel_and_agree() {
 /// element (the one a stable sort puts there), nothing before it is greater and nothing
 /// after it smaller, and the indices say where each value came from.
 fn check_partition(name: &str, x: &Array, kth: isize, axis: Option<isize>) {
-    let (vals, shape, ax) = match axis {
-        None => (values(x), vec![x.size()], 0),
-        Some(a) => {
-            let ax = if a < 0 { a + x.ndim() as isize } else { a } as usize;
-            (values(x), x.shape().to_vec(), ax)
-        }
-    };
+    let (vals, shape, ax) = lanes_of(x, axis);
     let n = shape[ax];
     let k = if kth < 0 { kth + n as isize } else { kth } as usize;
     let (sorted, sorted_i) = reference(&vals, &shape, ax);
@@ -347,10 +331,7 @@ fn partition_matches_the_sort_at_kth() {
     let mut rng = Rng::new(4);
     for dtype in DTYPES {
         let vals = data(&mut rng, 60, dtype);
-        let x = Array::from_slice(&vals, &[5, 12])
-            .unwrap()
-            .astype(dtype)
-            .unwrap();
+        let x = typed(&vals, &[5, 12], dtype);
         for (kth, axis) in [
             (0, Some(1)),
             (11, Some(-1)),
@@ -380,10 +361,7 @@ fn sorts_read_sliced_views_with_negative_steps() {
     let mut rng = Rng::new(7);
     for dtype in [DType::F32, DType::I64, DType::BF16, DType::U8] {
         let vals = data(&mut rng, 8 * 10, dtype);
-        let x = Array::from_slice(&vals, &[8, 10])
-            .unwrap()
-            .astype(dtype)
-            .unwrap();
+        let x = typed(&vals, &[8, 10], dtype);
         // x[::-1, 1::3] and x[6:1:-2]
         let a = slice(
             &x,
@@ -410,13 +388,7 @@ fn sorts_read_sliced_views_with_negative_steps() {
 
 /// `topk` holds the `k` largest of each lane (as a multiset), the `k`-th largest first.
 fn check_topk(name: &str, x: &Array, k: usize, axis: Option<isize>) {
-    let (vals, shape, ax) = match axis {
-        None => (values(x), vec![x.size()], 0),
-        Some(a) => {
-            let ax = if a < 0 { a + x.ndim() as isize } else { a } as usize;
-            (values(x), x.shape().to_vec(), ax)
-        }
-    };
+    let (vals, shape, ax) = lanes_of(x, axis);
     let n = shape[ax];
     let (sorted, _) = reference(&vals, &shape, ax);
     let top = topk(x, k, axis).unwrap();
@@ -448,10 +420,7 @@ fn topk_holds_the_k_largest() {
     let mut rng = Rng::new(8);
     for dtype in [DType::F32, DType::F16, DType::I32, DType::U16, DType::Bool] {
         let vals = data(&mut rng, 6 * 40, dtype);
-        let x = Array::from_slice(&vals, &[6, 40])
-            .unwrap()
-            .astype(dtype)
-            .unwrap();
+        let x = typed(&vals, &[6, 40], dtype);
         for (k, axis) in [
             (0, Some(1)),
             (1, Some(1)),
@@ -495,15 +464,9 @@ fn searchsorted_matches_counting() {
         let raw = Array::from_slice(&data(&mut rng, 40, dtype), &[40]).unwrap();
         let mut sorted = values(&raw.astype(dtype).unwrap());
         sorted.sort_by(|a, b| order(*a, *b));
-        let a = Array::from_slice(&sorted, &[40])
-            .unwrap()
-            .astype(dtype)
-            .unwrap();
+        let a = typed(&sorted, &[40], dtype);
         let queries = data(&mut rng, 24, dtype);
-        let v = Array::from_slice(&queries, &[4, 6])
-            .unwrap()
-            .astype(dtype)
-            .unwrap();
+        let v = typed(&queries, &[4, 6], dtype);
         for v in [v.clone(), v.t().unwrap()] {
             let q = values(&v);
             for right in [false, true] {

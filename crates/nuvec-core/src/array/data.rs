@@ -2,7 +2,9 @@
 //! index to one of them. Views (transpose, broadcast, slices, most reshapes) share a buffer
 //! with a new layout.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use crate::backend::cuda::DeviceCopy;
 
 use crate::dtype::{Complex64, Element, bf16, f16};
 use crate::{DType, Error, Result};
@@ -211,39 +213,110 @@ impl HostData {
 }
 
 /// Memory holding an array's elements. Several arrays (views) may share one buffer.
+///
+/// The elements live on the host, on a GPU, or both: a copy is made where it is needed (the
+/// CPU backend reads the host copy, a GPU kernel the device copy) and then kept, so data
+/// moves at most once each way. Writing through [`Buffer::host_mut`] drops the device copy.
 #[derive(Debug)]
 pub struct Buffer {
-    host: HostData,
+    dtype: DType,
+    len: usize,
+    host: OnceLock<HostData>,
+    device: OnceLock<DeviceCopy>,
 }
 
 impl Buffer {
     /// A buffer of host elements.
     pub fn from_host(host: HostData) -> Buffer {
-        Buffer { host }
+        Buffer {
+            dtype: host.dtype(),
+            len: host.len(),
+            host: OnceLock::from(host),
+            device: OnceLock::new(),
+        }
     }
 
-    /// The elements on the host.
+    /// A buffer whose elements live on a GPU.
+    pub(crate) fn from_device(copy: DeviceCopy, dtype: DType, len: usize) -> Buffer {
+        Buffer {
+            dtype,
+            len,
+            host: OnceLock::new(),
+            device: OnceLock::from(copy),
+        }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer holds no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The elements on the host. The CPU backend and the readers of values call
+    /// [`Buffer::ensure_host`] first, so a buffer reaching this has a host copy.
     pub fn host(&self) -> &HostData {
-        &self.host
+        self.host
+            .get()
+            .expect("host data is made resident before it is read")
     }
 
-    /// The elements on the host, mutably (the buffer must be owned alone).
+    /// The elements on the host, copied from the device (waiting for the work that computes
+    /// them) if this is the first time they are read there.
+    pub fn ensure_host(&self) -> Result<&HostData> {
+        if let Some(h) = self.host.get() {
+            return Ok(h);
+        }
+        let copy = self.device.get().ok_or_else(|| {
+            crate::Error::Device("a buffer has neither host nor device elements".into())
+        })?;
+        let host = copy.to_host(self.dtype, self.len)?;
+        // Another thread may have made the copy meanwhile; either is the same data.
+        let _ = self.host.set(host);
+        Ok(self.host.get().expect("just set"))
+    }
+
+    /// The device copy, if there is one.
+    pub(crate) fn device(&self) -> Option<&DeviceCopy> {
+        self.device.get()
+    }
+
+    /// Keeps `copy` as this buffer's device copy (made from the host copy).
+    pub(crate) fn set_device(&self, copy: DeviceCopy) -> &DeviceCopy {
+        let _ = self.device.set(copy);
+        self.device.get().expect("just set")
+    }
+
+    /// The elements on the host, mutably (the buffer must be owned alone and resident on the
+    /// host); the device copy, now stale, is dropped.
     pub fn host_mut(&mut self) -> &mut HostData {
-        &mut self.host
+        self.device.take();
+        self.host
+            .get_mut()
+            .expect("host data is made resident before it is written")
     }
 
     /// The host elements, taking the buffer.
     pub fn into_host(mut self) -> HostData {
-        std::mem::replace(&mut self.host, HostData::Bool(Vec::new()))
+        self.host
+            .take()
+            .expect("host data is made resident before it is taken")
     }
 }
 
 impl Drop for Buffer {
     fn drop(&mut self) {
-        super::pool::release(std::mem::replace(
-            &mut self.host,
-            HostData::Bool(Vec::new()),
-        ));
+        if let Some(h) = self.host.take() {
+            super::pool::release(h);
+        }
     }
 }
 
@@ -286,8 +359,11 @@ impl Layout {
     }
 
     /// Whether the elements are in row-major order, one after another, from `offset` (axes of
-    /// size 1 may have any stride).
+    /// size 1 may have any stride; a layout of no elements always is).
     pub fn is_row_contiguous(&self) -> bool {
+        if self.size() == 0 {
+            return true;
+        }
         let mut expected = 1isize;
         for (&n, &s) in self.shape.iter().zip(&self.strides).rev() {
             if n == 1 {
@@ -450,7 +526,7 @@ impl ArrayData {
 
     /// The element type.
     pub fn dtype(&self) -> DType {
-        self.buffer.host().dtype()
+        self.buffer.dtype()
     }
 
     /// The same buffer seen through another layout.
@@ -469,7 +545,7 @@ impl ArrayData {
 
     /// The elements in row-major order, as a new vector.
     pub fn to_vec<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
-        let src = self.buffer.host().typed::<T>(op)?;
+        let src = self.buffer.ensure_host()?.typed::<T>(op)?;
         Ok(gather_row_major(src, &self.layout))
     }
 
@@ -478,7 +554,7 @@ impl ArrayData {
         if !self.layout.is_row_contiguous() {
             return None;
         }
-        let src = T::host_slice(self.buffer.host())?;
+        let src = T::host_slice(self.buffer.ensure_host().ok()?)?;
         Some(&src[self.layout.offset..self.layout.offset + self.layout.size()])
     }
 }

@@ -405,7 +405,7 @@ impl Array {
             "[]".to_string()
         } else {
             // Only the elements shown are read (and decide the format), as in NumPy.
-            let values = shown_values(data, &shown, &cut);
+            let values = shown_values(data, &shown, &cut)?;
             let words = words(&values, dtype, shape.is_empty());
             let grid = Grid {
                 words: &words,
@@ -440,7 +440,11 @@ impl Array {
 
 /// The elements at the shown indices (the first and last [`EDGE`] of each cut axis), in
 /// row-major order of the shown grid.
-fn shown_values(data: &super::ArrayData, shown: &[usize], cut: &[bool]) -> Vec<Canon> {
+fn shown_values(
+    data: &super::ArrayData,
+    shown: &[usize],
+    cut: &[bool],
+) -> crate::Result<Vec<Canon>> {
     let layout = &data.layout;
     let index_of = |axis: usize, i: usize| {
         if cut[axis] && i >= EDGE {
@@ -467,9 +471,9 @@ fn shown_values(data: &super::ArrayData, shown: &[usize], cut: &[bool]) -> Vec<C
             index[axis] = 0;
         }
     }
-    crate::with_host!(data.buffer.host(), src, _T => {
+    Ok(crate::with_host!(data.buffer.ensure_host()?, src, _T => {
         positions.iter().map(|&p| Element::to_canon(src[p])).collect()
-    })
+    }))
 }
 
 impl fmt::Display for Array {

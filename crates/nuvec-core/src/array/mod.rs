@@ -94,40 +94,36 @@ impl Array {
         let dtype = data.dtype();
         let cell = OnceLock::new();
         let _ = cell.set(data);
+        Array::leaf(shape, dtype, None, cell)
+    }
+
+    /// An array without a node, on the default stream.
+    fn leaf(
+        shape: Vec<usize>,
+        dtype: DType,
+        error: Option<Error>,
+        data: OnceLock<ArrayData>,
+    ) -> Array {
         Array::from_inner(Inner {
             shape,
             dtype,
             stream: default_stream(),
-            error: None,
+            error,
             node: None,
-            data: cell,
+            data,
         })
     }
 
     /// An array in an error state: every operation given it, and [`crate::eval`], report
     /// `err` (how operators such as `+` carry an error they cannot return).
     pub fn from_error(err: Error) -> Array {
-        Array::from_inner(Inner {
-            shape: Vec::new(),
-            dtype: DType::F32,
-            stream: default_stream(),
-            error: Some(err),
-            node: None,
-            data: OnceLock::new(),
-        })
+        Array::leaf(Vec::new(), DType::F32, Some(err), OnceLock::new())
     }
 
     /// An array of this shape and type with neither data nor a node: a stand-in that
     /// [`crate::vmap`] records a function's graph on. Evaluating it is an error.
     pub(crate) fn placeholder(shape: Vec<usize>, dtype: DType) -> Array {
-        Array::from_inner(Inner {
-            shape,
-            dtype,
-            stream: default_stream(),
-            error: None,
-            node: None,
-            data: OnceLock::new(),
-        })
+        Array::leaf(shape, dtype, None, OnceLock::new())
     }
 
     /// The error this array stands for, if it is the result of a failed operation.
@@ -186,46 +182,19 @@ impl Array {
 
     /// An array of the elements of `data` (row-major) with shape `shape`.
     pub fn from_slice<T: Element>(data: &[T], shape: &[usize]) -> Result<Array> {
-        let n: usize = shape.iter().product();
-        if n != data.len() {
-            return Err(crate::error::invalid(
-                "from_slice",
-                format!(
-                    "{} elements do not fill shape {shape:?} ({n} elements)",
-                    data.len()
-                ),
-            ));
-        }
+        check_fill("from_slice", data.len(), shape)?;
         Ok(Array::from_data(ArrayData::from_vec(data.to_vec(), shape)))
     }
 
     /// An array taking ownership of `data` (row-major) with shape `shape`.
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Array> {
-        let n: usize = shape.iter().product();
-        if n != data.len() {
-            return Err(crate::error::invalid(
-                "from_vec",
-                format!(
-                    "{} elements do not fill shape {shape:?} ({n} elements)",
-                    data.len()
-                ),
-            ));
-        }
+        check_fill("from_vec", data.len(), shape)?;
         Ok(Array::from_data(ArrayData::from_vec(data, shape)))
     }
 
     /// An array of host data of any element type (row-major) with shape `shape`.
     pub fn from_buffer(data: HostData, shape: &[usize]) -> Result<Array> {
-        let n: usize = shape.iter().product();
-        if n != data.len() {
-            return Err(crate::error::invalid(
-                "from_buffer",
-                format!(
-                    "{} elements do not fill shape {shape:?} ({n} elements)",
-                    data.len()
-                ),
-            ));
-        }
+        check_fill("from_buffer", data.len(), shape)?;
         Ok(Array::from_data(ArrayData::from_host(data, shape)))
     }
 
@@ -381,6 +350,18 @@ impl Array {
         let axes: Vec<usize> = (0..self.ndim()).rev().collect();
         crate::ops::transpose(self, &axes)
     }
+}
+
+/// Checks that `len` elements fill `shape` exactly (the error names `op`).
+fn check_fill(op: &'static str, len: usize, shape: &[usize]) -> Result<()> {
+    let n: usize = shape.iter().product();
+    if n != len {
+        return Err(crate::error::invalid(
+            op,
+            format!("{len} elements do not fill shape {shape:?} ({n} elements)"),
+        ));
+    }
+    Ok(())
 }
 
 impl Default for Array {

@@ -1,6 +1,8 @@
-//! The backends: the CPU (always) and, later, CUDA. Each has one file per primitive family.
+//! The backends: the CPU (always) and CUDA (where a driver and a device answer). Each has
+//! one file per primitive family.
 
 pub(crate) mod cpu;
+pub(crate) mod cuda;
 
 use crate::array::ArrayData;
 use crate::primitive::{OutputSpec, Primitive};
@@ -10,9 +12,10 @@ use crate::{Device, DeviceKind, Error, Result, Stream};
 pub(crate) fn check_device(device: Device) -> Result<()> {
     match device.kind {
         DeviceKind::Cpu => Ok(()),
-        DeviceKind::Gpu => Err(Error::Device(format!(
-            "{device}: this build of nuvec has no CUDA backend"
-        ))),
+        DeviceKind::Gpu => cuda::check(device.index).map_err(|e| match e {
+            Error::Device(msg) => Error::Device(format!("{device}: {msg}")),
+            other => other,
+        }),
     }
 }
 
@@ -24,10 +27,13 @@ pub(crate) fn eval(
     outputs: &[OutputSpec],
 ) -> Result<Vec<ArrayData>> {
     match stream.device.kind {
-        DeviceKind::Cpu => cpu::eval(primitive, inputs, outputs),
-        DeviceKind::Gpu => Err(Error::Device(format!(
-            "{}: this build of nuvec has no CUDA backend",
-            stream.device
-        ))),
+        DeviceKind::Cpu => {
+            // Inputs computed on a GPU come to the host once (and stay there too).
+            for data in inputs.iter() {
+                data.buffer.ensure_host()?;
+            }
+            cpu::eval(primitive, inputs, outputs)
+        }
+        DeviceKind::Gpu => cuda::eval(stream, primitive, inputs, outputs),
     }
 }

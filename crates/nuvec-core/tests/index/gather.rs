@@ -235,40 +235,23 @@ fn gather_matches_formula() {
     for dtype in DTYPES {
         for kind in KINDS {
             for idt in INDEX_DTYPES {
-                for (axes, ishapes, sizes) in cases {
+                for case in cases {
+                    let (axes, ishapes, sizes) = case;
                     let (a, av) = make(&shape, dtype, kind, &mut rng);
-                    let mut bshape: Vec<usize> = Vec::new();
-                    let mut indices = Vec::new();
-                    let mut ivals = Vec::new();
-                    for (j, ishape) in ishapes.iter().enumerate() {
-                        let ax = axes[j].rem_euclid(3) as usize;
-                        let n: usize = ishape.iter().product();
-                        let iv = rng.indices(n, shape[ax], idt);
-                        indices.push(index_array(&iv, ishape, idt));
-                        ivals.push(iv);
-                        while bshape.len() < ishape.len() {
-                            bshape.insert(0, 1);
-                        }
-                        let off = bshape.len() - ishape.len();
-                        for (d, &s) in ishape.iter().enumerate() {
-                            if s != 1 {
-                                bshape[off + d] = s;
-                            }
-                        }
-                    }
-                    let got = gather(&a, &indices, axes, sizes).unwrap();
+                    let ix = Indices::random(&mut rng, &shape, case, idt);
+                    let bshape = &ix.shape;
+                    let got = gather(&a, &ix.arrays, axes, sizes).unwrap();
                     let mut out_shape = bshape.clone();
                     out_shape.extend_from_slice(sizes);
                     let np: usize = bshape.iter().product();
                     let wn: usize = sizes.iter().product();
                     let mut want = Vec::new();
                     for p in 0..np {
-                        let pi = unravel(p, &bshape);
+                        let pi = unravel(p, bshape);
                         let mut start = [0usize; 3];
                         for (j, ishape) in ishapes.iter().enumerate() {
                             let ax = axes[j].rem_euclid(3) as usize;
-                            let fl: Vec<f64> = ivals[j].iter().map(|&v| v as f64).collect();
-                            let v = at_broadcast(&fl, ishape, &pi) as i64;
+                            let v = ix.at(j, ishape, &pi);
                             start[ax] = clamped(v, shape[ax], sizes[ax]);
                         }
                         for w in 0..wn {

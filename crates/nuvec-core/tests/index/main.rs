@@ -8,8 +8,11 @@ mod gather;
 mod scatter;
 mod slice_update;
 
+#[path = "../shape_ref/mod.rs"]
+mod shape_ref;
+
 use nuvec_core::{
-    Array, DType, Error, IndexOp, Primitive, ScatterMode, SliceArg, broadcast_to, gather,
+    Array, DType, Element, Error, IndexOp, Primitive, ScatterMode, SliceArg, broadcast_to, gather,
     put_along_axis, scatter, scatter_add, scatter_add_axis, scatter_max, scatter_min, scatter_prod,
     slice, slice_update, slice_update_add, slice_update_max, slice_update_min, slice_update_prod,
     take, take_along_axis, transpose,
@@ -125,10 +128,7 @@ fn make(shape: &[usize], dtype: DType, kind: Kind, rng: &mut Rng) -> (Array, Vec
         Kind::Transposed if shape.len() >= 2 => {
             let rev: Vec<usize> = shape.iter().rev().copied().collect();
             let w = rng.values(n, dtype);
-            let base = Array::from_vec(w.clone(), &rev)
-                .unwrap()
-                .astype(dtype)
-                .unwrap();
+            let base = typed(&w, &rev, dtype);
             let perm: Vec<usize> = (0..shape.len()).rev().collect();
             let a = transpose(&base, &perm).unwrap();
             let logical = (0..n)
@@ -143,10 +143,7 @@ fn make(shape: &[usize], dtype: DType, kind: Kind, rng: &mut Rng) -> (Array, Vec
             let mut small = shape.to_vec();
             small[0] = 1;
             let w = rng.values(n / shape[0], dtype);
-            let base = Array::from_vec(w.clone(), &small)
-                .unwrap()
-                .astype(dtype)
-                .unwrap();
+            let base = typed(&w, &small, dtype);
             let a = broadcast_to(&base, shape).unwrap();
             let logical = (0..n)
                 .map(|k| at_broadcast(&w, &small, &unravel(k, shape)))
@@ -157,10 +154,7 @@ fn make(shape: &[usize], dtype: DType, kind: Kind, rng: &mut Rng) -> (Array, Vec
             let mut big = shape.to_vec();
             big[0] *= 2;
             let w = rng.values(2 * n, dtype);
-            let base = Array::from_vec(w.clone(), &big)
-                .unwrap()
-                .astype(dtype)
-                .unwrap();
+            let base = typed(&w, &big, dtype);
             let a = slice(&base, &[SliceArg::new(None, None, -2)]).unwrap();
             let logical = (0..n)
                 .map(|k| {
@@ -176,29 +170,69 @@ fn make(shape: &[usize], dtype: DType, kind: Kind, rng: &mut Rng) -> (Array, Vec
             big[0] += 1;
             let row: usize = shape[1..].iter().product();
             let w = rng.values(n + row, dtype);
-            let base = Array::from_vec(w.clone(), &big)
-                .unwrap()
-                .astype(dtype)
-                .unwrap();
+            let base = typed(&w, &big, dtype);
             let a = slice(&base, &[SliceArg::new(Some(1), None, 1)]).unwrap();
             (a, w[row..].to_vec())
         }
         _ => {
             let v = rng.values(n, dtype);
-            let a = Array::from_vec(v.clone(), shape)
-                .unwrap()
-                .astype(dtype)
-                .unwrap();
+            let a = typed(&v, shape, dtype);
             (a, v)
         }
     }
 }
 
-fn index_array(values: &[i64], shape: &[usize], dtype: DType) -> Array {
-    Array::from_vec(values.to_vec(), shape)
+/// An array of `values` with `shape`, cast to `dtype`.
+fn typed<T: Element>(values: &[T], shape: &[usize], dtype: DType) -> Array {
+    Array::from_slice(values, shape)
         .unwrap()
         .astype(dtype)
         .unwrap()
+}
+
+fn index_array(values: &[i64], shape: &[usize], dtype: DType) -> Array {
+    typed(values, shape, dtype)
+}
+
+/// Random index arrays of `dtype` and shapes `ishapes` for `axes` of an input of `shape`
+/// (of rank 3), with their values and the shape they broadcast to.
+struct Indices {
+    arrays: Vec<Array>,
+    values: Vec<Vec<f64>>,
+    shape: Vec<usize>,
+}
+
+impl Indices {
+    fn random(rng: &mut Rng, shape: &[usize], case: IndexCase, dtype: DType) -> Indices {
+        let (axes, ishapes, _) = case;
+        let mut out = Indices {
+            arrays: Vec::new(),
+            values: Vec::new(),
+            shape: Vec::new(),
+        };
+        for (j, ishape) in ishapes.iter().enumerate() {
+            let ax = axes[j].rem_euclid(3) as usize;
+            let n: usize = ishape.iter().product();
+            let iv = rng.indices(n, shape[ax], dtype);
+            out.arrays.push(index_array(&iv, ishape, dtype));
+            out.values.push(iv.iter().map(|&v| v as f64).collect());
+            while out.shape.len() < ishape.len() {
+                out.shape.insert(0, 1);
+            }
+            let off = out.shape.len() - ishape.len();
+            for (d, &s) in ishape.iter().enumerate() {
+                if s != 1 {
+                    out.shape[off + d] = s;
+                }
+            }
+        }
+        out
+    }
+
+    /// The index of array `j` (of shape `ishape`) read at position `pi` of the broadcast shape.
+    fn at(&self, j: usize, ishape: &[usize], pi: &[usize]) -> i64 {
+        at_broadcast(&self.values[j], ishape, pi) as i64
+    }
 }
 
 /// The array's elements as f64.
@@ -227,6 +261,11 @@ fn in_range(v: i64, dim: usize, window: usize) -> Option<usize> {
     let d = dim as i64;
     let v = if v < 0 { v + d } else { v };
     (v >= 0 && v + window as i64 <= d).then_some(v as usize)
+}
+
+/// `slot` combined with `new` as the element type holds it.
+fn combine_into(slot: &mut f64, mode: ScatterMode, dtype: DType, new: f64) {
+    *slot = combine(mode, dtype, *slot, held(new, dtype));
 }
 
 fn combine(mode: ScatterMode, dtype: DType, old: f64, new: f64) -> f64 {

@@ -27,12 +27,7 @@ fn scatter_axis_reference(
         let mut t = q.clone();
         t[axis] = i;
         let t = ravel(&t, shape);
-        out[t] = combine(
-            mode,
-            dtype,
-            out[t],
-            held(at_broadcast(values, vshape, &q), dtype),
-        );
+        combine_into(&mut out[t], mode, dtype, at_broadcast(values, vshape, &q));
     }
     out
 }
@@ -91,34 +86,15 @@ fn put_along_axis_none_keeps_the_shape() {
     let iv = [11i64, -1, 0, 13, -20, 5];
     let idx = index_array(&iv, &[6], DType::I32);
     let v = Array::from_slice(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], &[6]).unwrap();
-    let got = put_along_axis(&a, &idx, &v, None).unwrap();
     let vv = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
-    let want = scatter_axis_reference(
-        ScatterMode::Replace,
-        DType::F32,
-        &av,
-        &[12],
-        &iv,
-        &[6],
-        &vv,
-        &[6],
-        0,
-    );
-    check(&got, &[3, 4], &want, "flat put");
-    let got = scatter_add_axis(&a, &idx, &v, None).unwrap();
-    let want = scatter_axis_reference(
-        ScatterMode::Sum,
-        DType::F32,
-        &av,
-        &[12],
-        &iv,
-        &[6],
-        &vv,
-        &[6],
-        0,
-    );
-    check(&got, &[3, 4], &want, "flat add");
+    let put = put_along_axis(&a, &idx, &v, None).unwrap();
+    let add = scatter_add_axis(&a, &idx, &v, None).unwrap();
+    for (got, mode) in [(put, ScatterMode::Replace), (add, ScatterMode::Sum)] {
+        let want = scatter_axis_reference(mode, DType::F32, &av, &[12], &iv, &[6], &vv, &[6], 0);
+        check(&got, &[3, 4], &want, &format!("flat {mode:?}"));
+    }
 }
+
 #[test]
 fn large_scatters_along_an_axis_match_formula() {
     // Many blocks of positions, over a transposed target and broadcast values.
@@ -184,43 +160,26 @@ fn scatter_matches_formula() {
     for dtype in DTYPES {
         for kind in KINDS {
             for mode in MODES {
-                for (c, (axes, ishapes, window)) in cases.iter().enumerate() {
+                for (c, &case) in cases.iter().enumerate() {
+                    let (axes, ishapes, window) = case;
                     let idt = INDEX_DTYPES[c % 3];
                     let (a, av) = make(&shape, dtype, kind, &mut rng);
-                    let mut bshape: Vec<usize> = Vec::new();
-                    let mut indices = Vec::new();
-                    let mut ivals = Vec::new();
-                    for (j, ishape) in ishapes.iter().enumerate() {
-                        let ax = axes[j].rem_euclid(3) as usize;
-                        let n: usize = ishape.iter().product();
-                        let iv = rng.indices(n, shape[ax], idt);
-                        indices.push(index_array(&iv, ishape, idt));
-                        ivals.push(iv);
-                        while bshape.len() < ishape.len() {
-                            bshape.insert(0, 1);
-                        }
-                        let off = bshape.len() - ishape.len();
-                        for (d, &s) in ishape.iter().enumerate() {
-                            if s != 1 {
-                                bshape[off + d] = s;
-                            }
-                        }
-                    }
+                    let ix = Indices::random(&mut rng, &shape, case, idt);
+                    let bshape = &ix.shape;
                     let mut ushape = bshape.clone();
                     ushape.extend_from_slice(window);
                     // Updates laid out every way too (transposed, broadcast).
                     let (u, uv) = make(&ushape, dtype, KINDS[(c + 1) % KINDS.len()], &mut rng);
-                    let got = scatter_mode(mode, &a, &indices, &u, axes).unwrap();
+                    let got = scatter_mode(mode, &a, &ix.arrays, &u, axes).unwrap();
                     let np: usize = bshape.iter().product();
                     let wn: usize = window.iter().product();
                     let mut want = av.clone();
                     'positions: for p in 0..np {
-                        let pi = unravel(p, &bshape);
+                        let pi = unravel(p, bshape);
                         let mut start = [0usize; 3];
                         for (j, ishape) in ishapes.iter().enumerate() {
                             let ax = axes[j].rem_euclid(3) as usize;
-                            let fl: Vec<f64> = ivals[j].iter().map(|&v| v as f64).collect();
-                            let v = at_broadcast(&fl, ishape, &pi) as i64;
+                            let v = ix.at(j, ishape, &pi);
                             match in_range(v, shape[ax], window[ax]) {
                                 Some(s) => start[ax] = s,
                                 None => continue 'positions,

@@ -5,31 +5,6 @@ use super::*;
 // ---------------------------------------------------------------------------------------------
 // slice_update and its reductions
 
-/// Python's `range(dim)[s]`.
-fn python_slice(dim: usize, s: SliceArg) -> Vec<usize> {
-    let d = dim as isize;
-    let norm = |v: isize| if v < 0 { v + d } else { v };
-    let mut out = Vec::new();
-    if s.step > 0 {
-        let start = s.start.map_or(0, |v| norm(v).clamp(0, d));
-        let stop = s.stop.map_or(d, |v| norm(v).clamp(0, d));
-        let mut i = start;
-        while i < stop {
-            out.push(i as usize);
-            i += s.step;
-        }
-    } else {
-        let start = s.start.map_or(d - 1, |v| norm(v).clamp(-1, d - 1));
-        let stop = s.stop.map_or(-1, |v| norm(v).clamp(-1, d - 1));
-        let mut i = start;
-        while i > stop {
-            out.push(i as usize);
-            i += s.step;
-        }
-    }
-    out
-}
-
 fn slice_update_mode(
     mode: ScatterMode,
     src: &Array,
@@ -56,7 +31,7 @@ fn slice_update_reference(
     ushape: &[usize],
 ) -> (Vec<usize>, Vec<f64>) {
     let lists: Vec<Vec<usize>> = (0..shape.len())
-        .map(|d| python_slice(shape[d], slices.get(d).copied().unwrap_or(SliceArg::full())))
+        .map(|d| shape_ref::py_range(shape[d], slices.get(d).copied().unwrap_or(SliceArg::full())))
         .collect();
     let region: Vec<usize> = lists.iter().map(Vec::len).collect();
     let n: usize = region.iter().product();
@@ -65,12 +40,7 @@ fn slice_update_reference(
         let r = unravel(k, &region);
         let t: Vec<usize> = r.iter().enumerate().map(|(d, &i)| lists[d][i]).collect();
         let t = ravel(&t, shape);
-        out[t] = combine(
-            mode,
-            dtype,
-            out[t],
-            held(at_broadcast(update, ushape, &r), dtype),
-        );
+        combine_into(&mut out[t], mode, dtype, at_broadcast(update, ushape, &r));
     }
     (region, out)
 }
@@ -104,7 +74,7 @@ fn slice_update_matches_formula() {
                     let (a, av) = make(&shape, dtype, kind, &mut rng);
                     let lists: Vec<usize> = (0..3)
                         .map(|d| {
-                            python_slice(
+                            shape_ref::py_range(
                                 shape[d],
                                 slices.get(d).copied().unwrap_or(SliceArg::full()),
                             )

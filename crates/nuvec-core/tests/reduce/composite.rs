@@ -6,37 +6,18 @@ use super::*;
 
 #[test]
 fn mean_var_std_match_reference() {
-    Sweep {
-        name: "mean",
-        dtypes: &FLOATISH,
-        kind: Values::General,
-        op: &|x, a, k| mean(x, a, k),
-        out_dtype: &floated,
-        reference: &ref_mean,
-        shapes: SHAPES,
-    }
-    .run();
+    sweep_floats("mean", &|x, a, k| mean(x, a, k), &ref_mean);
     for ddof in [0, 1] {
-        Sweep {
-            name: "var",
-            dtypes: &FLOATISH,
-            kind: Values::General,
-            op: &move |x, a, k| var(x, a, k, ddof),
-            out_dtype: &floated,
-            reference: &move |v, s, a| ref_var(v, s, a, ddof),
-            shapes: SHAPES,
-        }
-        .run();
-        Sweep {
-            name: "std",
-            dtypes: &FLOATISH,
-            kind: Values::General,
-            op: &move |x, a, k| std(x, a, k, ddof),
-            out_dtype: &floated,
-            reference: &move |v, s, a| ref_var(v, s, a, ddof).iter().map(|x| x.sqrt()).collect(),
-            shapes: SHAPES,
-        }
-        .run();
+        sweep_floats(
+            "var",
+            &move |x, a, k| var(x, a, k, ddof),
+            &move |v, s, a| ref_var(v, s, a, ddof),
+        );
+        sweep_floats(
+            "std",
+            &move |x, a, k| std(x, a, k, ddof),
+            &move |v, s, a| ref_var(v, s, a, ddof).iter().map(|x| x.sqrt()).collect(),
+        );
     }
 }
 
@@ -56,16 +37,7 @@ fn mean_of_nothing_is_nan_and_var_with_large_ddof_is_infinite() {
 
 #[test]
 fn logsumexp_matches_reference() {
-    Sweep {
-        name: "logsumexp",
-        dtypes: &FLOATISH,
-        kind: Values::General,
-        op: &|x, a, k| logsumexp(x, a, k),
-        out_dtype: &floated,
-        reference: &ref_lse,
-        shapes: SHAPES,
-    }
-    .run();
+    sweep_floats("logsumexp", &|x, a, k| logsumexp(x, a, k), &ref_lse);
 }
 
 #[test]

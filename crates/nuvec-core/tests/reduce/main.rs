@@ -236,14 +236,20 @@ fn ref_reduce(
     let kept = out_shape(shape, axes, true);
     let mut out = vec![init; kept.iter().product()];
     for (i, &v) in vals.iter().enumerate() {
-        let mut idx = unravel(i, shape);
-        for &a in axes {
-            idx[a] = 0;
-        }
-        let o = ravel(&idx, &kept);
+        let o = out_index(i, shape, axes, &kept);
         out[o] = f(out[o], v);
     }
     out
+}
+
+/// The output position (in `kept`, the shape with `axes` kept as size 1) that element `i` of
+/// `shape` is reduced into.
+fn out_index(i: usize, shape: &[usize], axes: &[usize], kept: &[usize]) -> usize {
+    let mut idx = unravel(i, shape);
+    for &a in axes {
+        idx[a] = 0;
+    }
+    ravel(&idx, kept)
 }
 
 /// Every element of `vals` along `axes`, grouped by output position.
@@ -251,11 +257,7 @@ fn groups(vals: &[f64], shape: &[usize], axes: &[usize]) -> Vec<Vec<f64>> {
     let kept = out_shape(shape, axes, true);
     let mut out = vec![Vec::new(); kept.iter().product()];
     for (i, &v) in vals.iter().enumerate() {
-        let mut idx = unravel(i, shape);
-        for &a in axes {
-            idx[a] = 0;
-        }
-        out[ravel(&idx, &kept)].push(v);
+        out[out_index(i, shape, axes, &kept)].push(v);
     }
     out
 }
@@ -303,7 +305,7 @@ const DTYPES: [DType; 7] = [
 ];
 
 type ReduceFn = dyn Fn(&Array, &[isize], bool) -> Res;
-type RefFn = dyn Fn(&[f64], &[usize], &[usize]) -> Vec<f64>;
+type RefFn<'a> = dyn Fn(&[f64], &[usize], &[usize]) -> Vec<f64> + 'a;
 
 /// One reduction against its reference over shapes, layouts, axes, keepdims and types.
 struct Sweep<'a> {
@@ -312,7 +314,7 @@ struct Sweep<'a> {
     kind: Values,
     op: &'a ReduceFn,
     out_dtype: &'a dyn Fn(DType) -> DType,
-    reference: &'a RefFn,
+    reference: &'a RefFn<'a>,
     shapes: &'a [&'a [usize]],
 }
 
@@ -344,6 +346,28 @@ impl Sweep<'_> {
             }
         }
     }
+}
+
+/// Runs a reduction over every type of [`DTYPES`] against [`ref_reduce`] with `init` and `f`.
+fn sweep_fold(
+    name: &str,
+    kind: Values,
+    op: &ReduceFn,
+    out_dtype: &dyn Fn(DType) -> DType,
+    init: f64,
+    f: &dyn Fn(f64, f64) -> f64,
+    shapes: &[&[usize]],
+) {
+    Sweep {
+        name,
+        dtypes: &DTYPES,
+        kind,
+        op,
+        out_dtype,
+        reference: &|v, s, a| ref_reduce(v, s, a, init, f),
+        shapes,
+    }
+    .run();
 }
 
 fn widened(dtype: DType) -> DType {
@@ -389,25 +413,33 @@ fn ref_lse(v: &[f64], s: &[usize], a: &[usize]) -> Vec<f64> {
         .collect()
 }
 
-const FLOATISH: [DType; 6] = [
-    DType::F32,
-    DType::F64,
-    DType::F16,
-    DType::BF16,
-    DType::I32,
-    DType::U8,
-];
+/// [`DTYPES`] but bool.
+const FLOATISH: [DType; 6] = {
+    let [a, b, c, d, e, f, DType::Bool] = DTYPES else {
+        panic!("DTYPES ends with bool")
+    };
+    [a, b, c, d, e, f]
+};
+
+/// Runs a float reduction (`floated` output) over [`FLOATISH`], general values and the
+/// non-empty shapes, against `reference`.
+fn sweep_floats(name: &str, op: &ReduceFn, reference: &RefFn<'_>) {
+    Sweep {
+        name,
+        dtypes: &FLOATISH,
+        kind: Values::General,
+        op,
+        out_dtype: &floated,
+        reference,
+        shapes: SHAPES,
+    }
+    .run();
+}
 
 /// The softmax of `vals` over `axes` by explicit loops.
 fn ref_softmax(vals: &[f64], shape: &[usize], axes: &[usize]) -> Vec<f64> {
     let kept = out_shape(shape, axes, true);
-    let key = |i: usize| {
-        let mut idx = unravel(i, shape);
-        for &a in axes {
-            idx[a] = 0;
-        }
-        ravel(&idx, &kept)
-    };
+    let key = |i: usize| out_index(i, shape, axes, &kept);
     let mut m = vec![f64::NEG_INFINITY; kept.iter().product()];
     for (i, &v) in vals.iter().enumerate() {
         m[key(i)] = m[key(i)].max(v);

@@ -55,6 +55,45 @@ impl<'a, T: Element> Source<'a, T> {
     }
 }
 
+/// A strided input read in row-major order, its axes merged where they allow it (once, before
+/// the work is split into chunks).
+pub(super) struct Walk<'a, T> {
+    src: &'a [T],
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    offset: usize,
+}
+
+impl<'a, T: Copy> Walk<'a, T> {
+    /// The walk over `src` laid out as `layout`.
+    pub(super) fn new(src: &'a [T], layout: &Layout) -> Walk<'a, T> {
+        let (shape, mut strides) = collapse(&layout.shape, &[&layout.strides]);
+        Walk {
+            src,
+            shape,
+            strides: strides.swap_remove(0),
+            offset: layout.offset,
+        }
+    }
+
+    /// `f(&mut chunk[k], element start + k)` for each `k` of the chunk.
+    #[inline(always)]
+    pub(super) fn each<U>(&self, start: usize, chunk: &mut [U], mut f: impl FnMut(&mut U, T)) {
+        let mut k = 0;
+        for_each_strided(
+            &self.shape,
+            [&self.strides],
+            [self.offset],
+            start,
+            chunk.len(),
+            |[p]| {
+                f(&mut chunk[k], self.src[p]);
+                k += 1;
+            },
+        );
+    }
+}
+
 /// The data of `shape` owning `out`, row-major.
 fn output<U: Element>(out: Vec<U>, shape: &[usize]) -> ArrayData {
     ArrayData::from_vec(out, shape)
@@ -62,7 +101,7 @@ fn output<U: Element>(out: Vec<U>, shape: &[usize]) -> ArrayData {
 
 /// The input's elements, mutably, when its buffer may be written in place for a row-major
 /// result of the same type and size.
-fn donated<T: Element>(data: &mut ArrayData) -> Option<&mut [T]> {
+pub(super) fn donated<T: Element>(data: &mut ArrayData) -> Option<&mut [T]> {
     let n = data.layout.size();
     if data.layout.offset != 0 || !data.layout.is_row_contiguous() || n == 0 {
         return None;
@@ -96,20 +135,9 @@ pub(crate) fn map<T: Element, U: Element>(
             fill_fresh(&mut out, &|_, chunk| chunk.fill(y));
         }
         Source::Strided(src, layout) => {
-            let (cshape, cstrides) = collapse(&layout.shape, &[&layout.strides]);
+            let walk = Walk::new(src, layout);
             fill_fresh(&mut out, &|start, chunk| {
-                let mut k = 0;
-                for_each_strided(
-                    &cshape,
-                    [&cstrides[0]],
-                    [layout.offset],
-                    start,
-                    chunk.len(),
-                    |[p]| {
-                        chunk[k] = f(src[p]);
-                        k += 1;
-                    },
-                );
+                walk.each(start, chunk, |o, v| *o = f(v))
             });
         }
     }
@@ -122,16 +150,22 @@ pub(crate) fn map_same<T: Element>(
     op: &'static str,
     f: impl Fn(T) -> T + Sync,
 ) -> Result<ArrayData> {
-    let shape = x.layout.shape.clone();
-    if let Some(elements) = donated::<T>(x) {
-        fill(elements, &|_, chunk| {
-            for v in chunk.iter_mut() {
-                *v = f(*v);
-            }
-        });
-        return Ok(donated_output(x, &shape));
+    let each = |chunk: &mut [T]| {
+        for v in chunk.iter_mut() {
+            *v = f(*v);
+        }
+    };
+    if let Some(out) = in_place(x, &each) {
+        return Ok(out);
     }
     map(x, op, f)
+}
+
+/// `x`'s own buffer with `f` run over its elements chunk by chunk, when it can be donated.
+fn in_place<T: Element>(x: &mut ArrayData, f: &(dyn Fn(&mut [T]) + Sync)) -> Option<ArrayData> {
+    let shape = x.layout.shape.clone();
+    fill(donated::<T>(x)?, &|_, chunk| f(chunk));
+    Some(donated_output(x, &shape))
 }
 
 /// [`map_same`] for compute-bound `f` (the exponential): the contiguous loops are compiled
@@ -142,10 +176,8 @@ pub(crate) fn map_same_wide<T: Element>(
     op: &'static str,
     f: impl Fn(T) -> T + Sync,
 ) -> Result<ArrayData> {
-    let shape = x.layout.shape.clone();
-    if let Some(elements) = donated::<T>(x) {
-        fill(elements, &|_, chunk| apply_wide(chunk, None, &f));
-        return Ok(donated_output(x, &shape));
+    if let Some(out) = in_place(x, &|chunk| apply_wide(chunk, None, &f)) {
+        return Ok(out);
     }
     if !x.layout.is_row_contiguous() {
         return map(x, op, f);
@@ -156,7 +188,7 @@ pub(crate) fn map_same_wide<T: Element>(
     fill_fresh(&mut out, &|start, chunk| {
         apply_wide(chunk, Some(&src[start..start + chunk.len()]), &f)
     });
-    Ok(output(out, &shape))
+    Ok(output(out, &x.layout.shape))
 }
 
 /// `dst[i] = f(src[i])`, or `f(dst[i])` in place without `src`, with the widest vectors the
@@ -209,20 +241,9 @@ fn zip_into_first<T: Element, B: Element>(
             }
         }),
         Source::Strided(src, layout) => {
-            let (cshape, cstrides) = collapse(&layout.shape, &[&layout.strides]);
+            let walk = Walk::new(src, layout);
             fill(out, &|start, chunk| {
-                let mut k = 0;
-                for_each_strided(
-                    &cshape,
-                    [&cstrides[0]],
-                    [layout.offset],
-                    start,
-                    chunk.len(),
-                    |[p]| {
-                        chunk[k] = f(chunk[k], src[p]);
-                        k += 1;
-                    },
-                );
+                walk.each(start, chunk, |o, v| *o = f(*o, v))
             });
         }
     }

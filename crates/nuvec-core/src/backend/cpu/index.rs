@@ -8,7 +8,7 @@
 
 mod scatter;
 
-use super::elementwise::fill;
+use super::elementwise::{Walk, fill};
 use crate::array::{ArrayData, HostData, Layout, collapse, for_each_strided};
 use crate::dtype::Element;
 use crate::ops::index::IndexOp;
@@ -143,27 +143,17 @@ fn add_bases_typed<T: IndexElem>(
     axis: Axis,
     bounds: Bounds,
 ) {
-    let (shape, strides) = collapse(&layout.shape, &[&layout.strides]);
+    let walk = Walk::new(src, layout);
     fill(bases, &|start, chunk| {
-        let mut k = 0;
-        for_each_strided(
-            &shape,
-            [&strides[0]],
-            [layout.offset],
-            start,
-            chunk.len(),
-            |[p]| {
-                let b = &mut chunk[k];
-                k += 1;
-                if *b == SKIPPED {
-                    return;
-                }
-                *b = match resolve(src[p].to_i64(), axis.dim, axis.window, bounds) {
-                    Some(i) => *b + i * axis.stride,
-                    None => SKIPPED,
-                };
-            },
-        );
+        walk.each(start, chunk, |b, v| {
+            if *b == SKIPPED {
+                return;
+            }
+            *b = match resolve(v.to_i64(), axis.dim, axis.window, bounds) {
+                Some(i) => *b + i * axis.stride,
+                None => SKIPPED,
+            };
+        })
     });
 }
 

@@ -8,14 +8,12 @@
 //! block, and was no faster). A batch of small products is spread over the rayon pool one
 //! product per task; a large product is spread inside `gemm`.
 
-use std::sync::Arc;
-
 use gemm::Parallelism;
 use rayon::prelude::*;
 
 use half::slice::HalfFloatSliceExt;
 
-use super::elementwise::{GRAIN, fill};
+use super::elementwise::{GRAIN, donated, fill};
 use super::math::FloatElem;
 use crate::array::{ArrayData, Layout, collapse, for_each_strided, pool};
 use crate::dtype::{Canon, Complex64, Element, bf16, f16};
@@ -51,21 +49,47 @@ pub(crate) fn eval(
         ),
     };
     let plan = Plan::new(&a.layout, &b.layout);
-    let name = op.name();
+    let product = Product {
+        op: op.name(),
+        a,
+        b,
+        plan: &plan,
+        shape,
+        scale,
+    };
     let data = match dtype {
-        DType::F32 => native::<f32>(name, a, b, c, &plan, shape, scale)?,
-        DType::F64 => native::<f64>(name, a, b, c, &plan, shape, scale)?,
-        DType::C64 => native::<Complex64>(name, a, b, c, &plan, shape, scale)?,
-        DType::F16 => widened::<f16>(name, a, b, c, &plan, shape, scale)?,
-        DType::BF16 => widened::<bf16>(name, a, b, c, &plan, shape, scale)?,
+        DType::F32 => native::<f32>(&product, c)?,
+        DType::F64 => native::<f64>(&product, c)?,
+        DType::C64 => native::<Complex64>(&product, c)?,
+        DType::F16 => widened::<f16>(&product, c)?,
+        DType::BF16 => widened::<bf16>(&product, c)?,
         other => {
             return Err(Error::UnsupportedDType {
-                op: name,
+                op: product.op,
                 dtype: other,
             });
         }
     };
     Ok(vec![data])
+}
+
+/// One evaluation: the op's name, its operands, their plan, the output's shape and scale.
+struct Product<'a> {
+    op: &'static str,
+    a: &'a ArrayData,
+    b: &'a ArrayData,
+    plan: &'a Plan,
+    shape: &'a [usize],
+    scale: Scale,
+}
+
+impl Product<'_> {
+    /// The elements of `a` and `b`, as `T`.
+    fn operands<T: Element>(&self) -> Result<(&[T], &[T])> {
+        let a = self.a.buffer.host().typed::<T>(self.op)?;
+        let b = self.b.buffer.host().typed::<T>(self.op)?;
+        Ok((a, b))
+    }
 }
 
 /// `alpha · (a @ b) + beta · c`; a plain product is `alpha = 1` without `c`.
@@ -203,25 +227,11 @@ fn for_each_tile(m: usize, n: usize, split: bool, f: &(dyn Fn(Tile) + Sync)) {
     let tiles: Vec<Tile> = if !split || parts < 2 {
         vec![whole]
     } else if n >= 64 * parts {
-        let step = n.div_ceil(parts).next_multiple_of(64);
-        (0..n)
-            .step_by(step)
-            .map(|c0| Tile {
-                c0,
-                cols: step.min(n - c0),
-                ..whole
-            })
-            .collect()
+        let cols = bands(n, parts, 64);
+        cols.map(|(c0, cols)| Tile { c0, cols, ..whole }).collect()
     } else if m >= 16 * parts {
-        let step = m.div_ceil(parts).next_multiple_of(16);
-        (0..m)
-            .step_by(step)
-            .map(|r0| Tile {
-                r0,
-                rows: step.min(m - r0),
-                ..whole
-            })
-            .collect()
+        let rows = bands(m, parts, 16);
+        rows.map(|(r0, rows)| Tile { r0, rows, ..whole }).collect()
     } else {
         vec![whole]
     };
@@ -230,6 +240,15 @@ fn for_each_tile(m: usize, n: usize, split: bool, f: &(dyn Fn(Tile) + Sync)) {
     } else {
         tiles.par_iter().for_each(|&t| f(t));
     }
+}
+
+/// `(start, length)` of about `parts` bands covering `0..len`, each a multiple of `multiple`
+/// long but the last.
+fn bands(len: usize, parts: usize, multiple: usize) -> impl Iterator<Item = (usize, usize)> {
+    let step = len.div_ceil(parts).next_multiple_of(multiple);
+    (0..len)
+        .step_by(step)
+        .map(move |at| (at, step.min(len - at)))
 }
 
 /// An output that several tasks write, each its own tiles.
@@ -265,16 +284,9 @@ fn with_output<T: Element>(
         f(&mut out);
         return Ok(ArrayData::from_vec(out, shape));
     };
-    let whole = c.layout.offset == 0 && c.layout.is_row_contiguous();
-    if whole
-        && let Some(buffer) = Arc::get_mut(&mut c.buffer)
-        && let Some(elements) = T::host_slice_mut(buffer.host_mut()).filter(|e| e.len() == n)
-    {
+    if let Some(elements) = donated::<T>(c).filter(|e| e.len() == n) {
         f(elements);
-        return Ok(ArrayData {
-            buffer: Arc::clone(&c.buffer),
-            layout: Layout::contiguous(shape),
-        });
+        return Ok(c.view(Layout::contiguous(shape)));
     }
     let mut out = c.to_vec::<T>(op)?;
     f(&mut out);
@@ -282,61 +294,90 @@ fn with_output<T: Element>(
 }
 
 /// A product in the element type itself, through `gemm`.
-fn native<T: Element>(
-    op: &'static str,
-    a: &ArrayData,
-    b: &ArrayData,
-    c: Option<&mut ArrayData>,
-    plan: &Plan,
-    shape: &[usize],
-    scale: Scale,
-) -> Result<ArrayData> {
-    let sa = a.buffer.host().typed::<T>(op)?;
-    let sb = b.buffer.host().typed::<T>(op)?;
+fn native<T: Element>(product: &Product<'_>, c: Option<&mut ArrayData>) -> Result<ArrayData> {
+    let (sa, sb) = product.operands::<T>()?;
     let read_dst = c.is_some();
+    let scale = product.scale;
     let alpha = T::from_canon(Canon::Float(f64::from(scale.alpha)));
     let beta = T::from_canon(Canon::Float(f64::from(scale.beta)));
-    let p = plan;
-    with_output(op, c, shape, |out| {
+    let p = product.plan;
+    with_output(product.op, c, product.shape, |out| {
         p.for_each(out, &|i, dst, split| {
             let (pa, pb) = p.starts[i];
             let dst = Shared(dst.as_mut_ptr());
             for_each_tile(p.m, p.n, split, &|t| {
+                let a = Strided {
+                    at: sa.as_ptr().wrapping_add(pa),
+                    rs: p.a_rs,
+                    cs: p.a_cs,
+                };
+                let b = Strided {
+                    at: sb.as_ptr().wrapping_add(pb),
+                    rs: p.b_rs,
+                    cs: p.b_cs,
+                };
                 // SAFETY: the tile's rows and columns lie inside this product's `m × n`
                 // row-major block of the output, which no other task writes; every element
                 // gemm reads, `pa + r·a_rs + j·a_cs` for `r < m`, `j < k` (and likewise for
                 // `b`), is an element of the operand's layout, so it lies inside its buffer,
                 // which the caller holds for the whole call.
-                unsafe {
-                    gemm::gemm(
-                        t.rows,
-                        t.cols,
-                        p.k,
-                        dst.at(t.r0 * p.n + t.c0),
-                        1,
-                        p.n as isize,
-                        read_dst,
-                        sa.as_ptr()
-                            .wrapping_add(pa)
-                            .wrapping_offset(t.r0 as isize * p.a_rs),
-                        p.a_cs,
-                        p.a_rs,
-                        sb.as_ptr()
-                            .wrapping_add(pb)
-                            .wrapping_offset(t.c0 as isize * p.b_cs),
-                        p.b_cs,
-                        p.b_rs,
-                        beta,
-                        alpha,
-                        false,
-                        false,
-                        false,
-                        Parallelism::None,
-                    );
-                }
+                unsafe { gemm_tile(t, p.k, (dst, p.n), read_dst, a, b, (beta, alpha)) };
             });
         })
     })
+}
+
+/// A matrix read through its strides: the position of element `[0, 0]`, the steps between
+/// rows and between columns.
+#[derive(Clone, Copy)]
+struct Strided<T> {
+    at: *const T,
+    rs: isize,
+    cs: isize,
+}
+
+/// Tile `t` of `dst = keep · dst + alpha · (a @ b)` through a single-threaded gemm, where `a`
+/// has `k` columns, `dst` is row-major with `n` columns, and `(keep, alpha)` are the scales
+/// (`dst` is only read when `read_dst`).
+///
+/// # Safety
+///
+/// The tile's elements of `dst`, rows `t.r0..t.r0 + t.rows` of `a` and columns
+/// `t.c0..t.c0 + t.cols` of `b` (read through their strides) must lie in live buffers, and
+/// no other task may touch the tile of `dst` meanwhile.
+unsafe fn gemm_tile<T: 'static>(
+    t: Tile,
+    k: usize,
+    (dst, n): (Shared<T>, usize),
+    read_dst: bool,
+    a: Strided<T>,
+    b: Strided<T>,
+    (keep, alpha): (T, T),
+) {
+    // SAFETY: the caller vouches for every element gemm touches (see above).
+    unsafe {
+        gemm::gemm(
+            t.rows,
+            t.cols,
+            k,
+            dst.at(t.r0 * n + t.c0),
+            1,
+            n as isize,
+            read_dst,
+            a.at.wrapping_offset(t.r0 as isize * a.rs),
+            a.cs,
+            a.rs,
+            b.at.wrapping_offset(t.c0 as isize * b.cs),
+            b.cs,
+            b.rs,
+            keep,
+            alpha,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        );
+    }
 }
 
 /// The half-precision types, converted to and from `f32` a slice at a time (with the
@@ -414,25 +455,17 @@ fn widen<T: Half>(
 
 /// A product of half-precision elements: each panel of the inner axis widened to `f32`,
 /// accumulated in `f32`, rounded once at the end.
-fn widened<T: Half>(
-    op: &'static str,
-    a: &ArrayData,
-    b: &ArrayData,
-    c: Option<&mut ArrayData>,
-    plan: &Plan,
-    shape: &[usize],
-    scale: Scale,
-) -> Result<ArrayData> {
-    let sa = a.buffer.host().typed::<T>(op)?;
-    let sb = b.buffer.host().typed::<T>(op)?;
+fn widened<T: Half>(product: &Product<'_>, c: Option<&mut ArrayData>) -> Result<ArrayData> {
+    let (sa, sb) = product.operands::<T>()?;
     let has_c = c.is_some();
-    let p = plan;
+    let scale = product.scale;
+    let p = product.plan;
     let panel = if (p.m + p.n) * p.k <= PANEL_ELEMENTS {
         p.k.max(1)
     } else {
         (PANEL_ELEMENTS / (p.m + p.n)).max(256)
     };
-    with_output(op, c, shape, |out: &mut [T]| {
+    with_output(product.op, c, product.shape, |out: &mut [T]| {
         p.for_each(out, &|i, dst, split| {
             let (pa, pb) = p.starts[i];
             // Overwritten by `c` or by the first panel's product.
@@ -455,32 +488,22 @@ fn widened<T: Half>(
                 let read_dst = has_c || !first;
                 let acc_out = Shared(acc.as_mut_ptr());
                 for_each_tile(p.m, p.n, split, &|t| {
-                    // SAFETY: the tile lies inside `acc`, an `m × n` row-major block owned here
-                    // that no other task writes; `wa` is `m × kc` and `wb` is `kc × n`, read with
-                    // the strides `widen` returned for them.
+                    let a = Strided {
+                        at: wa.as_ptr(),
+                        rs: a_rs,
+                        cs: a_cs,
+                    };
+                    let b = Strided {
+                        at: wb.as_ptr(),
+                        rs: b_rs,
+                        cs: b_cs,
+                    };
+                    // SAFETY: the tile lies inside `acc`, an `m × n` row-major block owned
+                    // here that no other task writes; `wa` is `m × kc` and `wb` is `kc × n`,
+                    // read with the strides `widen` returned for them.
                     unsafe {
-                        gemm::gemm(
-                            t.rows,
-                            t.cols,
-                            kc,
-                            acc_out.at(t.r0 * p.n + t.c0),
-                            1,
-                            p.n as isize,
-                            read_dst,
-                            wa.as_ptr().wrapping_offset(t.r0 as isize * a_rs),
-                            a_cs,
-                            a_rs,
-                            wb.as_ptr().wrapping_offset(t.c0 as isize * b_cs),
-                            b_cs,
-                            b_rs,
-                            keep,
-                            scale.alpha,
-                            false,
-                            false,
-                            false,
-                            Parallelism::None,
-                        );
-                    }
+                        gemm_tile(t, kc, (acc_out, p.n), read_dst, a, b, (keep, scale.alpha))
+                    };
                 });
                 pool::release(f32::into_host(wa));
                 pool::release(f32::into_host(wb));

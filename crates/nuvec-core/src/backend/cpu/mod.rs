@@ -11,7 +11,7 @@ mod linalg;
 pub(crate) mod math;
 mod random;
 mod reduce;
-mod shape;
+pub(crate) mod shape;
 mod simd;
 mod sort;
 mod stream;

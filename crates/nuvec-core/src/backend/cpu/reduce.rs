@@ -39,6 +39,52 @@ macro_rules! by_type {
     }};
 }
 
+/// Calls `$go!` with the element types of a sum or product and its fold `$F<element,
+/// accumulator, output>`: bool and small integers widened (MLX's rule), half floats
+/// accumulated in `f32`.
+macro_rules! widening {
+    ($go:ident, $F:ident) => {
+        $go!({
+            Bool => bool, $F<bool, i32, i32>;
+            U8 => u8, $F<u8, u32, u32>;
+            U16 => u16, $F<u16, u32, u32>;
+            U32 => u32, $F<u32, u32, u32>;
+            U64 => u64, $F<u64, u64, u64>;
+            I8 => i8, $F<i8, i32, i32>;
+            I16 => i16, $F<i16, i32, i32>;
+            I32 => i32, $F<i32, i32, i32>;
+            I64 => i64, $F<i64, i64, i64>;
+            F16 => f16, $F<f32, f32, f16>;
+            BF16 => bf16, $F<f32, f32, bf16>;
+            F32 => f32, $F<f32, f32, f32>;
+            F64 => f64, $F<f64, f64, f64>;
+            C64 => Complex64, $F<Complex64, Complex64, Complex64>;
+        })
+    };
+}
+
+/// Calls `$go!` with the ordered element types and the extreme fold `$F<element, output>`
+/// (half floats compared in `f32`).
+macro_rules! ordered {
+    ($go:ident, $F:ident) => {
+        $go!({
+            Bool => bool, $F<bool, bool>;
+            U8 => u8, $F<u8, u8>;
+            U16 => u16, $F<u16, u16>;
+            U32 => u32, $F<u32, u32>;
+            U64 => u64, $F<u64, u64>;
+            I8 => i8, $F<i8, i8>;
+            I16 => i16, $F<i16, i16>;
+            I32 => i32, $F<i32, i32>;
+            I64 => i64, $F<i64, i64>;
+            F16 => f16, $F<f32, f16>;
+            BF16 => bf16, $F<f32, bf16>;
+            F32 => f32, $F<f32, f32>;
+            F64 => f64, $F<f64, f64>;
+        })
+    };
+}
+
 /// Computes a reduction.
 pub(crate) fn eval(
     op: ReduceOp,
@@ -65,68 +111,10 @@ pub(crate) fn eval(
         };
     }
     let out = match op {
-        ReduceOp::Sum => go!({
-            Bool => bool, Sum<bool, i32, i32>;
-            U8 => u8, Sum<u8, u32, u32>;
-            U16 => u16, Sum<u16, u32, u32>;
-            U32 => u32, Sum<u32, u32, u32>;
-            U64 => u64, Sum<u64, u64, u64>;
-            I8 => i8, Sum<i8, i32, i32>;
-            I16 => i16, Sum<i16, i32, i32>;
-            I32 => i32, Sum<i32, i32, i32>;
-            I64 => i64, Sum<i64, i64, i64>;
-            F16 => f16, Sum<f32, f32, f16>;
-            BF16 => bf16, Sum<f32, f32, bf16>;
-            F32 => f32, Sum<f32, f32, f32>;
-            F64 => f64, Sum<f64, f64, f64>;
-            C64 => Complex64, Sum<Complex64, Complex64, Complex64>;
-        }),
-        ReduceOp::Prod => go!({
-            Bool => bool, Prod<bool, i32, i32>;
-            U8 => u8, Prod<u8, u32, u32>;
-            U16 => u16, Prod<u16, u32, u32>;
-            U32 => u32, Prod<u32, u32, u32>;
-            U64 => u64, Prod<u64, u64, u64>;
-            I8 => i8, Prod<i8, i32, i32>;
-            I16 => i16, Prod<i16, i32, i32>;
-            I32 => i32, Prod<i32, i32, i32>;
-            I64 => i64, Prod<i64, i64, i64>;
-            F16 => f16, Prod<f32, f32, f16>;
-            BF16 => bf16, Prod<f32, f32, bf16>;
-            F32 => f32, Prod<f32, f32, f32>;
-            F64 => f64, Prod<f64, f64, f64>;
-            C64 => Complex64, Prod<Complex64, Complex64, Complex64>;
-        }),
-        ReduceOp::Max => go!({
-            Bool => bool, Max<bool, bool>;
-            U8 => u8, Max<u8, u8>;
-            U16 => u16, Max<u16, u16>;
-            U32 => u32, Max<u32, u32>;
-            U64 => u64, Max<u64, u64>;
-            I8 => i8, Max<i8, i8>;
-            I16 => i16, Max<i16, i16>;
-            I32 => i32, Max<i32, i32>;
-            I64 => i64, Max<i64, i64>;
-            F16 => f16, Max<f32, f16>;
-            BF16 => bf16, Max<f32, bf16>;
-            F32 => f32, Max<f32, f32>;
-            F64 => f64, Max<f64, f64>;
-        }),
-        ReduceOp::Min => go!({
-            Bool => bool, Min<bool, bool>;
-            U8 => u8, Min<u8, u8>;
-            U16 => u16, Min<u16, u16>;
-            U32 => u32, Min<u32, u32>;
-            U64 => u64, Min<u64, u64>;
-            I8 => i8, Min<i8, i8>;
-            I16 => i16, Min<i16, i16>;
-            I32 => i32, Min<i32, i32>;
-            I64 => i64, Min<i64, i64>;
-            F16 => f16, Min<f32, f16>;
-            BF16 => bf16, Min<f32, bf16>;
-            F32 => f32, Min<f32, f32>;
-            F64 => f64, Min<f64, f64>;
-        }),
+        ReduceOp::Sum => widening!(go, Sum),
+        ReduceOp::Prod => widening!(go, Prod),
+        ReduceOp::Max => ordered!(go, Max),
+        ReduceOp::Min => ordered!(go, Min),
         ReduceOp::All => go!({
             Bool => bool, All<bool>;
         }),
@@ -220,22 +208,7 @@ pub(crate) fn eval_scan(
         };
     }
     let out = match op {
-        ScanOp::Sum => go!({
-            Bool => bool, Sum<bool, i32, i32>;
-            U8 => u8, Sum<u8, u32, u32>;
-            U16 => u16, Sum<u16, u32, u32>;
-            U32 => u32, Sum<u32, u32, u32>;
-            U64 => u64, Sum<u64, u64, u64>;
-            I8 => i8, Sum<i8, i32, i32>;
-            I16 => i16, Sum<i16, i32, i32>;
-            I32 => i32, Sum<i32, i32, i32>;
-            I64 => i64, Sum<i64, i64, i64>;
-            F16 => f16, Sum<f32, f32, f16>;
-            BF16 => bf16, Sum<f32, f32, bf16>;
-            F32 => f32, Sum<f32, f32, f32>;
-            F64 => f64, Sum<f64, f64, f64>;
-            C64 => Complex64, Sum<Complex64, Complex64, Complex64>;
-        }),
+        ScanOp::Sum => widening!(go, Sum),
         ScanOp::Prod => go!({
             Bool => bool, Prod<bool, bool, bool>;
             U8 => u8, Prod<u8, u8, u8>;
@@ -252,36 +225,8 @@ pub(crate) fn eval_scan(
             F64 => f64, Prod<f64, f64, f64>;
             C64 => Complex64, Prod<Complex64, Complex64, Complex64>;
         }),
-        ScanOp::Max => go!({
-            Bool => bool, Max<bool, bool>;
-            U8 => u8, Max<u8, u8>;
-            U16 => u16, Max<u16, u16>;
-            U32 => u32, Max<u32, u32>;
-            U64 => u64, Max<u64, u64>;
-            I8 => i8, Max<i8, i8>;
-            I16 => i16, Max<i16, i16>;
-            I32 => i32, Max<i32, i32>;
-            I64 => i64, Max<i64, i64>;
-            F16 => f16, Max<f32, f16>;
-            BF16 => bf16, Max<f32, bf16>;
-            F32 => f32, Max<f32, f32>;
-            F64 => f64, Max<f64, f64>;
-        }),
-        ScanOp::Min => go!({
-            Bool => bool, Min<bool, bool>;
-            U8 => u8, Min<u8, u8>;
-            U16 => u16, Min<u16, u16>;
-            U32 => u32, Min<u32, u32>;
-            U64 => u64, Min<u64, u64>;
-            I8 => i8, Min<i8, i8>;
-            I16 => i16, Min<i16, i16>;
-            I32 => i32, Min<i32, i32>;
-            I64 => i64, Min<i64, i64>;
-            F16 => f16, Min<f32, f16>;
-            BF16 => bf16, Min<f32, bf16>;
-            F32 => f32, Min<f32, f32>;
-            F64 => f64, Min<f64, f64>;
-        }),
+        ScanOp::Max => ordered!(go, Max),
+        ScanOp::Min => ordered!(go, Min),
         ScanOp::LogAddExp => go!({
             F16 => f16, LogAdd<f32, f16>;
             BF16 => bf16, LogAdd<f32, bf16>;

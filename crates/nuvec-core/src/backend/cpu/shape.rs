@@ -28,16 +28,8 @@ pub(crate) fn eval(
                 .into_iter()
                 .zip(outputs)
                 .map(|((start, _), (shape, _))| {
-                    let empty = shape.contains(&0);
-                    x.view(Layout {
-                        shape: shape.clone(),
-                        strides: x.layout.strides.clone(),
-                        offset: if empty {
-                            x.layout.offset
-                        } else {
-                            (x.layout.offset as isize + start as isize * stride) as usize
-                        },
-                    })
+                    let first = x.layout.offset as isize + start as isize * stride;
+                    view_at(x, shape.clone(), x.layout.strides.clone(), first)
                 })
                 .collect();
             return Ok(views);
@@ -45,7 +37,6 @@ pub(crate) fn eval(
         _ => {}
     }
     let x = &inputs[0];
-    let empty = out_shape.contains(&0);
     let data = match op {
         ShapeOp::Reshape(shape) => match reshaped_strides(&x.layout, shape) {
             Some(strides) => x.view(Layout {
@@ -80,33 +71,15 @@ pub(crate) fn eval(
                 offset: x.layout.offset,
             })
         }
-        ShapeOp::Contiguous => {
-            if x.layout.is_row_contiguous() {
-                x.view(Layout {
-                    shape: x.layout.shape.clone(),
-                    strides: row_major_strides(&x.layout.shape),
-                    offset: x.layout.offset,
-                })
-            } else {
-                super::copy::to_contiguous(x)
-            }
-        }
+        ShapeOp::Contiguous => row_major(x, x.layout.is_row_contiguous()),
         ShapeOp::Slice(ranges) => {
-            let mut layout = Layout {
-                shape: out_shape.clone(),
-                strides: Vec::with_capacity(ranges.len()),
-                offset: x.layout.offset,
-            };
+            let mut strides = Vec::with_capacity(ranges.len());
             let mut at = x.layout.offset as isize;
             for (&(start, step, _), &stride) in ranges.iter().zip(&x.layout.strides) {
                 at += start as isize * stride;
-                layout.strides.push(stride * step);
+                strides.push(stride * step);
             }
-            // An empty view keeps the input's offset, which is known to be in the buffer.
-            if !empty {
-                layout.offset = at as usize;
-            }
-            x.view(layout)
+            view_at(x, out_shape.clone(), strides, at)
         }
         ShapeOp::Diagonal {
             offset,
@@ -125,15 +98,7 @@ pub(crate) fn eval(
                 (-*offset, 0)
             };
             let start = x.layout.offset as isize + skip1 * s1 + skip2 * s2;
-            x.view(Layout {
-                shape: out_shape.clone(),
-                strides,
-                offset: if empty {
-                    x.layout.offset
-                } else {
-                    start as usize
-                },
-            })
+            view_at(x, out_shape.clone(), strides, start)
         }
         ShapeOp::AsStrided {
             shape,
@@ -142,6 +107,7 @@ pub(crate) fn eval(
         } => {
             // The strides count in the input's row-major order.
             let base = super::copy::to_contiguous_shared(x);
+            let empty = shape.contains(&0);
             let start = base.layout.offset + if empty { 0 } else { *offset };
             base.view(Layout {
                 shape: shape.clone(),
@@ -149,23 +115,42 @@ pub(crate) fn eval(
                 offset: start,
             })
         }
-        ShapeOp::Copy => {
-            if x.is_donatable() && x.layout.is_row_contiguous() {
-                // Nobody else holds the buffer: it is this array's own already.
-                x.view(Layout {
-                    shape: x.layout.shape.clone(),
-                    strides: row_major_strides(&x.layout.shape),
-                    offset: x.layout.offset,
-                })
-            } else {
-                super::copy::to_contiguous(x)
-            }
-        }
+        // When nobody else holds the buffer, it is this array's own already.
+        ShapeOp::Copy => row_major(x, x.is_donatable() && x.layout.is_row_contiguous()),
         ShapeOp::Concatenate(_) | ShapeOp::Pad(_) | ShapeOp::Split { .. } => {
             unreachable!("handled above")
         }
     };
     Ok(vec![data])
+}
+
+/// A view of `x` as `shape` and `strides` from buffer position `start`. An empty view keeps
+/// `x`'s offset, which is known to lie in the buffer (`start` may not).
+fn view_at(x: &ArrayData, shape: Vec<usize>, strides: Vec<isize>, start: isize) -> ArrayData {
+    let offset = if shape.contains(&0) {
+        x.layout.offset
+    } else {
+        start as usize
+    };
+    x.view(Layout {
+        shape,
+        strides,
+        offset,
+    })
+}
+
+/// `x`'s elements in row-major order: a view of them with row-major strides when `reuse`
+/// (they are laid out so, and may be shared), else a row-major copy.
+fn row_major(x: &ArrayData, reuse: bool) -> ArrayData {
+    if reuse {
+        x.view(Layout {
+            shape: x.layout.shape.clone(),
+            strides: row_major_strides(&x.layout.shape),
+            offset: x.layout.offset,
+        })
+    } else {
+        super::copy::to_contiguous(x)
+    }
 }
 
 /// The strides that read `layout`'s elements in row-major order as `shape`, when no copy is

@@ -259,61 +259,42 @@ pub(super) struct All<I>(Marker<I>);
 /// Whether some `I` is nonzero.
 pub(super) struct Any<I>(Marker<I>);
 
-impl<I, A, O> Fold for Sum<I, A, O>
-where
-    I: Element + To<A> + Default,
-    A: Num + To<O>,
-    O: Element,
-{
-    type In = I;
-    type Acc = A;
-    type Out = O;
-    const WIDE: bool = wide(I::DTYPE);
-    #[inline(always)]
-    fn init() -> A {
-        A::ZERO
-    }
-    #[inline(always)]
-    fn step(a: A, x: I) -> A {
-        a.add(x.to())
-    }
-    #[inline(always)]
-    fn merge(a: A, b: A) -> A {
-        a.add(b)
-    }
-    #[inline(always)]
-    fn finish(a: A) -> O {
-        a.to()
-    }
+/// The [`Fold`] of an arithmetic reduction: the accumulator starts at `Num::$init` and takes
+/// each element (widened to it) and each partial result with `Num::$op`.
+macro_rules! num_fold {
+    ($name:ident, $init:ident, $op:ident) => {
+        impl<I, A, O> Fold for $name<I, A, O>
+        where
+            I: Element + To<A> + Default,
+            A: Num + To<O>,
+            O: Element,
+        {
+            type In = I;
+            type Acc = A;
+            type Out = O;
+            const WIDE: bool = wide(I::DTYPE);
+            #[inline(always)]
+            fn init() -> A {
+                A::$init
+            }
+            #[inline(always)]
+            fn step(a: A, x: I) -> A {
+                a.$op(x.to())
+            }
+            #[inline(always)]
+            fn merge(a: A, b: A) -> A {
+                a.$op(b)
+            }
+            #[inline(always)]
+            fn finish(a: A) -> O {
+                a.to()
+            }
+        }
+    };
 }
 
-impl<I, A, O> Fold for Prod<I, A, O>
-where
-    I: Element + To<A> + Default,
-    A: Num + To<O>,
-    O: Element,
-{
-    type In = I;
-    type Acc = A;
-    type Out = O;
-    const WIDE: bool = wide(I::DTYPE);
-    #[inline(always)]
-    fn init() -> A {
-        A::ONE
-    }
-    #[inline(always)]
-    fn step(a: A, x: I) -> A {
-        a.mul(x.to())
-    }
-    #[inline(always)]
-    fn merge(a: A, b: A) -> A {
-        a.mul(b)
-    }
-    #[inline(always)]
-    fn finish(a: A) -> O {
-        a.to()
-    }
-}
+num_fold!(Sum, ZERO, add);
+num_fold!(Prod, ONE, mul);
 
 /// `x` when it is larger than `a` or NaN, else `a`: a maximum that NaN sticks to, written
 /// as a compare and a select so that it vectorises.
@@ -330,112 +311,80 @@ pub(super) fn min_nan<T: PartialOrd + Copy>(a: T, x: T) -> T {
     if x < a || x != x { x } else { a }
 }
 
-impl<I, O> Fold for Max<I, O>
-where
-    I: Element + Bounded + To<O> + Default,
-    O: Element,
-{
-    type In = I;
-    type Acc = I;
-    type Out = O;
-    const WIDE: bool = wide(I::DTYPE);
-    #[inline(always)]
-    fn init() -> I {
-        I::LOWEST
-    }
-    #[inline(always)]
-    fn step(a: I, x: I) -> I {
-        max_nan(a, x)
-    }
-    #[inline(always)]
-    fn merge(a: I, b: I) -> I {
-        max_nan(a, b)
-    }
-    #[inline(always)]
-    fn finish(a: I) -> O {
-        a.to()
-    }
+/// The [`Fold`] of an extreme: the accumulator starts at `Bounded::$init` and keeps the
+/// winner of `$pick` (elements and partial results alike).
+macro_rules! extreme_fold {
+    ($name:ident, $init:ident, $pick:ident) => {
+        impl<I, O> Fold for $name<I, O>
+        where
+            I: Element + Bounded + To<O> + Default,
+            O: Element,
+        {
+            type In = I;
+            type Acc = I;
+            type Out = O;
+            const WIDE: bool = wide(I::DTYPE);
+            #[inline(always)]
+            fn init() -> I {
+                I::$init
+            }
+            #[inline(always)]
+            fn step(a: I, x: I) -> I {
+                $pick(a, x)
+            }
+            #[inline(always)]
+            fn merge(a: I, b: I) -> I {
+                $pick(a, b)
+            }
+            #[inline(always)]
+            fn finish(a: I) -> O {
+                a.to()
+            }
+        }
+    };
 }
 
-impl<I, O> Fold for Min<I, O>
-where
-    I: Element + Bounded + To<O> + Default,
-    O: Element,
-{
-    type In = I;
-    type Acc = I;
-    type Out = O;
-    const WIDE: bool = wide(I::DTYPE);
-    #[inline(always)]
-    fn init() -> I {
-        I::HIGHEST
-    }
-    #[inline(always)]
-    fn step(a: I, x: I) -> I {
-        min_nan(a, x)
-    }
-    #[inline(always)]
-    fn merge(a: I, b: I) -> I {
-        min_nan(a, b)
-    }
-    #[inline(always)]
-    fn finish(a: I) -> O {
-        a.to()
-    }
+extreme_fold!(Max, LOWEST, max_nan);
+extreme_fold!(Min, HIGHEST, min_nan);
+
+/// The [`Fold`] of a truth test: whether `$op` of every element's "is nonzero" holds, from
+/// `$init`.
+macro_rules! truth_fold {
+    ($name:ident, $init:expr, $op:tt) => {
+        impl<I: Element + Default> Fold for $name<I> {
+            type In = I;
+            type Acc = bool;
+            type Out = bool;
+            const WIDE: bool = false;
+            #[inline(always)]
+            fn init() -> bool {
+                $init
+            }
+            #[inline(always)]
+            fn step(a: bool, x: I) -> bool {
+                a $op (x != I::default())
+            }
+            #[inline(always)]
+            fn merge(a: bool, b: bool) -> bool {
+                a $op b
+            }
+            #[inline(always)]
+            fn finish(a: bool) -> bool {
+                a
+            }
+        }
+    };
 }
 
-impl<I: Element + Default> Fold for All<I> {
-    type In = I;
-    type Acc = bool;
-    type Out = bool;
-    const WIDE: bool = false;
-    #[inline(always)]
-    fn init() -> bool {
-        true
-    }
-    #[inline(always)]
-    fn step(a: bool, x: I) -> bool {
-        a & (x != I::default())
-    }
-    #[inline(always)]
-    fn merge(a: bool, b: bool) -> bool {
-        a & b
-    }
-    #[inline(always)]
-    fn finish(a: bool) -> bool {
-        a
-    }
-}
-
-impl<I: Element + Default> Fold for Any<I> {
-    type In = I;
-    type Acc = bool;
-    type Out = bool;
-    const WIDE: bool = false;
-    #[inline(always)]
-    fn init() -> bool {
-        false
-    }
-    #[inline(always)]
-    fn step(a: bool, x: I) -> bool {
-        a | (x != I::default())
-    }
-    #[inline(always)]
-    fn merge(a: bool, b: bool) -> bool {
-        a | b
-    }
-    #[inline(always)]
-    fn finish(a: bool) -> bool {
-        a
-    }
-}
+truth_fold!(All, true, &);
+truth_fold!(Any, false, |);
 
 /// Folds at most [`BLOCK`] contiguous elements into `L` independent accumulators, combined
 /// pairwise at the end. The accumulators are updated as one row (`acc[i] = step(acc[i],
 /// x[i])`), a loop LLVM's loop vectoriser turns into vector code reliably (unrolled scalar
 /// lanes are left to the less predictable SLP vectoriser).
 #[inline(always)]
-fn fold_lanes<F: Fold, const L: usize>(x: &[F::In]) -> F::Acc {
+pub(super) fn fold_lanes<F: Fold, const L: usize>(x: &[F::In]) -> F::Acc {
     let mut acc = [F::init(); L];
     let mut chunks = x.chunks_exact(L);
     for c in &mut chunks {
@@ -447,6 +396,13 @@ fn fold_lanes<F: Fold, const L: usize>(x: &[F::In]) -> F::Acc {
     for &v in chunks.remainder() {
         tail = F::step(tail, v);
     }
+    F::merge(merge_lanes::<F, L>(acc), tail)
+}
+
+/// `L` (a power of two) accumulators combined pairwise: halves merged into halves, as vector
+/// registers are.
+#[inline(always)]
+pub(super) fn merge_lanes<F: Fold, const L: usize>(mut acc: [F::Acc; L]) -> F::Acc {
     let mut width = L;
     while width > 1 {
         width /= 2;
@@ -455,7 +411,7 @@ fn fold_lanes<F: Fold, const L: usize>(x: &[F::In]) -> F::Acc {
             *a = F::merge(*a, b);
         }
     }
-    F::merge(acc[0], tail)
+    acc[0]
 }
 
 /// [`fold_lanes`] with as many accumulators as eight 256-bit registers hold for the float

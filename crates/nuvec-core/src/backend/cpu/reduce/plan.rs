@@ -129,6 +129,16 @@ impl Plan {
             nout,
         }
     }
+
+    /// `f(position)` with the buffer position where each of the outputs (`Rows`) or blocks
+    /// (`Cols`) `start..start + count` starts, in order.
+    #[inline(always)]
+    pub fn for_each_base(&self, start: usize, count: usize, mut f: impl FnMut(usize)) {
+        let strides = [self.kstrides.as_slice()];
+        for_each_strided(&self.kshape, strides, [self.offset], start, count, |[p]| {
+            f(p)
+        });
+    }
 }
 
 /// Fills `out` chunk by chunk with `f(start, chunk)`, over the pool when the work (`cost`
@@ -246,24 +256,17 @@ fn rows<T: Load, F: Fold<In = T::In>>(src: &[T], plan: &Plan, start: usize, chun
     };
     let mut buf = buffer::<T>(n);
     let mut k = 0;
-    for_each_strided(
-        &plan.kshape,
-        [&plan.kstrides],
-        [plan.offset],
-        start,
-        chunk.len(),
-        |[base]| {
-            let mut acc = F::init();
-            for &r in &plan.roffs {
-                acc = F::merge(
-                    acc,
-                    fold_row::<T, F>(src, base as isize + r, n, s, &mut buf),
-                );
-            }
-            chunk[k] = F::finish(acc);
-            k += 1;
-        },
-    );
+    plan.for_each_base(start, chunk.len(), |base| {
+        let mut acc = F::init();
+        for &r in &plan.roffs {
+            acc = F::merge(
+                acc,
+                fold_row::<T, F>(src, base as isize + r, n, s, &mut buf),
+            );
+        }
+        chunk[k] = F::finish(acc);
+        k += 1;
+    });
 }
 
 /// Piece `index` of `pieces` of a single output's runs (whole runs when there are enough
@@ -309,14 +312,7 @@ fn cols<T: Load, F: Fold<In = T::In>>(src: &[T], plan: &Plan, start: usize, chun
     // The first element of each block this chunk touches.
     let (b0, b1) = (start / m, (end - 1) / m + 1);
     let mut bases = Vec::with_capacity(b1 - b0);
-    for_each_strided(
-        &plan.kshape,
-        [&plan.kstrides],
-        [plan.offset],
-        b0,
-        b1 - b0,
-        |[q]| bases.push(q as isize),
-    );
+    plan.for_each_base(b0, b1 - b0, |q| bases.push(q as isize));
     let tile = TILE.min(chunk.len());
     let mut acc = vec![F::init(); tile];
     let mut buf = vec![T::In::default(); if T::DIRECT { 0 } else { tile }];

@@ -116,23 +116,16 @@ where
             // One reduced axis: one run per output.
             par_fill(&mut out, n, 1, &|start, chunk| {
                 let mut k = 0;
-                crate::array::for_each_strided(
-                    &plan.kshape,
-                    [&plan.kstrides],
-                    [plan.offset],
-                    start,
-                    chunk.len(),
-                    |[base]| {
-                        let index = if s == 1 {
-                            first_extreme::<T, MAX>(src[base..base + n].iter())
-                        } else {
-                            let at = |i: usize| &src[(base as isize + i as isize * s) as usize];
-                            first_extreme::<T, MAX>((0..n).map(at))
-                        };
-                        chunk[k] = index as u32;
-                        k += 1;
-                    },
-                );
+                plan.for_each_base(start, chunk.len(), |base| {
+                    let index = if s == 1 {
+                        first_extreme::<T, MAX>(src[base..base + n].iter())
+                    } else {
+                        let at = |i: usize| &src[(base as isize + i as isize * s) as usize];
+                        first_extreme::<T, MAX>((0..n).map(at))
+                    };
+                    chunk[k] = index as u32;
+                    k += 1;
+                });
             });
         }
         Inner::Cols { m, s } => {
@@ -145,14 +138,7 @@ where
                     let (b, j0) = (o / m, o % m);
                     let len = (m - j0).min(end - o);
                     let mut first = plan.offset as isize;
-                    crate::array::for_each_strided(
-                        &plan.kshape,
-                        [&plan.kstrides],
-                        [plan.offset],
-                        b,
-                        1,
-                        |[q]| first = q as isize,
-                    );
+                    plan.for_each_base(b, 1, |q| first = q as isize);
                     let first = first + j0 as isize * s;
                     let at = |r: isize, j: usize| src[(first + r + j as isize * s) as usize].up();
                     let idx = &mut chunk[o - start..o - start + len];

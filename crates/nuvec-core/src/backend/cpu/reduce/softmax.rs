@@ -3,14 +3,13 @@
 //! ([`exp_neg`]); half rows are widened to `float32` first, `float64` rows use the
 //! standard library's `exp`.
 
-use std::sync::Arc;
-
 use half::slice::HalfFloatSliceExt;
 
-use super::fold::{Load, Max, To, fold_run, max_nan};
+use super::fold::{Load, Max, Sum, To, fold_lanes, fold_run, max_nan, merge_lanes};
 use super::plan::par_fill;
 use crate::array::{ArrayData, Layout};
 use crate::backend::cpu::copy::to_contiguous_shared;
+use crate::backend::cpu::elementwise::donated;
 use crate::dtype::{Element, bf16, f16};
 use crate::{Error, Result};
 
@@ -111,16 +110,8 @@ fn exp_into_body<const FMA: bool>(x: &[f32], m: f32, out: &mut [f32]) -> f32 {
 
 /// The sum of 32 accumulators, pairwise.
 #[inline(always)]
-fn pairwise_32(mut acc: [f32; 32]) -> f32 {
-    let mut width = 32;
-    while width > 1 {
-        width /= 2;
-        let (lo, hi) = acc.split_at_mut(width);
-        for (a, &b) in lo.iter_mut().zip(hi.iter()) {
-            *a += b;
-        }
-    }
-    acc[0]
+fn pairwise_32(acc: [f32; 32]) -> f32 {
+    merge_lanes::<Sum<f32, f32, f32>, 32>(acc)
 }
 
 /// `x[i] *= factor`.
@@ -151,32 +142,13 @@ fn exp_sum_body<const FMA: bool>(x: &[f32], m: f32) -> f32 {
 /// The largest element of a run (NaN wins), with 32 accumulators.
 #[inline(always)]
 fn max_body(x: &[f32]) -> f32 {
-    let mut acc = [f32::NEG_INFINITY; 32];
-    let mut chunks = x.chunks_exact(32);
-    for c in &mut chunks {
-        for (a, &v) in acc.iter_mut().zip(c) {
-            *a = max_nan(*a, v);
-        }
-    }
-    let mut tail = f32::NEG_INFINITY;
-    for &v in chunks.remainder() {
-        tail = max_nan(tail, v);
-    }
-    max_nan(tree_max_32(acc), tail)
+    fold_lanes::<Max<f32, f32>, 32>(x)
 }
 
 /// The largest of 32 accumulators (NaN wins).
 #[inline(always)]
-fn tree_max_32(mut acc: [f32; 32]) -> f32 {
-    let mut width = 32;
-    while width > 1 {
-        width /= 2;
-        let (lo, hi) = acc.split_at_mut(width);
-        for (a, &b) in lo.iter_mut().zip(hi.iter()) {
-            *a = max_nan(*a, b);
-        }
-    }
-    acc[0]
+fn tree_max_32(acc: [f32; 32]) -> f32 {
+    merge_lanes::<Max<f32, f32>, 32>(acc)
 }
 
 /// `(sum(exp(cur[i] - m)), max(next))` for `cur[i] <= m`: one block's exponentials and the
@@ -353,13 +325,17 @@ impl LseRow {
     }
 }
 
-/// Block `k` of rows of `n` elements, counted through the rows in order (each row's blocks
-/// are [`CHUNK`] long but its last).
-fn block_of(src: &[f32], n: usize, k: usize) -> &[f32] {
+/// The positions of block `k` of rows of `n` elements, counted through the rows in order
+/// (each row's blocks are [`CHUNK`] long but its last).
+fn block_range(n: usize, k: usize) -> std::ops::Range<usize> {
     let per_row = n.div_ceil(CHUNK);
     let start = (k / per_row) * n + (k % per_row) * CHUNK;
-    let len = (n - (k % per_row) * CHUNK).min(CHUNK);
-    &src[start..start + len]
+    start..start + (n - (k % per_row) * CHUNK).min(CHUNK)
+}
+
+/// Block `k` of rows of `n` elements (see [`block_range`]).
+fn block_of(src: &[f32], n: usize, k: usize) -> &[f32] {
+    &src[block_range(n, k)]
 }
 
 /// `out[i] = logsumexp(row i of src)` for rows of `n` elements (at least one), in one pass
@@ -406,10 +382,7 @@ fn softmax_rows_f32(src: Option<&[f32]>, out: &mut [f32], n: usize) {
     if total == 0 {
         return;
     }
-    let block = |k: usize| {
-        let start = (k / per_row) * n + (k % per_row) * CHUNK;
-        start..start + (n - (k % per_row) * CHUNK).min(CHUNK)
-    };
+    let block = |k: usize| block_range(n, k);
     let mut next_max = max_run(&src.unwrap_or(out)[block(0)]);
     let (mut m, mut s, mut bad) = (f32::NEG_INFINITY, 0f64, false);
     let mut marks = Vec::with_capacity(per_row);
@@ -549,17 +522,6 @@ where
         }
     });
     Ok(ArrayData::from_vec(out, shape))
-}
-
-/// The elements of `x` to overwrite, when its buffer is held by `x` alone and laid out
-/// row-major from its start (donation).
-fn donated<T: Element>(x: &mut ArrayData) -> Option<&mut [T]> {
-    let n = x.layout.size();
-    if x.layout.offset != 0 || !x.layout.is_row_contiguous() || n == 0 {
-        return None;
-    }
-    let elements = T::host_slice_mut(Arc::get_mut(&mut x.buffer)?.host_mut())?;
-    (elements.len() == n).then_some(elements)
 }
 
 /// A kernel over whole rows: from `src` into `out`, or over `out` in place when `src` is

@@ -1,0 +1,167 @@
+//! Kernels compiled at run time by NVRTC for the device's architecture.
+//!
+//! A *module* is one kernel source (from `kernels/`) with the instantiations one family needs
+//! for one element type, e.g. every unary function over `float`. It is compiled once per
+//! process and device (kept in memory) and once per machine (its PTX kept on disk, under
+//! `NUVEC_KERNEL_CACHE`, else the user's cache directory), keyed by a hash of the source,
+//! the architecture and the options. CUDA's headers come from `$CUDA_HOME/include` (else
+//! `/usr/local/cuda/include`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+
+use crate::{Error, Result};
+
+/// The compiled modules of one device.
+pub(crate) struct Jit {
+    ctx: Arc<CudaContext>,
+    arch: String,
+    modules: Mutex<HashMap<String, Arc<CudaModule>>>,
+    functions: Mutex<HashMap<(String, String), CudaFunction>>,
+}
+
+impl Jit {
+    pub(crate) fn new(ctx: Arc<CudaContext>, major: i32, minor: i32) -> Jit {
+        Jit {
+            ctx,
+            arch: format!("sm_{major}{minor}"),
+            modules: Mutex::new(HashMap::new()),
+            functions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Kernel `name` of module `key`, whose source `source()` gives (called only when the
+    /// module is not compiled yet).
+    pub(crate) fn function(
+        &self,
+        key: &str,
+        name: &str,
+        source: impl FnOnce() -> String,
+    ) -> Result<CudaFunction> {
+        let id = (key.to_string(), name.to_string());
+        if let Some(f) = lock(&self.functions).get(&id) {
+            return Ok(f.clone());
+        }
+        let module = self.module(key, source)?;
+        let f = module
+            .load_function(name)
+            .map_err(|e| Error::Device(format!("cuda: kernel {name} of {key}: {e}")))?;
+        lock(&self.functions).insert(id, f.clone());
+        Ok(f)
+    }
+
+    fn module(&self, key: &str, source: impl FnOnce() -> String) -> Result<Arc<CudaModule>> {
+        if let Some(m) = lock(&self.modules).get(key) {
+            return Ok(Arc::clone(m));
+        }
+        let ptx = compile_cached(key, &source(), &self.arch)?;
+        let module = self
+            .ctx
+            .load_module(Ptx::from_src(ptx))
+            .map_err(|e| Error::Device(format!("cuda: loading module {key}: {e}")))?;
+        lock(&self.modules).insert(key.to_string(), Arc::clone(&module));
+        Ok(module)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Where CUDA's headers are.
+fn cuda_include() -> String {
+    let home = std::env::var("CUDA_HOME")
+        .or_else(|_| std::env::var("CUDA_PATH"))
+        .unwrap_or_else(|_| "/usr/local/cuda".into());
+    format!("{home}/include")
+}
+
+/// The on-disk cache directory, if one can be named.
+fn cache_dir() -> Option<PathBuf> {
+    if let Ok(dir) = std::env::var("NUVEC_KERNEL_CACHE") {
+        return Some(PathBuf::from(dir));
+    }
+    let base = std::env::var("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|_| std::env::var("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .ok()?;
+    Some(base.join("nuvec").join("kernels"))
+}
+
+/// A 64-bit FNV-1a hash: stable across builds and platforms, unlike the standard hasher,
+/// so cache file names stay valid.
+fn fnv1a(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for &b in part.as_bytes().iter().chain(&[0xff]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// The NVRTC options every module is compiled with.
+fn options(arch: &str) -> Vec<String> {
+    vec![
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".into(),
+        "-default-device".into(),
+    ]
+}
+
+/// PTX for `source`, from the disk cache or compiled (and then stored there).
+fn compile_cached(key: &str, source: &str, arch: &str) -> Result<String> {
+    let opts = options(arch);
+    let hash = fnv1a(&[source, arch, &opts.join(" "), env!("CARGO_PKG_VERSION")]);
+    let file = cache_dir().map(|d| d.join(format!("{key}-{arch}-{hash:016x}.ptx")));
+    if let Some(ptx) = file.as_ref().and_then(|f| std::fs::read_to_string(f).ok()) {
+        return Ok(ptx);
+    }
+    let ptx = compile(key, source, arch)?;
+    if let Some(f) = file {
+        // A cache that cannot be written only costs a compile next time.
+        if let Some(dir) = f.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let tmp = f.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, &ptx).is_ok() {
+            let _ = std::fs::rename(&tmp, &f);
+        }
+    }
+    Ok(ptx)
+}
+
+/// Compiles `source` to PTX for `arch` with NVRTC.
+pub(crate) fn compile(key: &str, source: &str, arch: &str) -> Result<String> {
+    // SAFETY: only tries to open the library; nothing is called through it.
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(Error::Device(
+            "cuda: NVRTC (libnvrtc) was not found: kernels cannot be compiled".into(),
+        ));
+    }
+    let opts = CompileOptions {
+        options: options(arch),
+        include_paths: vec![cuda_include()],
+        name: Some(format!("{key}.cu")),
+        ..Default::default()
+    };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, opts)
+        .map_err(|e| Error::Device(format!("cuda: compiling {key} for {arch}: {e}")))?;
+    Ok(ptx.to_src())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fnv1a;
+
+    #[test]
+    fn cache_keys_separate_their_parts() {
+        assert_ne!(fnv1a(&["ab", "c"]), fnv1a(&["a", "bc"]));
+        assert_eq!(fnv1a(&["x"]), fnv1a(&["x"]));
+    }
+}

@@ -1,0 +1,251 @@
+//! The CUDA backend: kernels compiled at run time by NVRTC, device memory from a caching
+//! allocator, work queued on CUDA streams. The driver is loaded dynamically, so the crate
+//! builds and runs everywhere; without a driver or a device, GPU work returns an
+//! [`Error::Device`].
+//!
+//! Data moves on demand: a kernel's inputs get a device copy when they have none (kept with
+//! the buffer), and reading values on the host copies them back once, after waiting for the
+//! stream that computes them. A primitive without a CUDA kernel yet runs on the CPU over host
+//! copies of its inputs (see [`eval`]); that bridge keeps every program runnable on the GPU
+//! stream while kernels are added family by family.
+
+mod alloc;
+mod context;
+mod elementwise;
+mod jit;
+mod shape;
+
+use std::sync::Arc;
+
+use cudarc::driver::{CudaStream, result};
+
+pub(crate) use alloc::DeviceBuffer;
+pub use alloc::MemoryStats;
+pub(crate) use context::Gpu;
+
+use crate::array::{ArrayData, Buffer, HostData, Layout};
+use crate::primitive::{OutputSpec, Primitive};
+use crate::{DType, Error, Result, Stream};
+
+/// A buffer's elements on a GPU: the memory and the stream that writes them.
+#[derive(Debug)]
+pub(crate) struct DeviceCopy {
+    buf: DeviceBuffer,
+    ordinal: usize,
+    /// The allocator id of the stream whose queued work produces the elements.
+    stream_id: usize,
+}
+
+impl DeviceCopy {
+    /// The device address of element 0.
+    pub(crate) fn ptr(&self) -> u64 {
+        self.buf.ptr()
+    }
+
+    /// The elements copied to the host, after the work that computes them.
+    pub(crate) fn to_host(&self, dtype: DType, len: usize) -> Result<HostData> {
+        let gpu = context::gpu(self.ordinal)?;
+        gpu.ctx
+            .bind_to_thread()
+            .map_err(driver("bind the context"))?;
+        let stream = context::stream_by_id(self.stream_id)
+            .ok_or_else(|| Error::Device("cuda: a buffer's stream is gone".into()))?;
+        crate::with_dtype!(dtype, T => {
+            let mut v = crate::array::pool::alloc::<T>(len);
+            if len > 0 {
+                // SAFETY: `v` holds `len` elements of `T`; the device block holds at least
+                // `len · size_of::<T>()` bytes written on `stream`; the copy is queued on that
+                // stream and the stream is synchronised before `v` is used or dropped.
+                unsafe {
+                    result::memcpy_dtoh_async(&mut v[..], self.buf.ptr(), stream.cu_stream())
+                }
+                .map_err(driver("copy to the host"))?;
+            }
+            stream.synchronize().map_err(driver("synchronize"))?;
+            Ok(<T as crate::dtype::Element>::into_host(v))
+        })
+    }
+}
+
+fn driver(what: &'static str) -> impl Fn(result::DriverError) -> Error {
+    move |e| Error::Device(format!("cuda: {what}: {e}"))
+}
+
+/// Whether GPU `ordinal` can run work, or the error that says why not.
+pub(crate) fn check(ordinal: usize) -> Result<()> {
+    context::check(ordinal)
+}
+
+/// Where a node runs: the device, its CUDA stream and that stream's allocator id.
+pub(crate) struct Place {
+    pub(crate) gpu: Arc<Gpu>,
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) stream_id: usize,
+}
+
+impl Place {
+    fn of(stream: Stream) -> Result<Place> {
+        let gpu = context::gpu(stream.device.index)?;
+        gpu.ctx
+            .bind_to_thread()
+            .map_err(driver("bind the context"))?;
+        let cuda = gpu.stream(stream.index)?;
+        Ok(Place {
+            stream_id: gpu.stream_id(stream.index),
+            stream: cuda,
+            gpu,
+        })
+    }
+
+    /// The device address of `data`'s buffer (element 0, before the layout's offset), copying
+    /// it to this device first if needed, and ordering this stream after the one that writes
+    /// it.
+    pub(crate) fn input(&self, data: &ArrayData) -> Result<u64> {
+        let buffer = &data.buffer;
+        if let Some(copy) = buffer.device()
+            && copy.ordinal == self.gpu.ordinal
+        {
+            if copy.stream_id != self.stream_id
+                && let Some(producer) = context::stream_by_id(copy.stream_id)
+            {
+                // Everything queued on the producer so far, which includes the write.
+                let event = producer
+                    .record_event(None)
+                    .map_err(driver("record an event"))?;
+                self.stream
+                    .wait(&event)
+                    .map_err(driver("wait for an event"))?;
+            }
+            return Ok(copy.ptr());
+        }
+        let host = buffer.ensure_host()?;
+        let bytes = host.len() * host.dtype().size();
+        let buf = self.gpu.alloc.alloc(bytes, self.stream_id)?;
+        if bytes > 0 {
+            crate::with_host!(host, v, _T => {
+                // SAFETY: the block holds at least `bytes` bytes, which is `v`'s size; a copy
+                // from pageable memory returns once the driver has staged `v`, so `v` may be
+                // dropped after the call.
+                unsafe { result::memcpy_htod_async(buf.ptr(), v, self.stream.cu_stream()) }
+                    .map_err(driver("copy to the device"))?;
+            });
+        }
+        let copy = buffer.set_device(DeviceCopy {
+            buf,
+            ordinal: self.gpu.ordinal,
+            stream_id: self.stream_id,
+        });
+        Ok(copy.ptr())
+    }
+
+    /// A new row-major output of `shape` and `dtype` on this device, and its address.
+    pub(crate) fn output(&self, dtype: DType, shape: &[usize]) -> Result<(ArrayData, u64)> {
+        let len: usize = shape.iter().product();
+        let buf = self.gpu.alloc.alloc(len * dtype.size(), self.stream_id)?;
+        let ptr = buf.ptr();
+        let copy = DeviceCopy {
+            buf,
+            ordinal: self.gpu.ordinal,
+            stream_id: self.stream_id,
+        };
+        let data = ArrayData {
+            buffer: Arc::new(Buffer::from_device(copy, dtype, len)),
+            layout: Layout::contiguous(shape),
+        };
+        Ok((data, ptr))
+    }
+}
+
+/// Computes one node's outputs on a GPU stream.
+pub(crate) fn eval(
+    stream: Stream,
+    primitive: &Primitive,
+    inputs: &mut [ArrayData],
+    outputs: &[OutputSpec],
+) -> Result<Vec<ArrayData>> {
+    let place = Place::of(stream)?;
+    let done = match primitive {
+        Primitive::Unary(op) => elementwise::unary(&place, *op, &inputs[0], outputs)?,
+        Primitive::Binary(op) => elementwise::binary(&place, *op, inputs, outputs)?,
+        Primitive::Select => elementwise::select(&place, inputs, outputs)?,
+        Primitive::AsType(dtype) => elementwise::astype(&place, &inputs[0], *dtype)?,
+        Primitive::Shape(op) => shape::eval(&place, op, inputs, outputs)?,
+        Primitive::StopGradient | Primitive::Identity => Some(vec![inputs[0].clone()]),
+        _ => None,
+    };
+    match done {
+        Some(results) => Ok(results),
+        None => on_host(primitive, inputs, outputs),
+    }
+}
+
+/// Runs a primitive that has no CUDA kernel yet (or not for these types) with the CPU
+/// backend over host copies of its inputs; its results stay on the host until a kernel
+/// reads them.
+fn on_host(
+    primitive: &Primitive,
+    inputs: &mut [ArrayData],
+    outputs: &[OutputSpec],
+) -> Result<Vec<ArrayData>> {
+    for data in inputs.iter() {
+        data.buffer.ensure_host()?;
+    }
+    crate::backend::cpu::eval(primitive, inputs, outputs)
+}
+
+/// Device memory counters, summed over the GPUs used so far (zero where there are none).
+pub fn memory_stats() -> MemoryStats {
+    context::opened()
+        .iter()
+        .map(|g| g.alloc.stats())
+        .fold(MemoryStats::default(), |a, s| MemoryStats {
+            active: a.active + s.active,
+            peak: a.peak + s.peak,
+            cached: a.cached + s.cached,
+        })
+}
+
+/// Gives the device memory that freed buffers keep cached back to the driver.
+pub fn clear_device_cache() -> Result<()> {
+    for g in context::opened() {
+        g.alloc.release_cached(0)?;
+    }
+    Ok(())
+}
+
+/// Restarts the peak counter of [`memory_stats`] from the memory active now.
+pub fn reset_peak_memory() {
+    for g in context::opened() {
+        g.alloc.reset_peak();
+    }
+}
+
+/// Caps the device memory kept cached per GPU (freed buffers beyond it go back to the
+/// driver).
+pub fn set_device_cache_limit(bytes: usize) -> Result<()> {
+    for g in context::opened() {
+        g.alloc.set_cache_limit(bytes)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every kernel source compiles for the H200's architecture. Needs NVRTC and CUDA's
+    /// headers (CI installs them from the Python package index), not a GPU.
+    #[test]
+    fn kernel_sources_compile_for_sm_90() {
+        // SAFETY: only tries to open the library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: NVRTC (libnvrtc) was not found");
+            return;
+        }
+        use rayon::prelude::*;
+        let failures: Vec<String> = super::elementwise::all_sources()
+            .par_iter()
+            .filter_map(|(key, source)| super::jit::compile(key, source, "sm_90").err())
+            .map(|e| e.to_string())
+            .collect();
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}
