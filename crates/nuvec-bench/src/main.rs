@@ -201,7 +201,7 @@ mod tests {
                 .iter()
                 .map(|c| vec![c.name, c.shape, c.dtype, c.unit.label()])
                 .collect();
-            assert_eq!(python_specs(&text, list), ours, "{list}");
+            assert_eq!(python_specs(text, list), ours, "{list}");
         }
     }
 

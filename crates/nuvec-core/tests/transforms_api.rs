@@ -584,3 +584,28 @@ fn more_transform_errors_are_reported() {
     // Out-of-range in_axes on the second input, after a valid first one.
     assert!(vmap(g, &[Some(0), Some(2)], &[0])(&[xs.clone(), xs.clone()]).is_err());
 }
+
+// ---- devices ----
+
+#[test]
+fn custom_functions_run_on_a_gpu_stream() {
+    // The node hands on its graph's outputs wherever they live; its rules build ordinary ops.
+    let previous = default_stream();
+    set_default_stream(Stream::default_for(Device::gpu(0)));
+    let probe = add(Array::scalar(1.0f32), 1.0).and_then(|a| a.eval());
+    if let Err(e) = probe {
+        set_default_stream(previous);
+        eprintln!("skipped: no CUDA device ({e})");
+        return;
+    }
+    let x = Array::from_slice(&[0.4f32, 1.6, -2.2], &[3]).unwrap();
+    let ct = Array::from_slice(&[1.0f32, 2.0, 3.0], &[3]).unwrap();
+    let scaled = custom_vjp(
+        |p: &[Array]| Ok(vec![multiply(&round(&p[0], 0)?, 2.0)?]),
+        |_, c, _| Ok(vec![multiply(&c[0], 2.0)?]),
+    );
+    let (out, g) = vjp(&scaled, std::slice::from_ref(&x), std::slice::from_ref(&ct)).unwrap();
+    set_default_stream(previous);
+    assert_eq!(out[0].to_vec::<f32>().unwrap(), [0.0, 4.0, -4.0]);
+    assert_eq!(g[0].to_vec::<f32>().unwrap(), [2.0, 4.0, 6.0]);
+}
