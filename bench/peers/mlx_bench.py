@@ -111,6 +111,43 @@ def tiny_op_chain():
     return timed(build)
 
 
+def vjp_chain():
+    """Building the graphs of vjp (traced forward and backward) over building the forward, on
+    a chain of sin, times c, plus d, tanh; nothing is evaluated (as in nuvec-bench)."""
+    x, c, d, ct = uniform((64,), 51), 1 + 0.1 * uniform((64,), 52), 0.1 * uniform((64,), 53), \
+        uniform((64,), 54)
+    mx.eval(c, d)
+    steps = [mx.sin, lambda y: y * c, lambda y: y + d, mx.tanh]
+
+    def chain(y):
+        for i in range(CHAIN):
+            y = steps[i % 4](y)
+        return y
+
+    def backward():
+        mx.vjp(lambda xs: [chain(xs)], [x], [ct])  # dropped before the clock stops, as in nuvec
+
+    # Both timings include freeing the graphs (the result of `chain` is dropped at once).
+    forward = harness.median_time(lambda: chain(x), 51)
+    return backward, forward
+
+
+def vmap_mlp():
+    """A 2-layer MLP for one example under mx.vmap over 64, over the MLP written for the batch,
+    both evaluated."""
+    x = uniform((64, 256), 61)
+    w1, b1 = uniform((256, 512), 62) / 16, 0.1 * uniform((512,), 63)
+    w2, b2 = uniform((512, 10), 64) / 22, 0.1 * uniform((10,), 65)
+    mx.eval(w1, b1, w2, b2)
+
+    def mlp(v):
+        return mx.tanh(v @ w1 + b1) @ w2 + b2
+
+    batched = mx.vmap(mlp)
+    hand = harness.median_time(timed(lambda: mlp(x)))
+    return timed(lambda: batched(x)), hand
+
+
 def info():
     text = f"mlx {mx.__version__} (CPU)"
     pools = []
@@ -137,7 +174,7 @@ SETUPS = {
     "add": add, "exp": exp, "where": where, "sum_rows": sum_rows,
     "transpose_copy": transpose_copy, "rms_norm": rms_norm, "layer_norm": layer_norm,
     "softmax": softmax, "logsumexp": logsumexp, "rope": rope, "decode_4k": decode_4k,
-    "tiny_op_chain": tiny_op_chain,
+    "tiny_op_chain": tiny_op_chain, "vjp_chain": vjp_chain, "vmap_mlp": vmap_mlp,
 }
 
 if __name__ == "__main__":

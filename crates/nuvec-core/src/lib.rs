@@ -38,4 +38,7 @@ pub use error::{Error, Result};
 pub use fast::gather_mm;
 pub use ops::*;
 pub use primitive::Primitive;
-pub use transforms::{async_eval, eval, grad, jvp, value_and_grad, vjp, vmap};
+pub use transforms::{
+    CustomFunction, async_eval, custom_function, custom_vjp, eval, grad, jvp, value_and_grad, vjp,
+    vmap,
+};

@@ -81,6 +81,9 @@ pub enum Primitive {
     Identity,
     /// A fused operation ([`crate::fast`]), recorded where a kernel takes it.
     Fast(FastOp),
+    /// A function with derivative or batching rules of its own ([`crate::custom_function`]):
+    /// its inputs are the function's primals, then the outputs of its graph, handed on.
+    Custom(crate::transforms::CustomOp),
 }
 
 /// What a batching rule returns: the batched outputs and each one's batch axis (`None` for
@@ -137,6 +140,7 @@ impl Primitive {
             Primitive::StopGradient => "stop_gradient",
             Primitive::Identity => "identity",
             Primitive::Fast(op) => op.name(),
+            Primitive::Custom(op) => op.name(),
         }
     }
 
@@ -167,6 +171,7 @@ impl Primitive {
                 Ok(vec![(inputs[0].shape().to_vec(), inputs[0].dtype())])
             }
             Primitive::Fast(op) => op.output_specs(inputs),
+            Primitive::Custom(op) => op.output_specs(inputs),
         }
     }
 }

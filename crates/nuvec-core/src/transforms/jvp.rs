@@ -1,11 +1,10 @@
 //! Forward mode: [`jvp`].
 
-use std::collections::{HashMap, HashSet};
-
 use super::TraceGuard;
-use super::graph::{inputs, key, outputs, tape};
+use super::graph::{
+    differentiable, key, key_map, key_set, needed, recycle, recycle_map, recycle_set, tape,
+};
 use super::vjp::tracers;
-use crate::array::Inner;
 use crate::error::invalid;
 use crate::{Array, Result};
 
@@ -51,21 +50,35 @@ where
     if outs.is_empty() {
         return Err(invalid("jvp", "the function returned no outputs"));
     }
-    let stop: HashSet<*const Inner> = xs.iter().map(key).collect();
-    let mut tans: HashMap<*const Inner, Array> = HashMap::new();
+    let mut stop = key_set();
+    stop.extend(xs.iter().map(key));
+    let mut tans = key_map();
     for (x, t) in xs.iter().zip(tangents) {
         if x.dtype().is_inexact() {
             tans.insert(key(x), t.astype(x.dtype())?);
         }
     }
-    for node in tape(&outs, &stop) {
-        let ins = inputs(&node);
-        let in_tans: Vec<Option<Array>> = ins.iter().map(|i| tans.get(&key(i)).cloned()).collect();
+    let order = tape(&outs, &stop, |_| {});
+    // Tangents that cannot reach the outputs (below stop_gradient, or the graph inside a
+    // custom function, whose rule works from its primals) are not built.
+    let keep = needed(&order, &outs, differentiable);
+    for (step, _) in order.iter().zip(keep).filter(|(_, k)| *k) {
+        let ins = &step.inputs;
+        let p = step.primitive();
+        let in_tans: Vec<Option<Array>> = ins
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                differentiable(p, i)
+                    .then(|| tans.get(&key(x)).cloned())
+                    .flatten()
+            })
+            .collect();
         if in_tans.iter().all(Option::is_none) {
             continue;
         }
-        let node_outputs = outputs(&node);
-        let out_tans = node.primitive.jvp(&ins, &node_outputs, &in_tans)?;
+        let node_outputs = step.outputs();
+        let out_tans = p.jvp(ins, &node_outputs, &in_tans)?;
         for (o, t) in node_outputs.iter().zip(out_tans) {
             if let Some(o) = o
                 && o.dtype().is_inexact()
@@ -81,5 +94,8 @@ where
             None => crate::zeros_like(o),
         })
         .collect::<Result<Vec<_>>>()?;
+    recycle(order);
+    recycle_set(stop);
+    recycle_map(tans);
     Ok((outs, tangents_out))
 }

@@ -1,10 +1,12 @@
 //! Transformations of computations: evaluation (the scheduler), reverse-mode derivatives
-//! ([`vjp`], [`grad`], [`value_and_grad`]), forward mode ([`jvp`]) and batching ([`vmap`]).
+//! ([`vjp`], [`grad`], [`value_and_grad`]), forward mode ([`jvp`]), batching ([`vmap`]) and
+//! functions with rules of their own ([`custom_function`], [`custom_vjp`]).
 //!
 //! The derivative and batching transforms trace the function: they call it on stand-ins for
 //! its inputs, then walk the recorded graph and apply each primitive's rule (its `vjp`,
 //! `jvp` or `vmap`). The rules build ordinary operations, so transforms nest.
 
+mod custom;
 mod eval;
 mod graph;
 mod jvp;
@@ -14,6 +16,11 @@ mod vmap;
 
 use std::cell::Cell;
 
+pub use custom::{
+    CustomFunction, CustomOp, Function, JvpFunction, VjpFunction, VmapFunction, custom_function,
+    custom_vjp,
+};
+pub(crate) use custom::{jvp as custom_jvp, vjp as custom_vjp_rule, vmap as custom_vmap};
 pub(crate) use eval::synchronize;
 pub use eval::{async_eval, eval};
 pub use jvp::jvp;

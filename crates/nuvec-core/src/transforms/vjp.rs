@@ -1,10 +1,11 @@
 //! Reverse mode: [`vjp`], [`grad`] and [`value_and_grad`].
 
-use std::collections::{HashMap, HashSet};
+use std::collections::hash_map::Entry;
 
 use super::TraceGuard;
-use super::graph::{inputs, key, outputs, tape};
-use crate::array::Inner;
+use super::graph::{
+    KeyMap, differentiable, key, key_map, key_set, recycle, recycle_map, recycle_set, tape,
+};
 use crate::error::invalid;
 use crate::primitive::Primitive;
 use crate::{Array, Result};
@@ -72,72 +73,93 @@ fn backward(
     outs: &[Array],
     cotangents: &[Array],
 ) -> Result<Vec<Array>> {
-    let stop: HashSet<*const Inner> = xs.iter().map(key).collect();
-    let order = tape(outs, &stop);
-    // Which arrays depend on a tracer (only those carry cotangents back).
-    let mut depends: HashSet<*const Inner> = stop.clone();
-    for node in &order {
-        if inputs(node).iter().any(|i| depends.contains(&key(i))) {
-            for o in outputs(node).into_iter().flatten() {
-                depends.insert(key(&o));
-            }
+    let mut stop = key_set();
+    stop.extend(xs.iter().map(key));
+    // Which arrays depend on a tracer (only those carry cotangents back), found as the tape
+    // is recorded, inputs first.
+    let mut depends = key_set();
+    depends.extend(xs.iter().map(key));
+    let order = tape(outs, &stop, |step| {
+        let p = step.primitive();
+        if step
+            .inputs
+            .iter()
+            .enumerate()
+            .any(|(i, x)| differentiable(p, i) && depends.contains(&key(x)))
+        {
+            depends.extend(step.output_keys());
         }
-    }
-    let mut cots: HashMap<*const Inner, Array> = HashMap::new();
+    });
+    let mut cots = key_map();
     for (o, c) in outs.iter().zip(cotangents) {
         if !depends.contains(&key(o)) || !o.dtype().is_inexact() {
             continue;
         }
         accumulate(&mut cots, o, c.astype(o.dtype())?)?;
     }
-    for node in order.iter().rev() {
-        let node_outputs = outputs(node);
-        let node_cots: Vec<Option<Array>> = node_outputs
-            .iter()
-            .map(|o| o.as_ref().and_then(|o| cots.remove(&key(o))))
-            .collect();
+    // Buffers reused from node to node.
+    let (mut node_cots, mut argnums, mut node_outputs) = (Vec::new(), Vec::new(), Vec::new());
+    for step in order.iter().rev() {
+        node_cots.clear();
+        node_cots.extend(step.output_keys().map(|k| cots.remove(&k)));
         if node_cots.iter().all(Option::is_none) {
             continue;
         }
-        let ins = inputs(node);
-        let argnums: Vec<usize> = (0..ins.len())
-            .filter(|&i| depends.contains(&key(&ins[i])) && ins[i].dtype().is_inexact())
-            .collect();
+        let ins = &step.inputs;
+        let p = step.primitive();
+        argnums.clear();
+        argnums.extend((0..ins.len()).filter(|&i| {
+            differentiable(p, i) && ins[i].dtype().is_inexact() && depends.contains(&key(&ins[i]))
+        }));
         if argnums.is_empty() {
             continue;
         }
-        let grads = node
-            .primitive
-            .vjp(&ins, &node_outputs, &node_cots, &argnums)?;
+        node_outputs.clear();
+        step.outputs_into(&mut node_outputs);
+        let grads = p.vjp(ins, &node_outputs, &node_cots, &argnums)?;
         for (&i, g) in argnums.iter().zip(grads) {
             accumulate(&mut cots, &ins[i], g)?;
         }
     }
-    xs.iter()
+    let grads = xs
+        .iter()
         .zip(primals)
         .map(|(x, p)| match cots.remove(&key(x)) {
             Some(g) => Ok(g),
             None => crate::zeros_like(p),
         })
-        .collect()
+        .collect();
+    recycle(order);
+    recycle_set(stop);
+    recycle_set(depends);
+    recycle_map(cots);
+    grads
 }
 
-fn accumulate(cots: &mut HashMap<*const Inner, Array>, a: &Array, g: Array) -> Result<()> {
+fn accumulate(cots: &mut KeyMap<Array>, a: &Array, g: Array) -> Result<()> {
     let g = if g.dtype() != a.dtype() {
         g.astype(a.dtype())?
     } else {
         g
     };
-    let sum = match cots.remove(&key(a)) {
-        Some(prev) => crate::add(&prev, &g)?,
-        None => g,
-    };
-    cots.insert(key(a), sum);
+    match cots.entry(key(a)) {
+        Entry::Occupied(mut prev) => {
+            let sum = crate::add(prev.get(), &g)?;
+            prev.insert(sum);
+        }
+        Entry::Vacant(slot) => {
+            slot.insert(g);
+        }
+    }
     Ok(())
 }
 
-/// A function returning `f`'s gradient with respect to the inputs `argnums`: `f` must return
-/// one output of one element (a scalar loss).
+/// A function returning `f`'s gradient with respect to the inputs `argnums`. `f`'s first
+/// output is the loss, of one element; any further outputs are auxiliary values that no
+/// gradient flows from (see [`value_and_grad`]). As in MLX, `argnums` must name at least one
+/// input, none twice, and the gradients come in increasing input order whatever order
+/// `argnums` lists them in. Integer and boolean inputs are constants: their gradient is zeros
+/// of their type.
 ///
 /// ```
 /// use nuvec_core::{Array, grad, multiply};
@@ -156,8 +178,20 @@ where
     move |xs: &[Array]| Ok(vg(xs)?.1)
 }
 
-/// A function returning `f`'s value and its gradient with respect to the inputs `argnums`
-/// (see [`grad`]).
+/// A function returning every output of `f` and the gradient of the first (the loss, of one
+/// element) with respect to the inputs `argnums`, in increasing input order (see [`grad`]).
+/// The other outputs are returned as they are, as MLX's auxiliary outputs.
+///
+/// ```
+/// use nuvec_core::{Array, square, value_and_grad};
+///
+/// // A loss and, beside it, a value to report: only the loss is differentiated.
+/// let f = |xs: &[Array]| Ok(vec![square(&xs[0])?, xs[0].clone()]);
+/// let (values, grads) = value_and_grad(f, &[0])(&[Array::scalar(3.0f32)]).unwrap();
+/// assert_eq!(values[0].item::<f32>().unwrap(), 9.0);
+/// assert_eq!(values[1].item::<f32>().unwrap(), 3.0);
+/// assert_eq!(grads[0].item::<f32>().unwrap(), 6.0);
+/// ```
 pub fn value_and_grad<F>(
     f: F,
     argnums: &[usize],
@@ -167,12 +201,9 @@ where
 {
     let argnums = argnums.to_vec();
     move |xs: &[Array]| {
-        if let Some(&bad) = argnums.iter().find(|&&i| i >= xs.len()) {
-            return Err(invalid(
-                "grad",
-                format!("argnum {bad} is out of range for {} inputs", xs.len()),
-            ));
-        }
+        let argnums = checked_argnums(&argnums, xs.len())?;
+        let refs: Vec<&Array> = xs.iter().collect();
+        crate::ops::check_errors(&refs)?;
         let _trace = TraceGuard::new();
         let chosen: Vec<Array> = argnums.iter().map(|&i| xs[i].clone()).collect();
         let traced = tracers(&chosen)?;
@@ -181,23 +212,47 @@ where
             inputs[i] = t.clone();
         }
         let outs = f(&inputs)?;
-        let [loss] = outs.as_slice() else {
-            return Err(invalid(
-                "grad",
-                "the function must return exactly one output",
-            ));
+        let Some(loss) = outs.first() else {
+            return Err(invalid("grad", "the function returned no outputs"));
         };
         if loss.size() != 1 {
             return Err(invalid(
                 "grad",
                 format!(
-                    "the output must have one element, not shape {:?}",
+                    "the loss (first output) must have one element, not shape {:?}",
                     loss.shape()
                 ),
             ));
         }
         let seed = crate::ones_like(loss)?;
-        let grads = backward(&traced, &chosen, &outs, std::slice::from_ref(&seed))?;
+        let grads = backward(
+            &traced,
+            &chosen,
+            std::slice::from_ref(loss),
+            std::slice::from_ref(&seed),
+        )?;
         Ok((outs, grads))
     }
+}
+
+/// `argnums` sorted, after MLX's checks: at least one, none repeated, each below `inputs`.
+fn checked_argnums(argnums: &[usize], inputs: usize) -> Result<Vec<usize>> {
+    if argnums.is_empty() {
+        return Err(invalid("grad", "argnums must name at least one input"));
+    }
+    let mut sorted = argnums.to_vec();
+    sorted.sort_unstable();
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(invalid(
+            "grad",
+            format!("argnum {} is repeated in {argnums:?}", w[0]),
+        ));
+    }
+    if let Some(&bad) = sorted.last().filter(|&&i| i >= inputs) {
+        return Err(invalid(
+            "grad",
+            format!("argnum {bad} is out of range for {inputs} inputs"),
+        ));
+    }
+    Ok(sorted)
 }

@@ -1,9 +1,6 @@
 //! Batching: [`vmap`].
 
-use std::collections::{HashMap, HashSet};
-
-use super::graph::{inputs, key, outputs, tape};
-use crate::array::Inner;
+use super::graph::{KeyMap, batching_reads, key, key_set, needed, recycle, recycle_set, tape};
 use crate::error::invalid;
 use crate::{Array, Result};
 
@@ -78,7 +75,7 @@ where
         return Err(invalid("vmap", "no input is batched"));
     };
     // Stand-ins with one example's shape, which the function's graph is recorded on.
-    let mut batched: HashMap<*const Inner, (Array, usize)> = HashMap::new();
+    let mut batched: KeyMap<(Array, usize)> = KeyMap::default();
     let stand_ins: Vec<Array> = xs
         .iter()
         .zip(in_axes)
@@ -103,9 +100,13 @@ where
             format!("{} out_axes for {} outputs", out_axes.len(), outs.len()),
         ));
     }
-    let stop: HashSet<*const Inner> = batched.keys().copied().collect();
-    for node in tape(&outs, &stop) {
-        let ins = inputs(&node);
+    let mut stop = key_set();
+    stop.extend(batched.keys().copied());
+    let order = tape(&outs, &stop, |_| {});
+    // A custom function with its own batching rule does not need its inner graph batched.
+    let keep = needed(&order, &outs, batching_reads);
+    for (step, _) in order.iter().zip(keep).filter(|(_, k)| *k) {
+        let ins = &step.inputs;
         if !ins.iter().any(|i| batched.contains_key(&key(i))) {
             continue;
         }
@@ -116,20 +117,26 @@ where
                 None => (i.clone(), None),
             })
             .unzip();
-        let (results, result_axes) = node.primitive.vmap(&args, &axes)?;
-        for ((o, r), ax) in outputs(&node).into_iter().zip(results).zip(result_axes) {
+        let (results, result_axes) = step.primitive().vmap(&args, &axes)?;
+        for ((o, r), ax) in step.outputs().into_iter().zip(results).zip(result_axes) {
             let Some(o) = o else { continue };
             match ax {
                 Some(ax) => {
                     batched.insert(key(&o), (r, ax));
                 }
                 None => {
-                    // An output that does not vary over the batch: broadcast it later.
-                    batched.insert(key(&o), (crate::expand_dims(&r, 0)?, 0));
+                    // An output that does not vary over the batch: the same for every
+                    // example (a broadcast view, so that every rule sees one batch size).
+                    let mut shape = vec![size];
+                    shape.extend_from_slice(r.shape());
+                    let b = crate::broadcast_to(&crate::expand_dims(&r, 0)?, &shape)?;
+                    batched.insert(key(&o), (b, 0));
                 }
             }
         }
     }
+    recycle(order);
+    recycle_set(stop);
     outs.iter()
         .zip(out_axes)
         .map(|(o, &to)| {

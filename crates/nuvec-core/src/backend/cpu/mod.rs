@@ -51,5 +51,6 @@ pub(crate) fn eval(
         Primitive::Conv(op) => conv::eval(op, inputs, outputs),
         Primitive::StopGradient | Primitive::Identity => Ok(vec![inputs[0].clone()]),
         Primitive::Fast(op) => fast::eval(op, inputs, outputs),
+        Primitive::Custom(op) => Ok(op.forward(inputs)),
     }
 }

@@ -10,6 +10,19 @@ use crate::{
     subtract, where_, zeros_like,
 };
 
+/// `op(a, b)` recorded directly when the operands already share a shape and a type (as a
+/// cotangent and an elementwise node's primals do), without the operator's promotion and
+/// broadcasting, which cost more than the node; through the operator otherwise.
+fn direct(op: BinaryOp, a: &Array, b: &Array) -> Result<Array> {
+    if a.shape() == b.shape() && a.dtype() == b.dtype() {
+        return Array::op1(Primitive::Binary(op), vec![a.clone(), b.clone()]);
+    }
+    match op {
+        BinaryOp::Subtract => subtract(a, b),
+        _ => multiply(a, b),
+    }
+}
+
 /// `d out / d x` of a real unary function at `x` (with `out` its value), or `None` where the
 /// derivative is zero (rounding, predicates).
 fn derivative(op: UnaryOp, x: &Array, out: &Array) -> Result<Option<Array>> {
@@ -73,8 +86,15 @@ pub(super) fn unary_vjp(
     if matches!(op, UnaryOp::Real) && x.dtype() != crate::DType::C64 {
         return Ok(vec![g.clone()]);
     }
-    Ok(vec![match derivative(op, x, output(outputs)?)? {
-        Some(d) => multiply(g, &d)?,
+    let out = output(outputs)?;
+    if op == UnaryOp::Tanh && x.dtype().is_float() {
+        // g · (1 − out²) as g − (g · out) · out: three nodes, no broadcast constant.
+        let g_out = direct(BinaryOp::Multiply, g, out)?;
+        let g_out2 = direct(BinaryOp::Multiply, &g_out, out)?;
+        return Ok(vec![direct(BinaryOp::Subtract, g, &g_out2)?]);
+    }
+    Ok(vec![match derivative(op, x, out)? {
+        Some(d) => direct(BinaryOp::Multiply, g, &d)?,
         None => zeros_like(x)?,
     }])
 }
@@ -166,6 +186,23 @@ pub(super) fn binary_vjp(
 ) -> Result<Vec<Array>> {
     let g = single(cotangents)?;
     let (a, b) = (&inputs[0], &inputs[1]);
+    // The common linear cases build only what each asked-for input needs.
+    match op {
+        BinaryOp::Add => return Ok(argnums.iter().map(|_| g.clone()).collect()),
+        BinaryOp::Subtract => {
+            return argnums
+                .iter()
+                .map(|&i| if i == 0 { Ok(g.clone()) } else { negative(g) })
+                .collect();
+        }
+        BinaryOp::Multiply => {
+            return argnums
+                .iter()
+                .map(|&i| direct(BinaryOp::Multiply, g, if i == 0 { b } else { a }))
+                .collect();
+        }
+        _ => {}
+    }
     let (da, db) = partials(op, a, b, output(outputs)?)?;
     argnums
         .iter()

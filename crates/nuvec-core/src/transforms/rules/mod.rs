@@ -77,6 +77,9 @@ pub(crate) fn vjp(
         Primitive::Random(_) => random::vjp(inputs, argnums),
         Primitive::Fast(op) => fast::vjp(op, inputs, outputs, cotangents, argnums),
         Primitive::Conv(op) => conv::vjp(op, inputs, cotangents, argnums),
+        Primitive::Custom(op) => {
+            crate::transforms::custom_vjp_rule(op, inputs, cotangents, argnums)
+        }
     }
 }
 
@@ -126,6 +129,7 @@ pub(crate) fn jvp(
         Primitive::Random(op) => random::jvp(op, inputs),
         Primitive::Fast(op) => fast::jvp(op, inputs, tangents),
         Primitive::Conv(op) => conv::jvp(op, inputs, tangents),
+        Primitive::Custom(op) => crate::transforms::custom_jvp(op, inputs, tangents),
     }
 }
 
@@ -158,6 +162,7 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         Primitive::Random(op) => random::vmap(op, inputs, axes),
         Primitive::Fast(op) => fast::vmap(op, inputs, axes),
         Primitive::Conv(op) => conv::vmap(op, inputs, axes),
+        Primitive::Custom(op) => crate::transforms::custom_vmap(op, inputs, axes),
     }
 }
 
