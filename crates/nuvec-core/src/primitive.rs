@@ -8,6 +8,7 @@ use crate::ops::binary::BinaryOp;
 use crate::ops::creation::CreationOp;
 use crate::ops::index::IndexOp;
 use crate::ops::linalg::MatmulOp;
+use crate::ops::quantized::QuantizedOp;
 use crate::ops::reduce::{ArgReduceOp, ReduceOp, ScanOp};
 use crate::ops::shape::ShapeOp;
 use crate::ops::sort::SortOp;
@@ -68,6 +69,8 @@ pub enum Primitive {
     Index(IndexOp),
     /// Matrix products.
     Matmul(MatmulOp),
+    /// Affine quantization: quantize, dequantize, quantized matrix products.
+    Quantized(QuantizedOp),
     /// The input unchanged, with no derivative flowing back through it.
     StopGradient,
     /// The input unchanged (a view): how the transforms mark the inputs they trace.
@@ -123,6 +126,7 @@ impl Primitive {
             Primitive::Shape(op) => op.name(),
             Primitive::Index(op) => op.name(),
             Primitive::Matmul(op) => op.name(),
+            Primitive::Quantized(op) => op.name(),
             Primitive::StopGradient => "stop_gradient",
             Primitive::Identity => "identity",
         }
@@ -148,6 +152,7 @@ impl Primitive {
             Primitive::Shape(op) => op.output_specs(inputs),
             Primitive::Index(op) => op.output_specs(inputs),
             Primitive::Matmul(op) => op.output_specs(inputs),
+            Primitive::Quantized(op) => op.output_specs(inputs),
             Primitive::StopGradient | Primitive::Identity => {
                 crate::ops::expect_inputs(self.name(), inputs, 1)?;
                 Ok(vec![(inputs[0].shape().to_vec(), inputs[0].dtype())])

@@ -8,6 +8,7 @@ pub(crate) mod elementwise;
 mod index;
 mod linalg;
 pub(crate) mod math;
+mod quantized;
 mod reduce;
 mod shape;
 mod sort;
@@ -42,6 +43,7 @@ pub(crate) fn eval(
         Primitive::Shape(op) => shape::eval(op, inputs, outputs),
         Primitive::Index(op) => index::eval(op, inputs, outputs),
         Primitive::Matmul(op) => linalg::eval(op, inputs, outputs),
+        Primitive::Quantized(op) => quantized::eval(op, inputs, outputs),
         Primitive::StopGradient | Primitive::Identity => Ok(vec![inputs[0].clone()]),
     }
 }
