@@ -2,6 +2,7 @@
 //! builds ordinary operations, so the transforms compose (grad of grad, vmap of grad).
 
 mod elementwise;
+mod quantized;
 mod shape;
 
 use crate::primitive::{Batched, Primitive};
@@ -49,6 +50,7 @@ pub(crate) fn vjp(
             .map(|&i| crate::zeros_like(&inputs[i]))
             .collect(),
         Primitive::Shape(op) => shape::vjp(op, inputs, cotangents),
+        Primitive::Quantized(op) => quantized::vjp(op, inputs, cotangents, argnums),
         _ => Err(unsupported(p, "vjp")),
     }
 }
@@ -74,6 +76,7 @@ pub(crate) fn jvp(
         },
         Primitive::StopGradient => Ok(vec![crate::zeros_like(&inputs[0])?]),
         Primitive::Shape(op) => shape::jvp(op, inputs, tangents),
+        Primitive::Quantized(op) => quantized::jvp(op, inputs, tangents),
         _ => Err(unsupported(p, "jvp")),
     }
 }
@@ -90,6 +93,7 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         }
         Primitive::Binary(_) | Primitive::Select => elementwise::vmap(p, inputs, axes),
         Primitive::Shape(op) => shape::vmap(op, inputs, axes),
+        Primitive::Quantized(op) => quantized::vmap(op, inputs, axes),
         _ => Err(unsupported(p, "vmap")),
     }
 }
