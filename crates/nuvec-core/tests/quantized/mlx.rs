@@ -430,12 +430,13 @@ fn dequantize_of_mlx_words_is_close_to_the_matrix() {
     }
 }
 
+/// Sums of 64 f32 products of values up to 1, rounded in another order than MLX's.
 fn close(name: &str, got: &[f64], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{name}");
     for (i, (g, &w)) in got.iter().zip(want).enumerate() {
         let w = f64::from(w);
         assert!(
-            (g - w).abs() <= 2e-6 * (1.0 + w.abs()),
+            (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
             "{name}[{i}]: {g} vs MLX's {w}"
         );
     }

@@ -1,24 +1,23 @@
 //! The quantized product `x · wᵀ` (or `x · w`) on the CPU.
 //!
-//! The output is cut into bands of columns (rows of `w` when it is transposed), one task per
-//! band and batch entry, spread over the rayon pool. A few rows of `x` (decoding: one) take
-//! the vector path: each group of `w` is unpacked once into registers-sized scratch and dotted
-//! with every row of `x`, the bias entering through the group's sum of `x`; nothing but the
-//! packed words streams from memory. More rows take the matrix path: the band of `w` is
-//! dequantized into a panel of floats, a slice of the inner axis at a time, and multiplied by
-//! `gemm`. Both compute in `f32` (`f64` for `f64`) and write the band's outputs transposed,
-//! so that each task owns a contiguous piece; one pass at the end lays them out row-major in
-//! the output type.
+//! The output is cut into tasks (a batch entry, a block of rows of `x`, a band of columns),
+//! spread over the rayon pool; each task owns its pieces of the output rows, so tasks never
+//! share memory. A few rows of `x` (decoding: one) take the vector path (see `gemv` for the
+//! transposed weight; the other orientation adds `x[i, r] · (s · q + b)` row by row of `w`):
+//! the packed words stream from memory once and are never stored as floats. More rows take
+//! the matrix path: the band of `w` is dequantized into a panel of floats, a slice of the inner
+//! axis at a time, and multiplied by `gemm`. Both compute in `f32` (`f64` for `f64`) and
+//! round once into the output.
 
 use std::borrow::Cow;
 
 use gemm::Parallelism;
 use rayon::prelude::*;
 
+use super::gemv::Gemv;
 use super::{Compute, unpack, with_bits};
 use crate::Result;
 use crate::array::{ArrayData, collapse, for_each_strided, gather_row_major, pool};
-use crate::backend::cpu::elementwise::fill;
 use crate::backend::cpu::math::{AccFloat, FloatElem};
 use crate::dtype::Element;
 
@@ -29,10 +28,13 @@ const VECTOR_ROWS: usize = 6;
 const PARALLEL_WORK: usize = 1 << 18;
 /// The most floats of a dequantized panel (256 KiB of `f32`, so it stays in L2).
 const PANEL: usize = 1 << 16;
+/// The most rows of `x` one task multiplies (bounding its scratch; each block of rows
+/// dequantizes the weights again).
+const ROW_BLOCK: usize = 1024;
 
 /// The matrices of a `[..., rows, cols]` input: where each starts and how far apart its rows
 /// are, over elements whose rows are contiguous (copied into a new buffer where not).
-struct Matrices<'a, E: Clone> {
+pub(super) struct Matrices<'a, E: Clone> {
     data: Cow<'a, [E]>,
     starts: Vec<usize>,
     row_stride: isize,
@@ -77,7 +79,7 @@ impl<'a, E: Element> Matrices<'a, E> {
 
     /// The first `len` elements of row `r` of matrix `b`.
     #[inline(always)]
-    fn row(&self, b: usize, r: usize, len: usize) -> &[E] {
+    pub(super) fn row(&self, b: usize, r: usize, len: usize) -> &[E] {
         let at = (self.starts[b] as isize + r as isize * self.row_stride) as usize;
         &self.data[at..at + len]
     }
@@ -96,24 +98,27 @@ fn in_compute<'a, T: FloatElem<Acc = C>, C: Compute + Element>(
 }
 
 /// One quantized product, its operands ready in the compute type `C`.
-struct Problem<'a, C: Compute + Element> {
+pub(super) struct Problem<'a, C: Compute + Element> {
     /// `[batch, m, k]`, row-major.
-    x: Vec<C>,
-    w: Matrices<'a, u32>,
-    scales: Matrices<'a, C>,
-    biases: Matrices<'a, C>,
-    batch: usize,
-    m: usize,
-    n: usize,
-    k: usize,
-    group_size: usize,
-    transpose: bool,
+    pub(super) x: Vec<C>,
+    /// `[batch, rows, words]`.
+    pub(super) w: Matrices<'a, u32>,
+    /// `[batch, rows, groups]`.
+    pub(super) scales: Matrices<'a, C>,
+    /// `[batch, rows, groups]`.
+    pub(super) biases: Matrices<'a, C>,
+    pub(super) batch: usize,
+    pub(super) m: usize,
+    pub(super) n: usize,
+    pub(super) k: usize,
+    pub(super) group_size: usize,
+    pub(super) transpose: bool,
 }
 
 impl<C: Compute + Element> Problem<'_, C> {
     /// Row `i` of `x` in matrix `b`.
     #[inline(always)]
-    fn x_row(&self, b: usize, i: usize) -> &[C] {
+    pub(super) fn x_row(&self, b: usize, i: usize) -> &[C] {
         let at = (b * self.m + i) * self.k;
         &self.x[at..at + self.k]
     }
@@ -134,7 +139,7 @@ pub(super) fn eval<T: FloatElem>(
     shape: &[usize],
 ) -> Result<ArrayData>
 where
-    T::Acc: Compute + Element,
+    T::Acc: Gemv,
 {
     let (x, w) = (&inputs[0], &inputs[1]);
     let nd = w.layout.shape.len();
@@ -170,38 +175,26 @@ where
         group_size,
         transpose,
     };
-    let transposed = with_bits!(bits, B => run::<T::Acc, B>(&p));
-    // Lay the `[batch, n, m]` result out as `[batch, m, n]`.
-    if m == 1 {
-        fill(&mut out, &|s, chunk| {
-            for (o, &v) in chunk.iter_mut().zip(&transposed[s..]) {
-                *o = T::down(v);
-            }
-        });
-    } else {
-        let row = |r: usize, o: &mut [T]| {
-            let (b, i) = (r / m, r % m);
-            let block = &transposed[b * n * m..(b + 1) * n * m];
-            for (j, o) in o.iter_mut().enumerate() {
-                *o = T::down(block[j * m + i]);
-            }
-        };
-        if size >= PARALLEL_WORK {
-            out.par_chunks_mut(n)
-                .enumerate()
-                .for_each(|(r, o)| row(r, o));
-        } else {
-            out.chunks_mut(n).enumerate().for_each(|(r, o)| row(r, o));
-        }
-    }
-    pool::release(<T::Acc as Element>::into_host(transposed));
+    with_bits!(bits, B => run::<T, B>(&p, &mut out));
     Ok(ArrayData::from_vec(out, shape))
 }
 
-/// The product as `[batch, n, m]` (each output column's `m` values together).
-fn run<C: Compute + Element, const B: usize>(p: &Problem<'_, C>) -> Vec<C> {
+/// A piece of the output one task computes: rows `r0..r0 + rows.len()` of batch entry `b`,
+/// columns `n0..n0 + width` (each row's piece of the row-major output).
+struct Task<'o, T> {
+    b: usize,
+    r0: usize,
+    n0: usize,
+    rows: Vec<&'o mut [T]>,
+}
+
+/// Computes the product into `out` (`[batch, m, n]`, row-major): one task per batch entry,
+/// block of rows and band of columns.
+fn run<T: FloatElem, const B: usize>(p: &Problem<'_, T::Acc>, out: &mut [T])
+where
+    T::Acc: Gemv,
+{
     let (m, n) = (p.m, p.n);
-    let mut out = pool::alloc::<C>(p.batch * n * m);
     let threads = rayon::current_num_threads();
     let parallel = threads > 1 && p.batch * m * n * p.k >= PARALLEL_WORK;
     let vector = m <= VECTOR_ROWS;
@@ -211,69 +204,65 @@ fn run<C: Compute + Element, const B: usize>(p: &Problem<'_, C>) -> Vec<C> {
     let widest = if vector { 64 } else { 128 }.max(align);
     let wanted = n.div_ceil(8 * threads).next_multiple_of(align);
     let band = wanted.clamp(align, widest);
-    let task = |b: usize, n0: usize, chunk: &mut [C]| {
-        let cols = chunk.len() / m;
-        match (vector, p.transpose) {
-            (true, true) => vector_t::<C, B>(p, b, n0, cols, chunk),
-            (true, false) => vector_n::<C, B>(p, b, n0, cols, chunk),
-            (false, _) => panel::<C, B>(p, b, n0, cols, chunk),
+    let (blocks, bands) = (m.div_ceil(ROW_BLOCK), n.div_ceil(band));
+    let mut tasks: Vec<Task<'_, T>> = (0..p.batch * blocks * bands)
+        .map(|t| Task {
+            b: t / (blocks * bands),
+            r0: t / bands % blocks * ROW_BLOCK,
+            n0: t % bands * band,
+            rows: Vec::new(),
+        })
+        .collect();
+    for (r, line) in out.chunks_mut(n).enumerate() {
+        let first = (r / m * blocks + r % m / ROW_BLOCK) * bands;
+        for (task, piece) in tasks[first..first + bands]
+            .iter_mut()
+            .zip(line.chunks_mut(band))
+        {
+            task.rows.push(piece);
         }
+    }
+    let prep = match vector && p.transpose {
+        true => T::Acc::prepare::<B>(p),
+        false => Vec::new(),
     };
-    for_bands(&mut out, n * m, band * m, parallel, &|b, j, chunk| {
-        task(b, j * band, chunk)
-    });
-    out
-}
-
-/// Runs `f(batch, band, chunk)` over each batch entry's output (`per_batch` values) cut into
-/// chunks of `per_band` values, over the pool when `parallel`.
-fn for_bands<C: Send>(
-    out: &mut [C],
-    per_batch: usize,
-    per_band: usize,
-    parallel: bool,
-    f: &(dyn Fn(usize, usize, &mut [C]) + Sync),
-) {
-    if parallel {
-        out.par_chunks_mut(per_batch)
-            .enumerate()
-            .for_each(|(b, o)| {
-                o.par_chunks_mut(per_band)
-                    .enumerate()
-                    .for_each(|(j, c)| f(b, j, c))
-            });
-    } else {
-        for (b, o) in out.chunks_mut(per_batch).enumerate() {
-            for (j, c) in o.chunks_mut(per_band).enumerate() {
-                f(b, j, c);
+    for_each_task(&mut tasks, parallel, &|task| {
+        let (rows, cols) = (task.rows.len(), task.rows[0].len());
+        let mut temp = pool::alloc::<T::Acc>(rows * cols);
+        // The vector paths leave each column's `m` values together, the panel path each row.
+        let by_column = vector;
+        match (vector, p.transpose) {
+            (true, true) => T::Acc::rows::<B>(p, &prep, task.b, task.n0, &mut temp),
+            (true, false) => vector_n::<T::Acc, B>(p, task.b, task.n0, cols, &mut temp),
+            (false, _) => panel::<T::Acc, B>(p, task.b, task.r0, task.n0, cols, &mut temp),
+        }
+        for (i, row) in task.rows.iter_mut().enumerate() {
+            if by_column {
+                for (j, o) in row.iter_mut().enumerate() {
+                    *o = T::down(temp[j * rows + i]);
+                }
+            } else {
+                for (o, &v) in row.iter_mut().zip(&temp[i * cols..]) {
+                    *o = T::down(v);
+                }
             }
         }
-    }
+        pool::release(<T::Acc as Element>::into_host(temp));
+    });
 }
 
-/// `Σ a[i] · b[i]` over lengths that are multiples of 16, in 16 independent sums (so that the
-/// loop vectorises), with fused multiply-adds when `FMA`.
-#[inline(always)]
-fn dot<C: Compute, const FMA: bool>(a: &[C], b: &[C]) -> C {
-    let zero = C::c(0.0);
-    let mut acc = [zero; 16];
-    for (ca, cb) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
-        for l in 0..16 {
-            acc[l] = if FMA {
-                ca[l].mul_add(cb[l], acc[l])
-            } else {
-                ca[l] * cb[l] + acc[l]
-            };
-        }
+/// Runs `f` on every task, over the pool when `parallel` (a trait object, so that the pool's
+/// machinery is built once per output type).
+fn for_each_task<T: Send>(
+    tasks: &mut [Task<'_, T>],
+    parallel: bool,
+    f: &(dyn Fn(&mut Task<'_, T>) + Sync),
+) {
+    if parallel {
+        tasks.par_iter_mut().for_each(f);
+    } else {
+        tasks.iter_mut().for_each(f);
     }
-    let mut width = 16;
-    while width > 1 {
-        width /= 2;
-        for l in 0..width {
-            acc[l] = acc[l] + acc[l + width];
-        }
-    }
-    acc[0]
 }
 
 /// Whether the CPU has AVX2 and FMA (the standard library caches the answer).
@@ -286,72 +275,6 @@ fn has_avx2() -> bool {
     #[cfg(not(target_arch = "x86_64"))]
     {
         false
-    }
-}
-
-/// The vector path with `w` transposed (`[n, k]` packed along `k`): output column `j` of the
-/// band is `Σ_g s_g · ⟨q_g, x_g⟩ + b_g · Σ x_g` over the groups `g` of row `n0 + j` of `w`.
-fn vector_t<C: Compute + Element, const B: usize>(
-    p: &Problem<'_, C>,
-    b: usize,
-    n0: usize,
-    cols: usize,
-    out: &mut [C],
-) {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        #[target_feature(enable = "avx2,fma")]
-        fn wide<C: Compute + Element, const B: usize>(
-            p: &Problem<'_, C>,
-            b: usize,
-            n0: usize,
-            cols: usize,
-            out: &mut [C],
-        ) {
-            vector_t_body::<C, B, true>(p, b, n0, cols, out)
-        }
-        // SAFETY: `wide` needs AVX2 and FMA, which the CPU has (checked above).
-        unsafe { wide::<C, B>(p, b, n0, cols, out) };
-        return;
-    }
-    vector_t_body::<C, B, false>(p, b, n0, cols, out)
-}
-
-#[inline(always)]
-fn vector_t_body<C: Compute + Element, const B: usize, const FMA: bool>(
-    p: &Problem<'_, C>,
-    b: usize,
-    n0: usize,
-    cols: usize,
-    out: &mut [C],
-) {
-    let (m, k, gs) = (p.m, p.k, p.group_size);
-    let groups = k / gs;
-    let words = Problem::<C>::words(gs, B);
-    // Each row of `x`'s sum over each group (what the biases multiply).
-    let mut sums = vec![C::c(0.0); m * groups];
-    for i in 0..m {
-        let x = p.x_row(b, i);
-        for (s, xg) in sums[i * groups..].iter_mut().zip(x.chunks_exact(gs)) {
-            *s = xg.iter().fold(C::c(0.0), |a, &v| a + v);
-        }
-    }
-    let mut q = [C::c(0.0); 128];
-    let q = &mut q[..gs];
-    for (j, o) in out.chunks_exact_mut(m).enumerate().take(cols) {
-        let row = n0 + j;
-        let w = p.w.row(b, row, Problem::<C>::words(k, B));
-        let scales = p.scales.row(b, row, groups);
-        let biases = p.biases.row(b, row, groups);
-        o.fill(C::c(0.0));
-        for g in 0..groups {
-            unpack::<B, C>(&w[g * words..(g + 1) * words], q);
-            for (i, o) in o.iter_mut().enumerate() {
-                let xg = &p.x_row(b, i)[g * gs..(g + 1) * gs];
-                let d = dot::<C, FMA>(q, xg);
-                *o = *o + scales[g] * d + biases[g] * sums[i * groups + g];
-            }
-        }
     }
 }
 
@@ -436,11 +359,13 @@ fn vector_n_body<C: Compute + Element, const B: usize, const FMA: bool>(
 fn panel<C: Compute + Element, const B: usize>(
     p: &Problem<'_, C>,
     b: usize,
+    r0: usize,
     n0: usize,
     cols: usize,
     out: &mut [C],
 ) {
     let (m, k, gs) = (p.m, p.k, p.group_size);
+    let rows = out.len() / cols;
     let zero = C::c(0.0);
     // A slice of the inner axis: whole groups when they lie along it.
     let depth = (PANEL / cols).max(gs) / gs * gs;
@@ -494,19 +419,19 @@ fn panel<C: Compute + Element, const B: usize>(
         } else {
             (1, cols as isize)
         };
-        let lhs = &p.x[b * m * k + k0..];
-        // SAFETY: `out` is this band's `[cols, m]` block, written as the `m × cols` matrix
-        // with column stride `m` and row stride 1, all inside it; `lhs` is `x[b]` from
-        // column `k0`, read as `m × kc` with row stride `k` (within `x[b]`, which has `m`
-        // rows of `k`); the panel holds `cols · kc` values read with the strides set above.
+        let lhs = &p.x[(b * m + r0) * k + k0..];
+        // SAFETY: `out` is this task's `rows × cols` block, row-major (written with column
+        // stride 1 and row stride `cols`); `lhs` starts at row `r0`, column `k0` of `x[b]`, read
+        // as `rows × kc` with row stride `k`, all inside `x[b]` (rows `r0..r0 + rows` of its
+        // `m`); the panel holds `cols · kc` values read with the strides set above.
         unsafe {
             gemm::gemm(
-                m,
+                rows,
                 cols,
                 kc,
                 out.as_mut_ptr(),
-                m as isize,
                 1,
+                cols as isize,
                 k0 > 0,
                 lhs.as_ptr(),
                 1,

@@ -6,6 +6,7 @@
 //! fills exactly `bits` words, so the kernels unpack 32 values at a time with the bit
 //! positions known at compile time (one instantiation per width).
 
+mod gemv;
 mod matmul;
 
 use std::borrow::Cow;

@@ -1,0 +1,270 @@
+//! The vector path of the product with a transposed `w` (`[n, k]`, packed along `k`): a few
+//! rows of `x` (decoding: one) against every row of `w`, which streams from memory once.
+//!
+//! Output `j` of a row of `x` is `Σ_g s_g · ⟨q_g, x_g⟩ + b_g · Σ x_g` over the groups `g` of row
+//! `j` of `w`: the biases meet precomputed group sums of `x`, and only the integers `q` are
+//! unpacked. With 2, 4 or 8 bits in `f32`, [`LANES`] consecutive words are unpacked side by
+//! side, one word per vector lane: the `j`-th value of every word comes out with one shift
+//! and one mask for all lanes, and meets `x` rearranged once per call so that those values'
+//! partners are adjacent too. That keeps the loop at a handful of vector instructions per
+//! word. Other widths (whose values straddle words) and `f64` unpack a group into scratch and
+//! take a dot product.
+
+use super::matmul::Problem;
+use super::{Compute, unpack};
+use crate::dtype::Element;
+
+/// Words unpacked side by side by the lane kernel (a 256-bit vector of `u32`).
+const LANES: usize = 8;
+
+/// The compute types' vector paths.
+pub(super) trait Gemv: Compute + Element {
+    /// Each row of `x` (per batch entry) as the kernel reads it, followed by its sums over
+    /// each group: `[batch, m, k + k / group_size]`.
+    fn prepare<const B: usize>(p: &Problem<'_, Self>) -> Vec<Self> {
+        prepare_rows::<Self, B>(p, false)
+    }
+
+    /// The outputs `[cols, m]` of rows `n0..n0 + cols` of `w` in batch entry `b`.
+    fn rows<const B: usize>(
+        p: &Problem<'_, Self>,
+        prep: &[Self],
+        b: usize,
+        n0: usize,
+        out: &mut [Self],
+    ) {
+        with_fma!(scratch_rows::<Self, B>(p, prep, b, n0, out))
+    }
+}
+
+impl Gemv for f64 {}
+
+impl Gemv for f32 {
+    fn prepare<const B: usize>(p: &Problem<'_, f32>) -> Vec<f32> {
+        prepare_rows::<f32, B>(p, 32 % B == 0)
+    }
+
+    fn rows<const B: usize>(
+        p: &Problem<'_, f32>,
+        prep: &[f32],
+        b: usize,
+        n0: usize,
+        out: &mut [f32],
+    ) {
+        if 32 % B == 0 {
+            with_fma!(lane_rows::<B>(p, prep, b, n0, out))
+        } else {
+            with_fma!(scratch_rows::<f32, B>(p, prep, b, n0, out))
+        }
+    }
+}
+
+/// Runs `$f::<..., FMA>(args)` compiled for AVX2 with fused multiply-adds where the CPU has
+/// them (the standard library caches the check), for the baseline otherwise.
+macro_rules! with_fma {
+    ($f:ident::<$($g:tt),*>($($arg:expr),*)) => {{
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                // SAFETY: the CPU has AVX2 and FMA (checked above), all `wide` needs.
+                unsafe { wide::$f::<$($g),*>($($arg),*) };
+                return;
+            }
+        }
+        $f::<$($g),*, false>($($arg),*)
+    }};
+}
+use with_fma;
+
+/// The kernels compiled with AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+mod wide {
+    use super::{Compute, Gemv, Problem};
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn lane_rows<const B: usize>(
+        p: &Problem<'_, f32>,
+        prep: &[f32],
+        b: usize,
+        n0: usize,
+        out: &mut [f32],
+    ) {
+        super::lane_rows::<B, true>(p, prep, b, n0, out)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn scratch_rows<C: Gemv + Compute, const B: usize>(
+        p: &Problem<'_, C>,
+        prep: &[C],
+        b: usize,
+        n0: usize,
+        out: &mut [C],
+    ) {
+        super::scratch_rows::<C, B, true>(p, prep, b, n0, out)
+    }
+}
+
+/// `a · b + c`, fused when `FMA`.
+#[inline(always)]
+fn madd<C: Compute, const FMA: bool>(a: C, b: C, c: C) -> C {
+    if FMA { a.mul_add(b, c) } else { a * b + c }
+}
+
+/// The rows of `x` with their group sums (see [`Gemv::prepare`]); with `lanes`, each run of
+/// [`LANES`] words' values rearranged so that value `j` of the run's words are adjacent:
+/// `x[(t · LANES + l) · per + j]` moves to `(t · per + j) · LANES + l` (`per` values per word).
+/// Values after the last whole run stay in order.
+fn prepare_rows<C: Compute + Element, const B: usize>(p: &Problem<'_, C>, lanes: bool) -> Vec<C> {
+    let (k, gs) = (p.k, p.group_size);
+    let width = k + k / gs;
+    let mut prep = vec![C::c(0.0); p.batch * p.m * width];
+    for (r, line) in prep.chunks_exact_mut(width).enumerate() {
+        let x = p.x_row(r / p.m, r % p.m);
+        let (xs, sums) = line.split_at_mut(k);
+        for (s, g) in sums.iter_mut().zip(x.chunks_exact(gs)) {
+            *s = g.iter().fold(C::c(0.0), |a, &v| a + v);
+        }
+        if !lanes {
+            xs.copy_from_slice(x);
+            continue;
+        }
+        let per = 32 / B;
+        let run = LANES * per;
+        let whole = k / run * run;
+        for (dst, src) in xs[..whole].chunks_exact_mut(run).zip(x.chunks_exact(run)) {
+            for l in 0..LANES {
+                for j in 0..per {
+                    dst[j * LANES + l] = src[l * per + j];
+                }
+            }
+        }
+        xs[whole..].copy_from_slice(&x[whole..]);
+    }
+    prep
+}
+
+/// The lane kernel (2, 4 or 8 bits, `f32`): see the module's description.
+#[inline(always)]
+fn lane_rows<const B: usize, const FMA: bool>(
+    p: &Problem<'_, f32>,
+    prep: &[f32],
+    b: usize,
+    n0: usize,
+    out: &mut [f32],
+) {
+    let (m, k, gs) = (p.m, p.k, p.group_size);
+    let (per, mask) = (32 / B, (1u32 << B) - 1);
+    let groups = k / gs;
+    let group_words = gs / per;
+    let row_words = k / per;
+    let runs = row_words / LANES;
+    let width = k + groups;
+    for (j, o) in out.chunks_exact_mut(m).enumerate() {
+        let row = n0 + j;
+        let w = p.w.row(b, row, row_words);
+        let scales = p.scales.row(b, row, groups);
+        let biases = p.biases.row(b, row, groups);
+        for (i, o) in o.iter_mut().enumerate() {
+            let line = &prep[(b * m + i) * width..(b * m + i + 1) * width];
+            let (xs, sums) = line.split_at(k);
+            let mut total = [0.0f32; LANES];
+            for t in 0..runs {
+                let words: &[u32; LANES] = w[t * LANES..(t + 1) * LANES]
+                    .try_into()
+                    .expect("a run of LANES words");
+                let xr = &xs[t * LANES * per..(t + 1) * LANES * per];
+                let mut d = [0.0f32; LANES];
+                for v in 0..per {
+                    let xv: &[f32; LANES] = xr[v * LANES..(v + 1) * LANES]
+                        .try_into()
+                        .expect("LANES values");
+                    for l in 0..LANES {
+                        let q = f32::small((words[l] >> (B * v)) & mask);
+                        d[l] = madd::<f32, FMA>(q, xv[l], d[l]);
+                    }
+                }
+                // Each lane's word lies in one group: scale the lane's partial sum by it. (The
+                // scales are gathered into an array first: indexing them inside the lane loop
+                // kept the compiler from vectorising any of it.)
+                let first = t * LANES;
+                let lane_scales: [f32; LANES] = if group_words >= LANES {
+                    [scales[first / group_words]; LANES]
+                } else {
+                    std::array::from_fn(|l| scales[(first + l) / group_words])
+                };
+                for l in 0..LANES {
+                    total[l] = madd::<f32, FMA>(lane_scales[l], d[l], total[l]);
+                }
+            }
+            let mut acc = total.iter().sum::<f32>();
+            // Words after the last whole run, in order.
+            for wi in runs * LANES..row_words {
+                let s = scales[wi / group_words];
+                let mut d = 0.0f32;
+                for v in 0..per {
+                    let q = f32::small((w[wi] >> (B * v)) & mask);
+                    d = madd::<f32, FMA>(q, xs[wi * per + v], d);
+                }
+                acc = madd::<f32, FMA>(s, d, acc);
+            }
+            for (&bias, &s) in biases.iter().zip(sums) {
+                acc = madd::<f32, FMA>(bias, s, acc);
+            }
+            *o = acc;
+        }
+    }
+}
+
+/// `Σ a[i] · b[i]` over lengths that are multiples of 16, in 16 independent sums (so that the
+/// loop vectorises).
+#[inline(always)]
+fn dot<C: Compute, const FMA: bool>(a: &[C], b: &[C]) -> C {
+    let mut acc = [C::c(0.0); 16];
+    for (ca, cb) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
+        for l in 0..16 {
+            acc[l] = madd::<C, FMA>(ca[l], cb[l], acc[l]);
+        }
+    }
+    let mut width = 16;
+    while width > 1 {
+        width /= 2;
+        for l in 0..width {
+            acc[l] = acc[l] + acc[l + width];
+        }
+    }
+    acc[0]
+}
+
+/// The general kernel: each group unpacked into scratch, then dotted with every row of `x`.
+#[inline(always)]
+fn scratch_rows<C: Gemv, const B: usize, const FMA: bool>(
+    p: &Problem<'_, C>,
+    prep: &[C],
+    b: usize,
+    n0: usize,
+    out: &mut [C],
+) {
+    let (m, k, gs) = (p.m, p.k, p.group_size);
+    let groups = k / gs;
+    let words = gs * B / 32;
+    let width = k + groups;
+    let mut q = [C::c(0.0); 128];
+    let q = &mut q[..gs];
+    for (j, o) in out.chunks_exact_mut(m).enumerate() {
+        let row = n0 + j;
+        let w = p.w.row(b, row, k * B / 32);
+        let scales = p.scales.row(b, row, groups);
+        let biases = p.biases.row(b, row, groups);
+        o.fill(C::c(0.0));
+        for g in 0..groups {
+            unpack::<B, C>(&w[g * words..(g + 1) * words], q);
+            for (i, o) in o.iter_mut().enumerate() {
+                let line = &prep[(b * m + i) * width..(b * m + i + 1) * width];
+                let d = dot::<C, FMA>(q, &line[g * gs..(g + 1) * gs]);
+                *o = madd::<C, FMA>(scales[g], d, madd::<C, FMA>(biases[g], line[k + g], *o));
+            }
+        }
+    }
+}
