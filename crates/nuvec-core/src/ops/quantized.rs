@@ -87,7 +87,9 @@ fn check_params(op: &'static str, group_size: usize, bits: u32) -> Result<()> {
 /// number of them.
 fn unpacked_len(words: usize, bits: u32) -> Option<usize> {
     let total = words * 32;
-    (total % bits as usize == 0).then_some(total / bits as usize)
+    total
+        .is_multiple_of(bits as usize)
+        .then_some(total / bits as usize)
 }
 
 /// Checks that `wq` is a `uint32` matrix (at least 2-D) whose scales and biases have one
@@ -257,7 +259,7 @@ fn check_quantizable(w: &Array, group_size: usize) -> Result<()> {
         ));
     }
     let k = w.shape()[w.ndim() - 1];
-    if k % group_size != 0 {
+    if !k.is_multiple_of(group_size) {
         return Err(invalid(
             OP,
             format!(
