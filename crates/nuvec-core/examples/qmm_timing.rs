@@ -1,8 +1,8 @@
-//! Times `quantized_matmul` for a 4-bit [4096, 4096] weight in groups of 64 (as a linear
-//! layer, `x · wᵀ`): decoding (x [1, 4096]) and prefill (x [512, 4096]).
+//! Times `quantized_matmul` for a [4096, 4096] weight quantized in groups of 64 (4 bits unless
+//! told; as a linear layer, `x · wᵀ`): decoding (x [1, 4096]) and prefill (x [512, 4096]).
 //!
 //! ```text
-//! cargo run --release -p nuvec-core --example qmm_timing [decode|prefill] [runs]
+//! cargo run --release -p nuvec-core --example qmm_timing [decode|prefill|both] [runs] [bits]
 //! ```
 //!
 //! Prints the median time with GB/s of the packed weight and its f32 scales and biases, and
@@ -31,8 +31,9 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let which = args.get(1).map_or("both", String::as_str);
     let runs: usize = args.get(2).and_then(|r| r.parse().ok()).unwrap_or(0);
+    let bits: u32 = args.get(3).and_then(|r| r.parse().ok()).unwrap_or(4);
     let w = Array::from_vec(values(N * K, 1), &[N, K])?;
-    let (wq, scales, biases) = quantize(&w, 64, 4)?;
+    let (wq, scales, biases) = quantize(&w, 64, bits)?;
     eval(&[wq.clone(), scales.clone(), biases.clone()])?;
     let weight_bytes = (wq.nbytes() + scales.nbytes() + biases.nbytes()) as f64;
     for (name, m) in [("decode", 1usize), ("prefill", 512)] {
@@ -47,18 +48,18 @@ fn main() -> Result<()> {
         } else {
             5
         };
-        quantized_matmul(&x, &wq, &scales, &biases, true, 64, 4)?.eval()?;
+        quantized_matmul(&x, &wq, &scales, &biases, true, 64, bits)?.eval()?;
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
             let t = Instant::now();
-            quantized_matmul(&x, &wq, &scales, &biases, true, 64, 4)?.eval()?;
+            quantized_matmul(&x, &wq, &scales, &biases, true, 64, bits)?.eval()?;
             times.push(t.elapsed().as_secs_f64());
         }
         times.sort_by(f64::total_cmp);
         let med = times[runs / 2];
         println!(
-            "{name}: x [{m}, {K}] · w [{N}, {K}]ᵀ 4-bit g64: median {:.3} ms over {runs} runs, \
-             {:.2} GB/s of weights, {:.1} GFLOP/s",
+            "{name}: x [{m}, {K}] · w [{N}, {K}]ᵀ {bits}-bit g64: median {:.3} ms over {runs} \
+             runs, {:.2} GB/s of weights, {:.1} GFLOP/s",
             med * 1e3,
             weight_bytes / med / 1e9,
             2.0 * (m * N * K) as f64 / med / 1e9

@@ -372,6 +372,10 @@ fn large_products_split_over_threads_and_depth() {
         check_product(&mut rng, (4, 192, 1024), 32, 5, transpose, DType::F32);
         check_product(&mut rng, (33, 384, 1152), 128, 6, transpose, DType::F32);
         check_product(&mut rng, (20, 96, 4096), 32, 2, transpose, DType::F32);
+        // Whole runs of units straddling words, then a ragged tail.
+        check_product(&mut rng, (1, 64, 1056), 32, 3, transpose, DType::F32);
+        check_product(&mut rng, (2, 96, 800), 32, 6, transpose, DType::F32);
+        check_product(&mut rng, (1, 64, 1184), 32, 5, transpose, DType::BF16);
     }
 }
 

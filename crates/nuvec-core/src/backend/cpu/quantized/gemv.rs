@@ -3,12 +3,12 @@
 //!
 //! Output `j` of a row of `x` is `Σ_g s_g · ⟨q_g, x_g⟩ + b_g · Σ x_g` over the groups `g` of row
 //! `j` of `w`: the biases meet precomputed group sums of `x`, and only the integers `q` are
-//! unpacked. With 2, 4 or 8 bits in `f32`, [`LANES`] consecutive words are unpacked side by
-//! side, one word per vector lane: the `j`-th value of every word comes out with one shift
-//! and one mask for all lanes, and meets `x` rearranged once per call so that those values'
-//! partners are adjacent too. That keeps the loop at a handful of vector instructions per
-//! word. Other widths (whose values straddle words) and `f64` unpack a group into scratch and
-//! take a dot product.
+//! unpacked. In `f32`, [`LANES`] consecutive units of words (a unit: one word with 2, 4 or 8
+//! bits, the `bits` words holding 32 values otherwise) are unpacked side by side, one unit per
+//! vector lane: the `i`-th value of every unit comes out with the same shifts and mask in all
+//! lanes, and meets `x` rearranged once per call so that those values' partners are adjacent
+//! too. That keeps the loop at a handful of vector instructions per eight values. `f64`
+//! unpacks each group into scratch and takes a dot product.
 
 use super::matmul::Problem;
 use super::{Compute, unpack};
@@ -41,7 +41,7 @@ impl Gemv for f64 {}
 
 impl Gemv for f32 {
     fn prepare<const B: usize>(p: &Problem<'_, f32>) -> Vec<f32> {
-        prepare_rows::<f32, B>(p, 32 % B == 0)
+        prepare_rows::<f32, B>(p, true)
     }
 
     fn rows<const B: usize>(
@@ -51,11 +51,17 @@ impl Gemv for f32 {
         n0: usize,
         out: &mut [f32],
     ) {
-        if 32 % B == 0 {
-            with_fma!(lane_rows::<B>(p, prep, b, n0, out))
-        } else {
-            with_fma!(scratch_rows::<f32, B>(p, prep, b, n0, out))
-        }
+        with_fma!(lane_rows::<B>(p, prep, b, n0, out))
+    }
+}
+
+/// The words and values of a unit of `bits`-bit values: one word, or the `bits` words that 32
+/// values fill when values straddle words.
+const fn unit(bits: usize) -> (usize, usize) {
+    if 32 % bits == 0 {
+        (1, 32 / bits)
+    } else {
+        (bits, 32)
     }
 }
 
@@ -113,9 +119,9 @@ fn madd<C: Compute, const FMA: bool>(a: C, b: C, c: C) -> C {
 }
 
 /// The rows of `x` with their group sums (see [`Gemv::prepare`]); with `lanes`, each run of
-/// [`LANES`] words' values rearranged so that value `j` of the run's words are adjacent:
-/// `x[(t · LANES + l) · per + j]` moves to `(t · per + j) · LANES + l` (`per` values per word).
-/// Values after the last whole run stay in order.
+/// [`LANES`] units' values rearranged so that value `i` of the run's units are adjacent:
+/// `x[(t · LANES + l) · per + i]` moves to `(t · per + i) · LANES + l` (`per` values per
+/// unit). Values after the last whole run stay in order.
 fn prepare_rows<C: Compute + Element, const B: usize>(p: &Problem<'_, C>, lanes: bool) -> Vec<C> {
     let (k, gs) = (p.k, p.group_size);
     let width = k + k / gs;
@@ -130,13 +136,13 @@ fn prepare_rows<C: Compute + Element, const B: usize>(p: &Problem<'_, C>, lanes:
             xs.copy_from_slice(x);
             continue;
         }
-        let per = 32 / B;
+        let per = unit(B).1;
         let run = LANES * per;
         let whole = k / run * run;
         for (dst, src) in xs[..whole].chunks_exact_mut(run).zip(x.chunks_exact(run)) {
             for l in 0..LANES {
-                for j in 0..per {
-                    dst[j * LANES + l] = src[l * per + j];
+                for i in 0..per {
+                    dst[i * LANES + l] = src[l * per + i];
                 }
             }
         }
@@ -145,7 +151,18 @@ fn prepare_rows<C: Compute + Element, const B: usize>(p: &Problem<'_, C>, lanes:
     prep
 }
 
-/// The lane kernel (2, 4 or 8 bits, `f32`): see the module's description.
+/// Value `i` (of `B` bits) of a row of packed words.
+#[inline(always)]
+fn value_at<const B: usize>(w: &[u32], i: usize) -> u32 {
+    let (at, off) = (i * B / 32, i * B % 32);
+    let mut q = w[at] >> off;
+    if off + B > 32 {
+        q |= w[at + 1] << (32 - off);
+    }
+    q & ((1u32 << B) - 1)
+}
+
+/// The lane kernel (`f32`): see the module's description.
 #[inline(always)]
 fn lane_rows<const B: usize, const FMA: bool>(
     p: &Problem<'_, f32>,
@@ -155,11 +172,13 @@ fn lane_rows<const B: usize, const FMA: bool>(
     out: &mut [f32],
 ) {
     let (m, k, gs) = (p.m, p.k, p.group_size);
-    let (per, mask) = (32 / B, (1u32 << B) - 1);
+    let (unit_words, per) = unit(B);
+    let mask = (1u32 << B) - 1;
     let groups = k / gs;
-    let group_words = gs / per;
-    let row_words = k / per;
-    let runs = row_words / LANES;
+    let group_units = gs / per;
+    let row_words = k * B / 32;
+    let units = k / per;
+    let runs = units / LANES;
     let width = k + groups;
     for (j, o) in out.chunks_exact_mut(m).enumerate() {
         let row = n0 + j;
@@ -171,43 +190,67 @@ fn lane_rows<const B: usize, const FMA: bool>(
             let (xs, sums) = line.split_at(k);
             let mut total = [0.0f32; LANES];
             for t in 0..runs {
-                let words: &[u32; LANES] = w[t * LANES..(t + 1) * LANES]
-                    .try_into()
-                    .expect("a run of LANES words");
+                let block = &w[t * LANES * unit_words..(t + 1) * LANES * unit_words];
                 let xr = &xs[t * LANES * per..(t + 1) * LANES * per];
                 let mut d = [0.0f32; LANES];
-                for v in 0..per {
-                    let xv: &[f32; LANES] = xr[v * LANES..(v + 1) * LANES]
+                let lane_x = |v: usize| -> &[f32; LANES] {
+                    xr[v * LANES..(v + 1) * LANES]
                         .try_into()
-                        .expect("LANES values");
-                    for l in 0..LANES {
-                        let q = f32::small((words[l] >> (B * v)) & mask);
-                        d[l] = madd::<f32, FMA>(q, xv[l], d[l]);
+                        .expect("LANES values")
+                };
+                if unit_words == 1 {
+                    let words: &[u32; LANES] = block.try_into().expect("a run of LANES words");
+                    for v in 0..per {
+                        let xv = lane_x(v);
+                        for l in 0..LANES {
+                            let q = f32::small((words[l] >> (B * v)) & mask);
+                            d[l] = madd::<f32, FMA>(q, xv[l], d[l]);
+                        }
+                    }
+                } else {
+                    // Word `a` of every lane's unit side by side, and a row of zeros for the
+                    // word after the last.
+                    let mut words = [[0u32; LANES]; 7];
+                    for (l, unit) in block.chunks_exact(unit_words).enumerate() {
+                        for (a, &word) in unit.iter().enumerate() {
+                            words[a][l] = word;
+                        }
+                    }
+                    for v in 0..per {
+                        let (at, off) = (v * B / 32, v * B % 32);
+                        let (lo, hi) = (&words[at], &words[at + 1]);
+                        // The next word's bits land above the mask unless the value straddles
+                        // the two (the shift is split so that neither half reaches 32).
+                        let (right, left) = (off as u32, (31 - off) as u32);
+                        let xv = lane_x(v);
+                        for l in 0..LANES {
+                            let q = (lo[l] >> right) | ((hi[l] << left) << 1);
+                            d[l] = madd::<f32, FMA>(f32::small(q & mask), xv[l], d[l]);
+                        }
                     }
                 }
-                // Each lane's word lies in one group: scale the lane's partial sum by it. (The
+                // Each lane's unit lies in one group: scale the lane's partial sum by it. (The
                 // scales are gathered into an array first: indexing them inside the lane loop
                 // kept the compiler from vectorising any of it.)
                 let first = t * LANES;
-                let lane_scales: [f32; LANES] = if group_words >= LANES {
-                    [scales[first / group_words]; LANES]
+                let lane_scales: [f32; LANES] = if group_units >= LANES {
+                    [scales[first / group_units]; LANES]
                 } else {
-                    std::array::from_fn(|l| scales[(first + l) / group_words])
+                    std::array::from_fn(|l| scales[(first + l) / group_units])
                 };
                 for l in 0..LANES {
                     total[l] = madd::<f32, FMA>(lane_scales[l], d[l], total[l]);
                 }
             }
             let mut acc = total.iter().sum::<f32>();
-            // Words after the last whole run, in order.
-            for wi in runs * LANES..row_words {
-                let s = scales[wi / group_words];
+            // Values after the last whole run, in order.
+            for u in runs * LANES..units {
                 let mut d = 0.0f32;
-                for v in 0..per {
-                    let q = f32::small((w[wi] >> (B * v)) & mask);
-                    d = madd::<f32, FMA>(q, xs[wi * per + v], d);
+                for v in u * per..(u + 1) * per {
+                    let q = f32::small(value_at::<B>(w, v));
+                    d = madd::<f32, FMA>(q, xs[v], d);
                 }
-                acc = madd::<f32, FMA>(s, d, acc);
+                acc = madd::<f32, FMA>(scales[u / group_units], d, acc);
             }
             for (&bias, &s) in biases.iter().zip(sums) {
                 acc = madd::<f32, FMA>(bias, s, acc);
