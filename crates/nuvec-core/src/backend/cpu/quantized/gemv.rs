@@ -11,7 +11,7 @@
 //! unpacks each group into scratch and takes a dot product.
 
 use super::matmul::Problem;
-use super::{Compute, unpack};
+use super::{Compute, unpack_dyn, with_bits};
 use crate::dtype::Element;
 
 /// Words unpacked side by side by the lane kernel (a 256-bit vector of `u32`).
@@ -21,37 +21,33 @@ const LANES: usize = 8;
 pub(super) trait Gemv: Compute + Element {
     /// Each row of `x` (per batch entry) as the kernel reads it, followed by its sums over
     /// each group: `[batch, m, k + k / group_size]`.
-    fn prepare<const B: usize>(p: &Problem<'_, Self>) -> Vec<Self> {
-        prepare_rows::<Self, B>(p, false)
+    fn prepare(p: &Problem<'_, Self>, bits: usize) -> Vec<Self> {
+        prepare_rows(p, bits, false)
     }
 
     /// The outputs `[cols, m]` of rows `n0..n0 + cols` of `w` in batch entry `b`.
-    fn rows<const B: usize>(
+    fn rows(
         p: &Problem<'_, Self>,
         prep: &[Self],
+        bits: usize,
         b: usize,
         n0: usize,
         out: &mut [Self],
     ) {
-        with_fma!(scratch_rows::<Self, B>(p, prep, b, n0, out))
+        scratch_rows(p, prep, bits, b, n0, out)
     }
 }
 
+/// `f64` takes the general kernel (it is the type of derivative checks, not of speed).
 impl Gemv for f64 {}
 
 impl Gemv for f32 {
-    fn prepare<const B: usize>(p: &Problem<'_, f32>) -> Vec<f32> {
-        prepare_rows::<f32, B>(p, true)
+    fn prepare(p: &Problem<'_, f32>, bits: usize) -> Vec<f32> {
+        prepare_rows(p, bits, true)
     }
 
-    fn rows<const B: usize>(
-        p: &Problem<'_, f32>,
-        prep: &[f32],
-        b: usize,
-        n0: usize,
-        out: &mut [f32],
-    ) {
-        with_fma!(lane_rows::<B>(p, prep, b, n0, out))
+    fn rows(p: &Problem<'_, f32>, prep: &[f32], bits: usize, b: usize, n0: usize, out: &mut [f32]) {
+        with_bits!(bits, B => with_fma!(lane_rows::<B>(p, prep, b, n0, out)))
     }
 }
 
@@ -87,7 +83,7 @@ use with_fma;
 /// The kernels compiled with AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
 mod wide {
-    use super::{Compute, Gemv, Problem};
+    use super::Problem;
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn lane_rows<const B: usize>(
@@ -98,17 +94,6 @@ mod wide {
         out: &mut [f32],
     ) {
         super::lane_rows::<B, true>(p, prep, b, n0, out)
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn scratch_rows<C: Gemv + Compute, const B: usize>(
-        p: &Problem<'_, C>,
-        prep: &[C],
-        b: usize,
-        n0: usize,
-        out: &mut [C],
-    ) {
-        super::scratch_rows::<C, B, true>(p, prep, b, n0, out)
     }
 }
 
@@ -122,7 +107,7 @@ fn madd<C: Compute, const FMA: bool>(a: C, b: C, c: C) -> C {
 /// [`LANES`] units' values rearranged so that value `i` of the run's units are adjacent:
 /// `x[(t · LANES + l) · per + i]` moves to `(t · per + i) · LANES + l` (`per` values per
 /// unit). Values after the last whole run stay in order.
-fn prepare_rows<C: Compute + Element, const B: usize>(p: &Problem<'_, C>, lanes: bool) -> Vec<C> {
+fn prepare_rows<C: Compute + Element>(p: &Problem<'_, C>, bits: usize, lanes: bool) -> Vec<C> {
     let (k, gs) = (p.k, p.group_size);
     let width = k + k / gs;
     let mut prep = vec![C::c(0.0); p.batch * p.m * width];
@@ -136,7 +121,7 @@ fn prepare_rows<C: Compute + Element, const B: usize>(p: &Problem<'_, C>, lanes:
             xs.copy_from_slice(x);
             continue;
         }
-        let per = unit(B).1;
+        let per = unit(bits).1;
         let run = LANES * per;
         let whole = k / run * run;
         for (dst, src) in xs[..whole].chunks_exact_mut(run).zip(x.chunks_exact(run)) {
@@ -246,9 +231,9 @@ fn lane_rows<const B: usize, const FMA: bool>(
             // Values after the last whole run, in order.
             for u in runs * LANES..units {
                 let mut d = 0.0f32;
-                for v in u * per..(u + 1) * per {
+                for (v, &xv) in xs.iter().enumerate().take((u + 1) * per).skip(u * per) {
                     let q = f32::small(value_at::<B>(w, v));
-                    d = madd::<f32, FMA>(q, xs[v], d);
+                    d = madd::<f32, FMA>(q, xv, d);
                 }
                 acc = madd::<f32, FMA>(scales[u / group_units], d, acc);
             }
@@ -263,11 +248,11 @@ fn lane_rows<const B: usize, const FMA: bool>(
 /// `Σ a[i] · b[i]` over lengths that are multiples of 16, in 16 independent sums (so that the
 /// loop vectorises).
 #[inline(always)]
-fn dot<C: Compute, const FMA: bool>(a: &[C], b: &[C]) -> C {
+fn dot<C: Compute>(a: &[C], b: &[C]) -> C {
     let mut acc = [C::c(0.0); 16];
     for (ca, cb) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
         for l in 0..16 {
-            acc[l] = madd::<C, FMA>(ca[l], cb[l], acc[l]);
+            acc[l] = ca[l] * cb[l] + acc[l];
         }
     }
     let mut width = 16;
@@ -281,32 +266,32 @@ fn dot<C: Compute, const FMA: bool>(a: &[C], b: &[C]) -> C {
 }
 
 /// The general kernel: each group unpacked into scratch, then dotted with every row of `x`.
-#[inline(always)]
-fn scratch_rows<C: Gemv, const B: usize, const FMA: bool>(
+fn scratch_rows<C: Gemv>(
     p: &Problem<'_, C>,
     prep: &[C],
+    bits: usize,
     b: usize,
     n0: usize,
     out: &mut [C],
 ) {
     let (m, k, gs) = (p.m, p.k, p.group_size);
     let groups = k / gs;
-    let words = gs * B / 32;
+    let words = gs * bits / 32;
     let width = k + groups;
     let mut q = [C::c(0.0); 128];
     let q = &mut q[..gs];
     for (j, o) in out.chunks_exact_mut(m).enumerate() {
         let row = n0 + j;
-        let w = p.w.row(b, row, k * B / 32);
+        let w = p.w.row(b, row, k * bits / 32);
         let scales = p.scales.row(b, row, groups);
         let biases = p.biases.row(b, row, groups);
         o.fill(C::c(0.0));
         for g in 0..groups {
-            unpack::<B, C>(&w[g * words..(g + 1) * words], q);
+            unpack_dyn(bits, &w[g * words..(g + 1) * words], q);
             for (i, o) in o.iter_mut().enumerate() {
                 let line = &prep[(b * m + i) * width..(b * m + i + 1) * width];
-                let d = dot::<C, FMA>(q, &line[g * gs..(g + 1) * gs]);
-                *o = madd::<C, FMA>(scales[g], d, madd::<C, FMA>(biases[g], line[k + g], *o));
+                let d = dot(q, &line[g * gs..(g + 1) * gs]);
+                *o = *o + scales[g] * d + biases[g] * line[k + g];
             }
         }
     }

@@ -15,7 +15,7 @@ use gemm::Parallelism;
 use rayon::prelude::*;
 
 use super::gemv::Gemv;
-use super::{Compute, unpack, with_bits};
+use super::{Compute, unpack_dyn};
 use crate::Result;
 use crate::array::{ArrayData, collapse, for_each_strided, gather_row_major, pool};
 use crate::backend::cpu::math::{AccFloat, FloatElem};
@@ -175,7 +175,7 @@ where
         group_size,
         transpose,
     };
-    with_bits!(bits, B => run::<T, B>(&p, &mut out));
+    run::<T>(&p, bits, &mut out);
     Ok(ArrayData::from_vec(out, shape))
 }
 
@@ -190,7 +190,7 @@ struct Task<'o, T> {
 
 /// Computes the product into `out` (`[batch, m, n]`, row-major): one task per batch entry,
 /// block of rows and band of columns.
-fn run<T: FloatElem, const B: usize>(p: &Problem<'_, T::Acc>, out: &mut [T])
+fn run<T: FloatElem>(p: &Problem<'_, T::Acc>, bits: usize, out: &mut [T])
 where
     T::Acc: Gemv,
 {
@@ -223,7 +223,7 @@ where
         }
     }
     let prep = match vector && p.transpose {
-        true => T::Acc::prepare::<B>(p),
+        true => T::Acc::prepare(p, bits),
         false => Vec::new(),
     };
     for_each_task(&mut tasks, parallel, &|task| {
@@ -231,11 +231,14 @@ where
         let mut temp = pool::alloc::<T::Acc>(rows * cols);
         // The vector paths leave each column's `m` values together, the panel path each row.
         let by_column = vector;
-        match (vector, p.transpose) {
-            (true, true) => T::Acc::rows::<B>(p, &prep, task.b, task.n0, &mut temp),
-            (true, false) => vector_n::<T::Acc, B>(p, task.b, task.n0, cols, &mut temp),
-            (false, _) => panel::<T::Acc, B>(p, task.b, task.r0, task.n0, cols, &mut temp),
-        }
+        compute(
+            p,
+            &prep,
+            bits,
+            vector,
+            (task.b, task.r0, task.n0, cols),
+            &mut temp,
+        );
         for (i, row) in task.rows.iter_mut().enumerate() {
             if by_column {
                 for (j, o) in row.iter_mut().enumerate() {
@@ -249,6 +252,23 @@ where
         }
         pool::release(<T::Acc as Element>::into_host(temp));
     });
+}
+
+/// The task at batch entry `b`, rows from `r0`, columns `n0..n0 + cols` into `temp` (`rows ×
+/// cols`, as `[cols, m]` on the vector paths).
+fn compute<C: Gemv>(
+    p: &Problem<'_, C>,
+    prep: &[C],
+    bits: usize,
+    vector: bool,
+    (b, r0, n0, cols): (usize, usize, usize, usize),
+    temp: &mut [C],
+) {
+    match (vector, p.transpose) {
+        (true, true) => C::rows(p, prep, bits, b, n0, temp),
+        (true, false) => vector_n(p, bits, b, n0, cols, temp),
+        (false, _) => panel(p, bits, b, r0, n0, cols, temp),
+    }
 }
 
 /// Runs `f` on every task, over the pool when `parallel` (a trait object, so that the pool's
@@ -280,8 +300,9 @@ fn has_avx2() -> bool {
 
 /// The vector path with `w` as is (`[k, n]` packed along `n`): each row `r` of `w` adds
 /// `x[i, r] · (s · q + b)` to the band's accumulators, group by group.
-fn vector_n<C: Compute + Element, const B: usize>(
+fn vector_n<C: Compute + Element>(
     p: &Problem<'_, C>,
+    bits: usize,
     b: usize,
     n0: usize,
     cols: usize,
@@ -290,25 +311,27 @@ fn vector_n<C: Compute + Element, const B: usize>(
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
         #[target_feature(enable = "avx2,fma")]
-        fn wide<C: Compute + Element, const B: usize>(
+        fn wide<C: Compute + Element>(
             p: &Problem<'_, C>,
+            bits: usize,
             b: usize,
             n0: usize,
             cols: usize,
             out: &mut [C],
         ) {
-            vector_n_body::<C, B, true>(p, b, n0, cols, out)
+            vector_n_body::<C, true>(p, bits, b, n0, cols, out)
         }
         // SAFETY: `wide` needs AVX2 and FMA, which the CPU has (checked above).
-        unsafe { wide::<C, B>(p, b, n0, cols, out) };
+        unsafe { wide::<C>(p, bits, b, n0, cols, out) };
         return;
     }
-    vector_n_body::<C, B, false>(p, b, n0, cols, out)
+    vector_n_body::<C, false>(p, bits, b, n0, cols, out)
 }
 
 #[inline(always)]
-fn vector_n_body<C: Compute + Element, const B: usize, const FMA: bool>(
+fn vector_n_body<C: Compute + Element, const FMA: bool>(
     p: &Problem<'_, C>,
+    bits: usize,
     b: usize,
     n0: usize,
     cols: usize,
@@ -317,14 +340,14 @@ fn vector_n_body<C: Compute + Element, const B: usize, const FMA: bool>(
     let (m, k, gs) = (p.m, p.k, p.group_size);
     let zero = C::c(0.0);
     let (g0, groups) = (n0 / gs, cols / gs);
-    let first_word = Problem::<C>::words(n0, B);
-    let words = Problem::<C>::words(cols, B);
+    let first_word = Problem::<C>::words(n0, bits);
+    let words = Problem::<C>::words(cols, bits);
     // `acc[i · cols + j]`: row `i` of `x`, column `n0 + j`.
     let mut acc = vec![zero; m * cols];
     let mut q = vec![zero; cols];
     for r in 0..k {
         let w = p.w.row(b, r, first_word + words);
-        unpack::<B, C>(&w[first_word..], &mut q);
+        unpack_dyn(bits, &w[first_word..], &mut q);
         let scales = &p.scales.row(b, r, g0 + groups)[g0..];
         let biases = &p.biases.row(b, r, g0 + groups)[g0..];
         for i in 0..m {
@@ -356,8 +379,9 @@ fn vector_n_body<C: Compute + Element, const B: usize, const FMA: bool>(
 /// The matrix path: the band of `w` dequantized a slice of the inner axis at a time into a
 /// panel, multiplied into the band's outputs by `gemm` (on this thread: the bands are the
 /// parallelism).
-fn panel<C: Compute + Element, const B: usize>(
+fn panel<C: Compute + Element>(
     p: &Problem<'_, C>,
+    bits: usize,
     b: usize,
     r0: usize,
     n0: usize,
@@ -377,15 +401,15 @@ fn panel<C: Compute + Element, const B: usize>(
         if p.transpose {
             // panel[j · kc + t] = w[n0 + j, k0 + t].
             let (g0, groups) = (k0 / gs, kc / gs);
-            let words = Problem::<C>::words(gs, B);
+            let words = Problem::<C>::words(gs, bits);
             for (j, line) in panel.chunks_exact_mut(kc).enumerate().take(cols) {
                 let row = n0 + j;
-                let w = p.w.row(b, row, Problem::<C>::words(k0 + kc, B));
+                let w = p.w.row(b, row, Problem::<C>::words(k0 + kc, bits));
                 let scales = &p.scales.row(b, row, g0 + groups)[g0..];
                 let biases = &p.biases.row(b, row, g0 + groups)[g0..];
                 for (g, part) in line.chunks_exact_mut(gs).enumerate() {
                     let at = (g0 + g) * words;
-                    unpack::<B, C>(&w[at..at + words], part);
+                    unpack_dyn(bits, &w[at..at + words], part);
                     let (s, bias) = (scales[g], biases[g]);
                     for v in part.iter_mut() {
                         *v = *v * s + bias;
@@ -395,12 +419,12 @@ fn panel<C: Compute + Element, const B: usize>(
         } else {
             // panel[t · cols + j] = w[k0 + t, n0 + j].
             let (g0, groups) = (n0 / gs, cols / gs);
-            let first_word = Problem::<C>::words(n0, B);
-            let words = Problem::<C>::words(cols, B);
+            let first_word = Problem::<C>::words(n0, bits);
+            let words = Problem::<C>::words(cols, bits);
             for (t, line) in panel.chunks_exact_mut(cols).enumerate().take(kc) {
                 let r = k0 + t;
                 let w = p.w.row(b, r, first_word + words);
-                unpack::<B, C>(&w[first_word..], &mut q);
+                unpack_dyn(bits, &w[first_word..], &mut q);
                 let scales = &p.scales.row(b, r, g0 + groups)[g0..];
                 let biases = &p.biases.row(b, r, g0 + groups)[g0..];
                 for ((part, qg), (&s, &bias)) in line

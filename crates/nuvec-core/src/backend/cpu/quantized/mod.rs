@@ -11,7 +11,6 @@ mod matmul;
 
 use std::borrow::Cow;
 
-use num_traits::{Float, ToPrimitive};
 use rayon::prelude::*;
 
 use super::elementwise::GRAIN;
@@ -180,12 +179,45 @@ fn pack(values: &[u32], bits: usize, out: &mut [u32]) {
     }
 }
 
+/// Unpacks whole groups of 32 values of `bits` bits (see [`unpack`]), choosing the width at
+/// run time: for the kernels that unpack a few dozen values or more per call, where one
+/// instantiation per width would only cost build time.
+pub(super) fn unpack_dyn<C: Compute>(bits: usize, words: &[u32], out: &mut [C]) {
+    with_bits!(bits, B => unpack::<B, C>(words, out))
+}
+
 /// Groups per parallel task: about [`GRAIN`] values.
 fn groups_per_task(group_size: usize) -> usize {
     (GRAIN / group_size).max(1)
 }
 
-/// Quantizes every group of `w` (row-major, rows of whole groups).
+/// Runs `f(first_unit, chunk)` over `out` cut into chunks of whole units of `unit` elements,
+/// over the pool when it is large (a trait object: the pool's machinery is built once per
+/// element type).
+fn for_units<U: Send>(out: &mut [U], unit: usize, f: &(dyn Fn(usize, &mut [U]) + Sync)) {
+    let per = groups_per_task(unit);
+    if out.len() <= per * unit {
+        f(0, out);
+    } else {
+        out.par_chunks_mut(per * unit)
+            .enumerate()
+            .for_each(|(i, chunk)| f(i * per, chunk));
+    }
+}
+
+/// `data`'s elements in the compute type, row-major: borrowed when they already are.
+fn in_compute<'a, T: FloatElem>(op: &'static str, data: &'a ArrayData) -> Result<Cow<'a, [T::Acc]>>
+where
+    T::Acc: Compute + Element,
+{
+    if data.dtype() == <T::Acc as Element>::DTYPE {
+        return row_major::<T::Acc>(op, data);
+    }
+    let values = row_major::<T>(op, data)?;
+    Ok(Cow::Owned(values.iter().map(|&v| v.up()).collect()))
+}
+
+/// Quantizes every group of `w` (row-major, rows of whole groups), computing in `T::Acc`.
 fn quantize<T: FloatElem>(
     w: &ArrayData,
     group_size: usize,
@@ -193,16 +225,31 @@ fn quantize<T: FloatElem>(
     outputs: &[OutputSpec],
 ) -> Result<Vec<ArrayData>>
 where
-    T::Acc: Compute,
+    T::Acc: Compute + Element,
 {
-    let src = row_major::<T>("quantize", w)?;
+    let src = in_compute::<T>("quantize", w)?;
+    let (wq, scales, biases) = quantize_groups(&src, group_size, bits);
+    let narrow = |v: Vec<T::Acc>| -> Vec<T> { v.into_iter().map(T::down).collect() };
+    Ok(vec![
+        ArrayData::from_vec(wq, &outputs[0].0),
+        ArrayData::from_vec(narrow(scales), &outputs[1].0),
+        ArrayData::from_vec(narrow(biases), &outputs[2].0),
+    ])
+}
+
+/// The packed words, scales and biases of every group of `src`.
+fn quantize_groups<C: Compute + Element>(
+    src: &[C],
+    group_size: usize,
+    bits: usize,
+) -> (Vec<u32>, Vec<C>, Vec<C>) {
     let groups = src.len() / group_size;
     let words = group_size * bits / 32;
     let mut wq = pool::alloc::<u32>(groups * words);
-    let mut scales = pool::alloc::<T>(groups);
-    let mut biases = pool::alloc::<T>(groups);
+    let mut scales = pool::alloc::<C>(groups);
+    let mut biases = pool::alloc::<C>(groups);
     let per = groups_per_task(group_size);
-    let task = |i: usize, (q, (s, b)): (&mut [u32], (&mut [T], &mut [T]))| {
+    let task = |i: usize, (q, (s, b)): (&mut [u32], (&mut [C], &mut [C]))| {
         let first = i * per;
         let mut ints = [0u32; 128];
         for (j, (words, (scale, bias))) in q
@@ -224,28 +271,20 @@ where
             .enumerate()
             .for_each(|(i, parts)| task(i, parts));
     }
-    Ok(vec![
-        ArrayData::from_vec(wq, &outputs[0].0),
-        ArrayData::from_vec(scales, &outputs[1].0),
-        ArrayData::from_vec(biases, &outputs[2].0),
-    ])
+    (wq, scales, biases)
 }
 
 /// MLX's affine quantization of one group, step for step (so that the words, scales and
 /// biases agree bit for bit): the extreme of larger magnitude becomes the bias, and the scale
 /// (negative when that extreme is the maximum) is refitted so that the extreme is an exact
 /// multiple of it. Writes the integers to `ints` and returns the scale and bias.
-fn quantize_group<T: FloatElem>(w: &[T], bits: usize, ints: &mut [u32]) -> (T, T)
-where
-    T::Acc: Compute,
-{
-    let n_bins = T::Acc::c(((1u32 << bits) - 1) as f64);
-    let eps = T::Acc::c(1e-7);
-    let zero = T::Acc::c(0.0);
-    let mut hi = T::Acc::neg_infinity();
-    let mut lo = T::Acc::infinity();
+fn quantize_group<C: Compute>(w: &[C], bits: usize, ints: &mut [u32]) -> (C, C) {
+    let n_bins = C::c(((1u32 << bits) - 1) as f64);
+    let eps = C::c(1e-7);
+    let zero = C::c(0.0);
+    let mut hi = C::neg_infinity();
+    let mut lo = C::infinity();
     for &v in w {
-        let v = v.up();
         // C++'s std::max and std::min, which keep the first argument on ties and NaN.
         if hi < v {
             hi = v;
@@ -268,12 +307,12 @@ where
         bias = edge;
     }
     for (q, &v) in ints.iter_mut().zip(w) {
-        let r = ((v.up() - bias) / scale).round_even();
+        let r = ((v - bias) / scale).round_even();
         let r = if r < zero { zero } else { r };
         let r = if n_bins < r { n_bins } else { r };
         *q = r.to_u32().unwrap_or(0);
     }
-    (T::down(scale), T::down(bias))
+    (scale, bias)
 }
 
 /// `scales · q + biases` for every value, rounded to `T` after the product and after the
@@ -293,26 +332,16 @@ where
     let biases = row_major::<T>(OP, &inputs[2])?;
     let mut out = pool::alloc::<T>(shape.iter().product());
     let words = group_size * bits / 32;
-    let per = groups_per_task(group_size);
-    with_bits!(bits, B => {
-        let task = |i: usize, chunk: &mut [T]| {
-            let mut q = [T::Acc::c(0.0); 128];
-            let q = &mut q[..group_size];
-            for (j, o) in chunk.chunks_exact_mut(group_size).enumerate() {
-                let g = i * per + j;
-                unpack::<B, T::Acc>(&wq[g * words..(g + 1) * words], q);
-                let (s, b) = (scales[g].up(), biases[g].up());
-                for (o, &v) in o.iter_mut().zip(q.iter()) {
-                    *o = T::down(T::down(v * s).up() + b);
-                }
+    for_units(&mut out, group_size, &|first, chunk| {
+        let mut q = [T::Acc::c(0.0); 128];
+        let q = &mut q[..group_size];
+        for (j, o) in chunk.chunks_exact_mut(group_size).enumerate() {
+            let g = first + j;
+            unpack_dyn(bits, &wq[g * words..(g + 1) * words], q);
+            let (s, b) = (scales[g].up(), biases[g].up());
+            for (o, &v) in o.iter_mut().zip(q.iter()) {
+                *o = T::down(T::down(v * s).up() + b);
             }
-        };
-        if out.len() <= per * group_size {
-            task(0, &mut out);
-        } else {
-            out.par_chunks_mut(per * group_size)
-                .enumerate()
-                .for_each(|(i, chunk)| task(i, chunk));
         }
     });
     Ok(ArrayData::from_vec(out, shape))
