@@ -30,6 +30,7 @@ ROPE_N = 8 * 512 * 128
 DECODE_Q = (1, 32, 1, 128)
 DECODE_KV = (1, 8, 4096, 128)
 CHAIN = 1000
+QMM_DECODE_BYTES = 4096 * 4096 // 2 + 2 * 4096 * 64 * F32 + 2 * 4096 * F32
 
 # The CPU table of BENCH-CASES.md, as nuvec-bench has it (crates/nuvec-bench/src/cases/):
 # name, shape text, dtype, unit, work of one run, timed runs, warm-up runs.
@@ -50,6 +51,10 @@ SPECS = [
     ("rope", "[1, 8, 512, 128]", "f32", "GB/s", 2 * ROPE_N * F32, 30, 2),
     ("decode_4k", "q [1, 32, 1, 128], k/v [1, 8, 4096, 128]", "f32", "GB/s",
      (2 * 32 * 128 + 2 * 8 * 4096 * 128) * F32, 30, 2),
+    # the packed 4-bit weight, its f32 scales and biases (groups of 64), x and the output
+    ("qmm_decode", "[1, 4096] x [4096, 4096]ᵀ 4-bit g64", "f32", "GB/s", QMM_DECODE_BYTES, 50, 2),
+    ("qmm_prefill", "[512, 4096] x [4096, 4096]ᵀ 4-bit g64", "f32", "GFLOP/s",
+     2 * 512 * 4096 * 4096, 5, 2),
     ("tiny_op_chain", "1000 x ([1] + [1])", "f32", "us/op", CHAIN, 50, 5),
     # Ratios: the work is the reference time, which the setup measures (see `measure`).
     ("vjp_chain", "[64], 1000 ops: vjp / forward (graphs built)", "f32", "ratio", None, 30, 3),

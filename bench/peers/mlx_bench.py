@@ -99,6 +99,17 @@ def decode_4k():
     return timed(lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=scale))
 
 
+def qmm(m):
+    """x [m, 4096] against a 4-bit [4096, 4096] weight in groups of 64, as a linear layer."""
+    def setup():
+        wq, scales, biases = mx.quantize(uniform((4096, 4096), 61), group_size=64, bits=4)
+        x = uniform((m, 4096), 62)
+        mx.eval(wq, scales, biases)
+        return timed(lambda: mx.quantized_matmul(x, wq, scales, biases, transpose=True,
+                                                 group_size=64, bits=4))
+    return setup
+
+
 def tiny_op_chain():
     a, b = mx.ones((1,)), mx.ones((1,))
     mx.eval(a, b)
@@ -174,7 +185,8 @@ SETUPS = {
     "add": add, "exp": exp, "where": where, "sum_rows": sum_rows,
     "transpose_copy": transpose_copy, "rms_norm": rms_norm, "layer_norm": layer_norm,
     "softmax": softmax, "logsumexp": logsumexp, "rope": rope, "decode_4k": decode_4k,
-    "tiny_op_chain": tiny_op_chain, "vjp_chain": vjp_chain, "vmap_mlp": vmap_mlp,
+    "qmm_decode": qmm(1), "qmm_prefill": qmm(512), "tiny_op_chain": tiny_op_chain,
+    "vjp_chain": vjp_chain, "vmap_mlp": vmap_mlp,
 }
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ use crate::ops::conv::ConvOp;
 use crate::ops::creation::CreationOp;
 use crate::ops::index::IndexOp;
 use crate::ops::linalg::MatmulOp;
+use crate::ops::quantized::QuantizedOp;
 use crate::ops::random::RandomOp;
 use crate::ops::reduce::{ArgReduceOp, ReduceOp, ScanOp};
 use crate::ops::shape::ShapeOp;
@@ -75,6 +76,8 @@ pub enum Primitive {
     Random(RandomOp),
     /// Convolutions (channels last).
     Conv(ConvOp),
+    /// Affine quantization: quantize, dequantize, quantized matrix products.
+    Quantized(QuantizedOp),
     /// The input unchanged, with no derivative flowing back through it.
     StopGradient,
     /// The input unchanged (a view): how the transforms mark the inputs they trace.
@@ -137,6 +140,7 @@ impl Primitive {
             Primitive::Matmul(op) => op.name(),
             Primitive::Random(op) => op.name(),
             Primitive::Conv(op) => op.name(),
+            Primitive::Quantized(op) => op.name(),
             Primitive::StopGradient => "stop_gradient",
             Primitive::Identity => "identity",
             Primitive::Fast(op) => op.name(),
@@ -166,6 +170,7 @@ impl Primitive {
             Primitive::Matmul(op) => op.output_specs(inputs),
             Primitive::Random(op) => op.output_specs(inputs),
             Primitive::Conv(op) => op.output_specs(inputs),
+            Primitive::Quantized(op) => op.output_specs(inputs),
             Primitive::StopGradient | Primitive::Identity => {
                 crate::ops::expect_inputs(self.name(), inputs, 1)?;
                 Ok(vec![(inputs[0].shape().to_vec(), inputs[0].dtype())])

@@ -5,6 +5,7 @@ mod fast;
 mod gpu;
 mod linalg;
 mod overhead;
+mod quantized;
 mod reduce;
 mod transforms;
 
@@ -20,7 +21,7 @@ pub(crate) const N: usize = ROWS * COLS;
 pub(crate) const F32: usize = 4;
 
 /// The CPU table's order in BENCH-CASES.md.
-const CPU_ORDER: [&str; 17] = [
+const CPU_ORDER: [&str; 19] = [
     "matmul_2048",
     "matmul_2048_bf16",
     "matmul_2048_f16",
@@ -35,6 +36,8 @@ const CPU_ORDER: [&str; 17] = [
     "logsumexp",
     "rope",
     "decode_4k",
+    "qmm_decode",
+    "qmm_prefill",
     "tiny_op_chain",
     "vjp_chain",
     "vmap_mlp",
@@ -50,6 +53,7 @@ pub fn all(target: Target) -> Vec<Case> {
             fast::cpu(),
             overhead::cpu(),
             transforms::cpu(),
+            quantized::cpu(),
         ]
         .into_iter()
         .flatten()

@@ -10,6 +10,7 @@ mod fast;
 mod index;
 mod linalg;
 pub(crate) mod math;
+mod quantized;
 mod random;
 mod reduce;
 pub(crate) mod shape;
@@ -49,6 +50,7 @@ pub(crate) fn eval(
         Primitive::Matmul(op) => linalg::eval(op, inputs, outputs),
         Primitive::Random(op) => random::eval(op, inputs, outputs),
         Primitive::Conv(op) => conv::eval(op, inputs, outputs),
+        Primitive::Quantized(op) => quantized::eval(op, inputs, outputs),
         Primitive::StopGradient | Primitive::Identity => Ok(vec![inputs[0].clone()]),
         Primitive::Fast(op) => fast::eval(op, inputs, outputs),
         Primitive::Custom(op) => Ok(op.forward(inputs)),

@@ -6,6 +6,7 @@ mod elementwise;
 mod fast;
 mod index;
 mod linalg;
+mod quantized;
 mod random;
 mod reduce;
 mod shape;
@@ -80,6 +81,7 @@ pub(crate) fn vjp(
         Primitive::Custom(op) => {
             crate::transforms::custom_vjp_rule(op, inputs, cotangents, argnums)
         }
+        Primitive::Quantized(op) => quantized::vjp(op, inputs, cotangents, argnums),
     }
 }
 
@@ -130,6 +132,7 @@ pub(crate) fn jvp(
         Primitive::Fast(op) => fast::jvp(op, inputs, tangents),
         Primitive::Conv(op) => conv::jvp(op, inputs, tangents),
         Primitive::Custom(op) => crate::transforms::custom_jvp(op, inputs, tangents),
+        Primitive::Quantized(op) => quantized::jvp(op, inputs, tangents),
     }
 }
 
@@ -163,6 +166,7 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         Primitive::Fast(op) => fast::vmap(op, inputs, axes),
         Primitive::Conv(op) => conv::vmap(op, inputs, axes),
         Primitive::Custom(op) => crate::transforms::custom_vmap(op, inputs, axes),
+        Primitive::Quantized(op) => quantized::vmap(op, inputs, axes),
     }
 }
 
