@@ -98,6 +98,36 @@ fn launch_err(name: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ 
     move |e| Error::Device(format!("cuda: launching {name}: {e}"))
 }
 
+/// Launches a one-input kernel `f` (`name`, its `_c` or `_s` form chosen by the caller from
+/// `x`'s layout) over `x` into the `n` elements at `out_ptr`.
+fn launch_one_input(
+    place: &Place,
+    f: &cudarc::driver::CudaFunction,
+    name: &str,
+    x: &ArrayData,
+    out_ptr: u64,
+    n: usize,
+) -> Result<()> {
+    let src = place.input(x)?;
+    let n64 = n as i64;
+    let mut launch = place.stream.launch_builder(f);
+    if x.layout.is_row_contiguous() {
+        let start = src + (x.layout.offset * x.dtype().size()) as u64;
+        launch.arg(&start).arg(&out_ptr).arg(&n64);
+        // SAFETY: the kernel reads `n` contiguous elements of `x`'s type from `start` (inside
+        // the input's block, which lives until the stream passes this work: blocks are reused
+        // only in stream order) and writes `n` elements to `out_ptr`, a fresh block of that
+        // size; the argument types match the kernel's signature.
+        unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(name))?;
+    } else {
+        let view = Strided::of(&x.layout)?;
+        launch.arg(&src).arg(&out_ptr).arg(&n64).arg(&view);
+        // SAFETY: as above, with a view that addresses only elements inside the input block.
+        unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(name))?;
+    }
+    Ok(())
+}
+
 const FLOAT_UNARY: &[UnaryOp] = &[
     UnaryOp::Abs,
     UnaryOp::Negative,
@@ -195,7 +225,6 @@ pub(crate) fn unary(
     if n == 0 {
         return Ok(Some(vec![out]));
     }
-    let src = place.input(x)?;
     let contiguous = x.layout.is_row_contiguous();
     let name = format!(
         "unary_{}_{tn}_{}",
@@ -206,22 +235,7 @@ pub(crate) fn unary(
         .gpu
         .jit
         .function(&format!("unary_{tn}"), &name, || unary_source(dtype))?;
-    let n64 = n as i64;
-    let mut launch = place.stream.launch_builder(&f);
-    if contiguous {
-        let start = src + (x.layout.offset * dtype.size()) as u64;
-        launch.arg(&start).arg(&out_ptr).arg(&n64);
-        // SAFETY: the kernel reads `n` elements of `dtype` from `start` (inside the input's
-        // block, which lives until the stream passes this work: blocks are reused only in
-        // stream order) and writes `n` elements of the output type to `out_ptr`, a fresh
-        // block of that size; the argument types match the kernel's signature.
-        unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(&name))?;
-    } else {
-        let view = Strided::of(&x.layout)?;
-        launch.arg(&src).arg(&out_ptr).arg(&n64).arg(&view);
-        // SAFETY: as above; `view` addresses only elements inside the input's block.
-        unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(&name))?;
-    }
+    launch_one_input(place, &f, &name, x, out_ptr, n)?;
     Ok(Some(vec![out]))
 }
 
@@ -434,7 +448,6 @@ pub(crate) fn convert(place: &Place, x: &ArrayData, dtype: DType) -> Result<Opti
     if n == 0 {
         return Ok(Some(out));
     }
-    let src = place.input(x)?;
     let contiguous = x.layout.is_row_contiguous();
     let name = format!("cast_{sn}_{dn}_{}", if contiguous { "c" } else { "s" });
     let from = x.dtype();
@@ -442,20 +455,7 @@ pub(crate) fn convert(place: &Place, x: &ArrayData, dtype: DType) -> Result<Opti
         .gpu
         .jit
         .function(&format!("cast_{sn}"), &name, || cast_source(from))?;
-    let n64 = n as i64;
-    let mut launch = place.stream.launch_builder(&f);
-    if contiguous {
-        let start = src + (x.layout.offset * from.size()) as u64;
-        launch.arg(&start).arg(&out_ptr).arg(&n64);
-        // SAFETY: `n` contiguous input elements from `start`, `n` output elements; the
-        // arguments match the kernel's signature.
-        unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(&name))?;
-    } else {
-        let view = Strided::of(&x.layout)?;
-        launch.arg(&src).arg(&out_ptr).arg(&n64).arg(&view);
-        // SAFETY: as above, the view addressing elements inside the input block.
-        unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(&name))?;
-    }
+    launch_one_input(place, &f, &name, x, out_ptr, n)?;
     Ok(Some(out))
 }
 
