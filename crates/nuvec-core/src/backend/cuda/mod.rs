@@ -231,6 +231,15 @@ pub fn set_device_cache_limit(bytes: usize) -> Result<()> {
     Ok(())
 }
 
+/// Every kernel source of every family, complete, for compiling ahead of time (CI). Each
+/// family adds its own list here.
+#[cfg(test)]
+fn all_sources() -> Vec<(String, String)> {
+    #[allow(unused_mut)] // each family below adds its own
+    let mut sources = elementwise::all_sources();
+    sources
+}
+
 #[cfg(test)]
 mod tests {
     /// Every kernel source compiles for the H200's architecture. Needs NVRTC and CUDA's
@@ -243,7 +252,7 @@ mod tests {
             return;
         }
         use rayon::prelude::*;
-        let failures: Vec<String> = super::elementwise::all_sources()
+        let failures: Vec<String> = super::all_sources()
             .par_iter()
             .filter_map(|(key, source)| super::jit::compile(key, source, "sm_90").err())
             .map(|e| e.to_string())
