@@ -78,8 +78,15 @@ pub(super) fn depthwise_graph(
     if n * l_out * c == 0 {
         return crate::zeros(&[n, l_out, c], x.dtype());
     }
-    let windows = taps(x, k, stride, padding, dilation)?;
+    // Half types compute in f32 and round once, as the convolution kernels do, so that the
+    // fused node and the ordinary convolution agree bit for bit.
+    let dtype = x.dtype();
+    let wide = |a: &Array| match dtype {
+        crate::DType::F16 | crate::DType::BF16 => a.astype(crate::DType::F32),
+        _ => Ok(a.clone()),
+    };
+    let windows = taps(&wide(x)?, k, stride, padding, dilation)?;
     // [C, K, 1] -> [K, C], aligned with the windows' last two axes.
-    let weights = crate::transpose(&crate::reshape(w, &super::dims(&[c, k]))?, &[1, 0])?;
-    crate::sum(&crate::multiply(&windows, &weights)?, &[2], false)
+    let weights = crate::transpose(&crate::reshape(&wide(w)?, &super::dims(&[c, k]))?, &[1, 0])?;
+    crate::sum(&crate::multiply(&windows, &weights)?, &[2], false)?.astype(dtype)
 }
