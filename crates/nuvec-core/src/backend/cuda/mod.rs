@@ -13,6 +13,7 @@ mod alloc;
 mod context;
 mod elementwise;
 mod jit;
+mod matmul;
 mod shape;
 
 use std::sync::Arc;
@@ -170,6 +171,7 @@ pub(crate) fn eval(
         Primitive::Select => elementwise::select(&place, inputs, outputs)?,
         Primitive::AsType(dtype) => elementwise::astype(&place, &inputs[0], *dtype)?,
         Primitive::Shape(op) => shape::eval(&place, op, inputs, outputs)?,
+        Primitive::Matmul(op) => matmul::eval(&place, op, inputs, outputs)?,
         Primitive::StopGradient | Primitive::Identity => Some(vec![inputs[0].clone()]),
         // The outputs of the custom function's own graph, handed on where they are.
         Primitive::Custom(op) => Some(op.forward(inputs)),
