@@ -164,10 +164,11 @@ fn matmul_views_match_the_cpu() {
             let x = slice(&a, &[SliceArg::full(), s(None, None, -1), SliceArg::full()])?;
             Ok(vec![matmul(&x, &b)?])
         });
+        let tall = random(&mut rng, &[50, 51], dtype);
         both(&name("steps in both axes"), t, || {
             let x = slice(&wide, &[s(None, None, 2), s(Some(0), Some(80), 2)])?;
             let x = slice(&x, &[SliceArg::full(), s(Some(0), Some(25), 1)])?;
-            let y = slice(&wide, &[s(Some(0), Some(25), 1), s(None, None, 3)])?;
+            let y = slice(&tall, &[s(None, None, 2), s(None, None, 3)])?;
             Ok(vec![matmul(&x, &y)?])
         });
         // A broadcast row: its rows repeat (row stride 0), copied first.
@@ -222,7 +223,7 @@ fn addmm_matches_the_cpu() {
                 Ok(vec![addmm(&full, &a, &b, alpha, beta)?])
             });
             both(&name("transposed c and a"), t, || {
-                let c = transposed_view(&random_like_c(&full));
+                let c = transposed_view(&full);
                 Ok(vec![addmm(&c, &transposed_view(&a), &b, alpha, beta)?])
             });
         }
@@ -246,14 +247,6 @@ fn addmm_matches_the_cpu() {
             Ok(vec![addmm(&c0, &e3, &m94, 1.0, 1.0)?])
         });
     }
-}
-
-/// An array of `c`'s batch and the last two axes swapped (so its transposed view has `c`'s
-/// shape).
-fn random_like_c(c: &Array) -> Array {
-    let mut rng = Rng::new(98);
-    let sh = c.shape();
-    random(&mut rng, &[sh[0], sh[2], sh[1]], c.dtype())
 }
 
 #[test]
@@ -293,4 +286,113 @@ fn bad_matmul_inputs_are_errors_on_the_gpu() {
         let c = Array::from_slice(&[1.0f32; 3], &[3]).unwrap();
         assert!(addmm(&c, &a, &a.t().unwrap(), 1.0, 1.0).is_err());
     });
+}
+
+/// A random input and weight for a convolution, in `dtype`.
+fn conv_pair(rng: &mut Rng, x: &[usize], w: &[usize], dtype: DType) -> (Array, Array) {
+    (random(rng, x, dtype), random(rng, w, dtype))
+}
+
+#[test]
+fn convolutions_match_the_cpu() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(15);
+    for dtype in FLOATS {
+        let t = tol(dtype);
+        let name = |what: &str| format!("conv {what} {dtype}");
+        // 1-D: plain, strided with padding and dilation, grouped.
+        let (x, w) = conv_pair(&mut rng, &[2, 20, 6], &[8, 3, 6], dtype);
+        both(&name("1d"), t, || Ok(vec![conv1d(&x, &w, 1, 0, 1, 1)?]));
+        both(&name("1d stride 2 pad 1 dilation 2"), t, || {
+            Ok(vec![conv1d(&x, &w, 2, 1, 2, 1)?])
+        });
+        let wg = random(&mut rng, &[8, 3, 3], dtype);
+        both(&name("1d groups 2"), t, || {
+            Ok(vec![conv1d(&x, &wg, 1, 2, 1, 2)?])
+        });
+        // 2-D: strides, padding and dilation per axis, groups, depthwise, 1×1 kernels.
+        let (x, w) = conv_pair(&mut rng, &[2, 9, 11, 4], &[6, 3, 3, 4], dtype);
+        both(&name("2d"), t, || Ok(vec![conv2d(&x, &w, 1, 0, 1, 1)?]));
+        both(&name("2d stride (2, 1) pad 1 dilation (1, 2)"), t, || {
+            Ok(vec![conv2d(&x, &w, (2, 1), 1, (1, 2), 1)?])
+        });
+        let wg = random(&mut rng, &[6, 3, 3, 2], dtype);
+        both(&name("2d groups 2"), t, || {
+            Ok(vec![conv2d(&x, &wg, 1, 1, 1, 2)?])
+        });
+        let wd = random(&mut rng, &[4, 3, 3, 1], dtype);
+        both(&name("2d depthwise"), t, || {
+            Ok(vec![conv2d(&x, &wd, 1, 1, 1, 4)?])
+        });
+        let w1 = random(&mut rng, &[5, 1, 1, 4], dtype);
+        both(&name("2d 1x1 (in place)"), t, || {
+            Ok(vec![conv2d(&x, &w1, 1, 0, 1, 1)?])
+        });
+        both(&name("2d 1x1 stride 2"), t, || {
+            Ok(vec![conv2d(&x, &w1, 2, 0, 1, 1)?])
+        });
+        let w1g = random(&mut rng, &[6, 1, 1, 2], dtype);
+        both(&name("2d 1x1 groups 2 (in place)"), t, || {
+            Ok(vec![conv2d(&x, &w1g, 1, 0, 1, 2)?])
+        });
+        // Strided views: an input stored channels-first, a weight stored transposed.
+        let stored = random(&mut rng, &[2, 4, 9, 11], dtype);
+        both(&name("2d channels-first input"), t, || {
+            let xv = transpose(&stored, &[0, 2, 3, 1])?;
+            Ok(vec![
+                conv2d(&xv, &w, 1, 1, 1, 1)?,
+                conv2d(&xv, &w1, 1, 0, 1, 1)?,
+            ])
+        });
+        let w_stored = random(&mut rng, &[4, 3, 3, 6], dtype);
+        both(&name("2d transposed weight"), t, || {
+            let wv = transpose(&w_stored, &[3, 1, 2, 0])?;
+            Ok(vec![conv2d(&x, &wv, 1, 1, 1, 1)?])
+        });
+        both(&name("2d reversed input"), t, || {
+            let xv = slice(&x, &[SliceArg::full(), s(None, None, -1)])?;
+            Ok(vec![conv2d(&xv, &w, 1, 1, 1, 1)?])
+        });
+        // 3-D.
+        let (x3, w3) = conv_pair(&mut rng, &[1, 5, 6, 7, 3], &[4, 2, 3, 2, 3], dtype);
+        both(&name("3d"), t, || Ok(vec![conv3d(&x3, &w3, 1, 0, 1, 1)?]));
+        both(&name("3d stride 2 pad 1"), t, || {
+            Ok(vec![conv3d(&x3, &w3, 2, 1, 1, 1)?])
+        });
+        // Transposed convolutions (input dilation, a flipped kernel) and negative padding.
+        let (xt, wt) = conv_pair(&mut rng, &[2, 5, 6, 4], &[3, 3, 3, 4], dtype);
+        both(
+            &name("transpose 2d stride 2 pad 1 output padding 1"),
+            t,
+            || Ok(vec![conv_transpose2d(&xt, &wt, 2, 1, 1, 1, 1)?]),
+        );
+        let (x1, w1d) = conv_pair(&mut rng, &[1, 7, 2], &[3, 4, 2], dtype);
+        both(&name("transpose 1d dilation 2"), t, || {
+            Ok(vec![conv_transpose1d(&x1, &w1d, 3, 0, 2, 0, 1)?])
+        });
+        both(&name("general negative padding"), t, || {
+            Ok(vec![conv_general(
+                &x,
+                &w,
+                &[1, 2],
+                &[-1, 2],
+                &[1, -1],
+                &[1, 1],
+                &[2, 1],
+                1,
+                true,
+            )?])
+        });
+        // Empty: no batch, no input channels.
+        let (xe, we) = conv_pair(&mut rng, &[0, 9, 11, 4], &[6, 3, 3, 4], dtype);
+        both(&name("empty batch"), t, || {
+            Ok(vec![conv2d(&xe, &we, 1, 1, 1, 1)?])
+        });
+        let (xc, wc) = conv_pair(&mut rng, &[2, 9, 11, 0], &[6, 3, 3, 0], dtype);
+        both(&name("no input channels"), t, || {
+            Ok(vec![conv2d(&xc, &wc, 1, 1, 1, 1)?])
+        });
+    }
 }

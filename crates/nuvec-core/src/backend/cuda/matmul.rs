@@ -78,10 +78,13 @@ fn types(dtype: DType) -> Option<Types> {
 /// How cuBLAS reads one operand: stored column-major with leading dimension `ld`, used as
 /// it is or transposed, `stride` elements between the matrices of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct Side {
-    trans: bool,
-    ld: i64,
-    stride: i64,
+pub(crate) struct Side {
+    /// Whether cuBLAS transposes the stored matrix.
+    pub(crate) trans: bool,
+    /// The stored matrix's leading dimension (elements between columns).
+    pub(crate) ld: i64,
+    /// Elements between consecutive matrices of the batch.
+    pub(crate) stride: i64,
 }
 
 /// How cuBLAS (column-major) reads `xᵀ`, for a row-major-indexed `rows × cols` matrix `x`
@@ -114,17 +117,26 @@ fn side(rows: usize, cols: usize, rs: isize, cs: isize) -> Option<Side> {
 }
 
 /// One cuBLASLt problem in its own (column-major) terms: `D (m × n) = op(A) · op(B)` over
-/// `batch` matrices, where `A` is our `b` (giving `bᵀ`), `B` our `a` (giving `aᵀ`) and `D`
-/// our output (`outᵀ`, leading dimension `m`).
+/// `batch` matrices. For `out = a @ b`, `A` is our `b` (giving `bᵀ`), `B` our `a` (giving
+/// `aᵀ`) and `D` our output (`outᵀ`, leading dimension `m`). `D` also serves as `C`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct Gemm {
-    m: u64,
-    n: u64,
-    k: u64,
-    a: Side,
-    b: Side,
-    d_stride: i64,
-    batch: i32,
+pub(crate) struct Gemm {
+    /// Rows of `op(A)` and `D`.
+    pub(crate) m: u64,
+    /// Columns of `op(B)` and `D`.
+    pub(crate) n: u64,
+    /// The inner axis.
+    pub(crate) k: u64,
+    /// How `A` is stored.
+    pub(crate) a: Side,
+    /// How `B` is stored.
+    pub(crate) b: Side,
+    /// `D`'s leading dimension (at least `m`).
+    pub(crate) d_ld: i64,
+    /// Elements between consecutive matrices of `D`.
+    pub(crate) d_stride: i64,
+    /// Matrices per call (at least 1).
+    pub(crate) batch: i32,
 }
 
 /// The calls for one product: the problem, and per call the element offsets of the first
@@ -173,6 +185,7 @@ fn schedule(a: &Layout, b: &Layout) -> Result<Planned> {
             k: k as u64,
             a: sb,
             b: sa,
+            d_ld: n.max(1) as i64,
             d_stride: d_stride as i64,
             batch,
         })
@@ -435,7 +448,7 @@ fn make_plan(handle: Handle, key: &Key, t: Types) -> Result<Plan> {
     };
     let a = matrix(t, stored(g.m, g.k, g.a), g.batch, g.a.stride)?;
     let b = matrix(t, stored(g.k, g.n, g.b), g.batch, g.b.stride)?;
-    let d = matrix(t, (g.m, g.n, g.m.max(1) as i64), g.batch, g.d_stride)?;
+    let d = matrix(t, (g.m, g.n, g.d_ld), g.batch, g.d_stride)?;
     let pref = Pref(lt::create_matmul_pref().map_err(blas("a preference"))?);
     let bytes = WORKSPACE as u64;
     // SAFETY: the preference is live; the value is the uint64 the attribute takes.
@@ -526,9 +539,9 @@ pub(crate) fn eval(
     outputs: &[OutputSpec],
 ) -> Result<Option<Vec<ArrayData>>> {
     let (shape, dtype) = (&outputs[0].0, outputs[0].1);
-    let Some(t) = types(dtype) else {
+    if types(dtype).is_none() {
         return Ok(None);
-    };
+    }
     let nd = shape.len();
     let k = inputs[0].layout.shape[nd - 1];
     let (alpha, beta) = match op {
@@ -558,7 +571,6 @@ pub(crate) fn eval(
             .map_err(|e| Error::Device(format!("cuda: matmul: zero-filling: {e}")))?;
         return Ok(Some(vec![out]));
     }
-    library()?;
     let (mut a, mut b) = (inputs[0].clone(), inputs[1].clone());
     let mut copied = false;
     let sched = loop {
@@ -600,7 +612,28 @@ pub(crate) fn eval(
             ]
         })
         .collect();
-    let g = sched.gemm;
+    run_gemm(place, dtype, sched.gemm, &calls, alpha, beta)?;
+    Ok(Some(vec![out]))
+}
+
+/// Queues `D = alpha · op(A) · op(B) + beta · D` on the stream of `place`, once per
+/// `[A, B, D]` device address triple of `calls` (element 0 of each operand's first matrix),
+/// with cuBLASLt (`dtype` one of the four float types; `k >= 1`).
+///
+/// The caller vouches that `g` describes only elements inside live device blocks at those
+/// addresses, ordered on this stream, and that no two calls write the same elements.
+pub(crate) fn run_gemm(
+    place: &Place,
+    dtype: DType,
+    g: Gemm,
+    calls: &[[u64; 3]],
+    alpha: f32,
+    beta: f32,
+) -> Result<()> {
+    let t = types(dtype)
+        .ok_or_else(|| Error::Device(format!("cuda: cuBLASLt: no matrix product for {dtype}")))?;
+    library()?;
+    let size = dtype.size() as u64;
     let step = |s: i64| s.unsigned_abs() * size;
     let align = [
         alignment(calls.iter().map(|c| c[0]).chain([step(g.a.stride)])),
@@ -623,10 +656,10 @@ pub(crate) fn eval(
     };
     let (pa, pb) = scalars.pointers();
     let stream = place.stream.cu_stream() as sys::cudaStream_t;
-    for [ptr_a, ptr_b, ptr_d] in calls {
+    for &[ptr_a, ptr_b, ptr_d] in calls {
         // SAFETY: the plan's layouts describe exactly the elements read from `ptr_a` and
-        // `ptr_b` (views of the operands' live device blocks, checked by `schedule`) and
-        // written at `ptr_d` (inside the output block, which also serves as C); alpha and beta
+        // `ptr_b` and written at `ptr_d` (which also serves as C), all inside live device
+        // blocks (the caller's promise: `schedule` checks it for products); alpha and beta
         // are host values of the scale type that live across the call (cuBLASLt reads them
         // before returning); the workspace holds `WORKSPACE >= p.workspace` bytes used only
         // on this stream.
@@ -652,7 +685,7 @@ pub(crate) fn eval(
         }
         .map_err(blas("matmul"))?;
     }
-    Ok(Some(vec![out]))
+    Ok(())
 }
 
 #[cfg(test)]
@@ -777,7 +810,7 @@ mod tests {
                             let eb = pa as i64 + batch * g.b.stride + at(g.b, l, j);
                             acc += get_b(ea as usize) * get_a(eb as usize);
                         }
-                        let ed = po as i64 + batch * g.d_stride + i as i64 + j as i64 * g.m as i64;
+                        let ed = po as i64 + batch * g.d_stride + i as i64 + j as i64 * g.d_ld;
                         d[ed as usize] = acc;
                     }
                 }
