@@ -13,7 +13,9 @@ mod alloc;
 mod context;
 mod elementwise;
 mod jit;
+mod random;
 mod shape;
+mod sort;
 
 use std::sync::Arc;
 
@@ -170,6 +172,8 @@ pub(crate) fn eval(
         Primitive::Select => elementwise::select(&place, inputs, outputs)?,
         Primitive::AsType(dtype) => elementwise::astype(&place, &inputs[0], *dtype)?,
         Primitive::Shape(op) => shape::eval(&place, op, inputs, outputs)?,
+        Primitive::Sort(op) => sort::eval(&place, op, inputs, outputs)?,
+        Primitive::Random(op) => random::eval(&place, op, inputs, outputs)?,
         Primitive::StopGradient | Primitive::Identity => Some(vec![inputs[0].clone()]),
         // The outputs of the custom function's own graph, handed on where they are.
         Primitive::Custom(op) => Some(op.forward(inputs)),
@@ -237,6 +241,8 @@ pub fn set_device_cache_limit(bytes: usize) -> Result<()> {
 fn all_sources() -> Vec<(String, String)> {
     #[allow(unused_mut)] // each family below adds its own
     let mut sources = elementwise::all_sources();
+    sources.extend(sort::all_sources());
+    sources.extend(random::all_sources());
     sources
 }
 
