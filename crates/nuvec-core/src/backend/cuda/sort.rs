@@ -115,7 +115,10 @@ fn lanes(place: &Place, x: &ArrayData, axis: usize) -> Result<Option<Vec<ArrayDa
     let (values, vals_ptr) = place.output(dtype, &[size])?;
     let (indices, inds_ptr) = place.output(DType::U32, &[size])?;
     let done = |values: ArrayData, indices: ArrayData| {
-        Ok(Some(vec![values.view(layout.clone()), indices.view(layout.clone())]))
+        Ok(Some(vec![
+            values.view(layout.clone()),
+            indices.view(layout.clone()),
+        ]))
     };
     if size == 0 {
         return done(values, indices);

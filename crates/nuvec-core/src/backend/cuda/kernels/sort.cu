@@ -68,13 +68,15 @@ __device__ void nv_sort_tile(const T* x, const Strided& sx, i64 base, i64 len, i
   }
   __syncthreads();
   // Bitonic sort: stage k merges bitonic runs of k, step j compares elements j apart. Pair t
-  // of a step is (i, i + j) with i = (t / j) * 2j + t % j; its direction is ascending where
-  // bit k of i is clear.
-  for (i64 k = 2; k <= p; k <<= 1) {
-    for (i64 j = k >> 1; j > 0; j >>= 1) {
-      for (i64 t = threadIdx.x; t < p / 2; t += blockDim.x) {
-        const i64 i = (t / j) * 2 * j + (t % j);
-        const i64 o = i + j;
+  // of a step is (i, i + j), i being t with a zero bit inserted at j (the indices whose bit j
+  // is clear); its direction is ascending where bit k of i is clear. Shared-memory indices
+  // fit an int (p <= NV_SORT_TILE).
+  const int pp = (int)p;
+  for (int k = 2; k <= pp; k <<= 1) {
+    for (int j = k >> 1; j > 0; j >>= 1) {
+      for (int t = threadIdx.x; t < pp / 2; t += blockDim.x) {
+        const int i = ((t & ~(j - 1)) << 1) | (t & (j - 1));
+        const int o = i + j;
         const bool up = (i & k) == 0;
         const K ka = sk[i], kb = sk[o];
         const u32 ia = si[i], ib = si[o];
