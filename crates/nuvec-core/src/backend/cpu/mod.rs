@@ -15,7 +15,7 @@ mod random;
 mod reduce;
 pub(crate) mod shape;
 mod simd;
-mod sort;
+pub(crate) mod sort;
 mod stream;
 mod unary;
 

@@ -149,7 +149,7 @@ fn lanes(x: &ArrayData, axis: usize, kth: Option<usize>) -> Result<Vec<ArrayData
 }
 
 /// The layout of an output whose lanes along `axis` lie one after another.
-fn lane_layout(shape: &[usize], axis: usize) -> Layout {
+pub(crate) fn lane_layout(shape: &[usize], axis: usize) -> Layout {
     let n = shape[axis];
     let mut others: Vec<usize> = shape.to_vec();
     others.remove(axis);

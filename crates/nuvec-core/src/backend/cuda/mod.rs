@@ -15,7 +15,9 @@ mod conv;
 mod elementwise;
 mod jit;
 mod matmul;
+mod random;
 mod shape;
+mod sort;
 
 use std::sync::Arc;
 
@@ -174,6 +176,8 @@ pub(crate) fn eval(
         Primitive::Shape(op) => shape::eval(&place, op, inputs, outputs)?,
         Primitive::Matmul(op) => matmul::eval(&place, op, inputs, outputs)?,
         Primitive::Conv(op) => conv::eval(&place, op, inputs, outputs)?,
+        Primitive::Sort(op) => sort::eval(&place, op, inputs, outputs)?,
+        Primitive::Random(op) => random::eval(&place, op, inputs, outputs)?,
         Primitive::StopGradient | Primitive::Identity => Some(vec![inputs[0].clone()]),
         // The outputs of the custom function's own graph, handed on where they are.
         Primitive::Custom(op) => Some(op.forward(inputs)),
@@ -242,6 +246,8 @@ fn all_sources() -> Vec<(String, String)> {
     #[allow(unused_mut)] // each family below adds its own
     let mut sources = elementwise::all_sources();
     sources.extend(conv::all_sources());
+    sources.extend(sort::all_sources());
+    sources.extend(random::all_sources());
     sources
 }
 
