@@ -11,7 +11,9 @@
 
 mod alloc;
 mod context;
+mod creation;
 mod elementwise;
+mod index;
 mod jit;
 mod shape;
 
@@ -170,6 +172,8 @@ pub(crate) fn eval(
         Primitive::Select => elementwise::select(&place, inputs, outputs)?,
         Primitive::AsType(dtype) => elementwise::astype(&place, &inputs[0], *dtype)?,
         Primitive::Shape(op) => shape::eval(&place, op, inputs, outputs)?,
+        Primitive::Index(op) => index::eval(&place, op, inputs, outputs)?,
+        Primitive::Creation(op) => creation::eval(&place, op)?,
         Primitive::StopGradient | Primitive::Identity => Some(vec![inputs[0].clone()]),
         // The outputs of the custom function's own graph, handed on where they are.
         Primitive::Custom(op) => Some(op.forward(inputs)),
@@ -237,6 +241,8 @@ pub fn set_device_cache_limit(bytes: usize) -> Result<()> {
 fn all_sources() -> Vec<(String, String)> {
     #[allow(unused_mut)] // each family below adds its own
     let mut sources = elementwise::all_sources();
+    sources.extend(index::all_sources());
+    sources.extend(creation::all_sources());
     sources
 }
 
