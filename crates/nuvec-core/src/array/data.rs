@@ -295,6 +295,16 @@ impl Buffer {
         self.device.get().expect("just set")
     }
 
+    /// The device copy, for writing in place (the buffer is owned alone), with the host
+    /// copy, about to be stale, dropped; `None` (and nothing dropped) without a device copy.
+    pub(crate) fn device_for_write(&mut self) -> Option<&DeviceCopy> {
+        self.device.get()?;
+        if let Some(h) = self.host.take() {
+            super::pool::release(h);
+        }
+        self.device.get()
+    }
+
     /// The elements on the host, mutably (the buffer must be owned alone and resident on the
     /// host); the device copy, now stale, is dropped.
     pub fn host_mut(&mut self) -> &mut HostData {

@@ -12,7 +12,9 @@
 mod alloc;
 mod context;
 mod conv;
+mod creation;
 mod elementwise;
+mod index;
 mod jit;
 mod matmul;
 mod random;
@@ -178,6 +180,8 @@ pub(crate) fn eval(
         Primitive::Conv(op) => conv::eval(&place, op, inputs, outputs)?,
         Primitive::Sort(op) => sort::eval(&place, op, inputs, outputs)?,
         Primitive::Random(op) => random::eval(&place, op, inputs, outputs)?,
+        Primitive::Index(op) => index::eval(&place, op, inputs, outputs)?,
+        Primitive::Creation(op) => creation::eval(&place, op)?,
         Primitive::StopGradient | Primitive::Identity => Some(vec![inputs[0].clone()]),
         // The outputs of the custom function's own graph, handed on where they are.
         Primitive::Custom(op) => Some(op.forward(inputs)),
@@ -248,6 +252,8 @@ fn all_sources() -> Vec<(String, String)> {
     sources.extend(conv::all_sources());
     sources.extend(sort::all_sources());
     sources.extend(random::all_sources());
+    sources.extend(index::all_sources());
+    sources.extend(creation::all_sources());
     sources
 }
 
