@@ -13,6 +13,7 @@ mod alloc;
 mod context;
 mod elementwise;
 mod jit;
+mod reduce;
 mod shape;
 
 use std::sync::Arc;
@@ -170,6 +171,23 @@ pub(crate) fn eval(
         Primitive::Select => elementwise::select(&place, inputs, outputs)?,
         Primitive::AsType(dtype) => elementwise::astype(&place, &inputs[0], *dtype)?,
         Primitive::Shape(op) => shape::eval(&place, op, inputs, outputs)?,
+        Primitive::Reduce { op, axes } => reduce::reduce(&place, *op, axes, &inputs[0], outputs)?,
+        Primitive::ArgReduce { op, axis } => {
+            reduce::arg_reduce(&place, *op, *axis, &inputs[0], outputs)?
+        }
+        Primitive::Scan {
+            op,
+            axis,
+            reverse,
+            inclusive,
+        } => reduce::scan(
+            &place,
+            *op,
+            (*axis, *reverse, *inclusive),
+            &inputs[0],
+            outputs,
+        )?,
+        Primitive::Softmax => reduce::softmax(&place, &inputs[0])?,
         Primitive::StopGradient | Primitive::Identity => Some(vec![inputs[0].clone()]),
         // The outputs of the custom function's own graph, handed on where they are.
         Primitive::Custom(op) => Some(op.forward(inputs)),
@@ -237,6 +255,7 @@ pub fn set_device_cache_limit(bytes: usize) -> Result<()> {
 fn all_sources() -> Vec<(String, String)> {
     #[allow(unused_mut)] // each family below adds its own
     let mut sources = elementwise::all_sources();
+    sources.extend(reduce::all_sources());
     sources
 }
 
