@@ -64,7 +64,7 @@ fn random(rng: &mut Rng, shape: &[usize], lo: f64, hi: f64, dtype: DType) -> Arr
 
 /// Random booleans, about a third of them true.
 fn random_bool(rng: &mut Rng, shape: &[usize]) -> Array {
-    greater(&random(rng, shape, -1.0, 1.0, DType::F32), 0.3).unwrap()
+    greater(random(rng, shape, -1.0, 1.0, DType::F32), 0.3).unwrap()
 }
 
 /// Inputs of `dtype` for an operation: booleans, small integers (many ties), or values in

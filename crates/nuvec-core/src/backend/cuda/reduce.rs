@@ -475,7 +475,7 @@ fn split(layout: &Layout, axes: &[usize], idempotent: bool) -> Split {
         return s;
     }
     s.offset = offset as usize;
-    red.sort_by(|a, b| b.1.cmp(&a.1));
+    red.sort_by_key(|r| std::cmp::Reverse(r.1));
     for (n, st) in red {
         match s.red.last_mut() {
             Some(last) if last.1 == n as isize * st => *last = (last.0 * n, st),
