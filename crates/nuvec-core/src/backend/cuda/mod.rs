@@ -18,6 +18,7 @@ mod index;
 mod jit;
 mod matmul;
 mod random;
+mod reduce;
 mod shape;
 mod sort;
 
@@ -182,6 +183,23 @@ pub(crate) fn eval(
         Primitive::Random(op) => random::eval(&place, op, inputs, outputs)?,
         Primitive::Index(op) => index::eval(&place, op, inputs, outputs)?,
         Primitive::Creation(op) => creation::eval(&place, op)?,
+        Primitive::Reduce { op, axes } => reduce::reduce(&place, *op, axes, &inputs[0], outputs)?,
+        Primitive::ArgReduce { op, axis } => {
+            reduce::arg_reduce(&place, *op, *axis, &inputs[0], outputs)?
+        }
+        Primitive::Scan {
+            op,
+            axis,
+            reverse,
+            inclusive,
+        } => reduce::scan(
+            &place,
+            *op,
+            (*axis, *reverse, *inclusive),
+            &inputs[0],
+            outputs,
+        )?,
+        Primitive::Softmax => reduce::softmax(&place, &inputs[0])?,
         Primitive::StopGradient | Primitive::Identity => Some(vec![inputs[0].clone()]),
         // The outputs of the custom function's own graph, handed on where they are.
         Primitive::Custom(op) => Some(op.forward(inputs)),
@@ -254,6 +272,7 @@ fn all_sources() -> Vec<(String, String)> {
     sources.extend(random::all_sources());
     sources.extend(index::all_sources());
     sources.extend(creation::all_sources());
+    sources.extend(reduce::all_sources());
     sources
 }
 
