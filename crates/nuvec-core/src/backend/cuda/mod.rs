@@ -14,6 +14,7 @@ mod context;
 mod elementwise;
 mod jit;
 mod shape;
+mod transfer;
 
 use std::sync::Arc;
 
@@ -52,16 +53,9 @@ impl DeviceCopy {
             .ok_or_else(|| Error::Device("cuda: a buffer's stream is gone".into()))?;
         crate::with_dtype!(dtype, T => {
             let mut v = crate::array::pool::alloc::<T>(len);
-            if len > 0 {
-                // SAFETY: `v` holds `len` elements of `T`; the device block holds at least
-                // `len · size_of::<T>()` bytes written on `stream`; the copy is queued on that
-                // stream and the stream is synchronised before `v` is used or dropped.
-                unsafe {
-                    result::memcpy_dtoh_async(&mut v[..], self.buf.ptr(), stream.cu_stream())
-                }
-                .map_err(driver("copy to the host"))?;
-            }
-            stream.synchronize().map_err(driver("synchronize"))?;
+            // After the work queued on the producing stream; large buffers go through
+            // page-locked staging memory (`transfer.rs`).
+            transfer::download(&gpu, &stream, transfer::bytes_mut(&mut v), self.buf.ptr())?;
             Ok(<T as crate::dtype::Element>::into_host(v))
         })
     }
@@ -122,13 +116,14 @@ impl Place {
         let bytes = host.len() * host.dtype().size();
         let buf = self.gpu.alloc.alloc(bytes, self.stream_id)?;
         if bytes > 0 {
-            crate::with_host!(host, v, _T => {
-                // SAFETY: the block holds at least `bytes` bytes, which is `v`'s size; a copy
-                // from pageable memory returns once the driver has staged `v`, so `v` may be
-                // dropped after the call.
-                unsafe { result::memcpy_htod_async(buf.ptr(), v, self.stream.cu_stream()) }
-                    .map_err(driver("copy to the device"))?;
-            });
+            // The block holds at least `bytes`; large copies go through page-locked staging
+            // memory, and `host` may be dropped once this returns.
+            transfer::upload(
+                &self.gpu,
+                &self.stream,
+                buf.ptr(),
+                transfer::host_bytes(host),
+            )?;
         }
         let copy = buffer.set_device(DeviceCopy {
             buf,
