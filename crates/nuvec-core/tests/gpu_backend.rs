@@ -146,11 +146,11 @@ fn active_memory_stays_flat_over_ten_thousand_steps() {
             let n = 1 + k % 300;
             let v: Vec<f32> = (0..n).map(|i| (i + k) as f32).collect();
             let x = Array::from_slice(&v, &[n]).unwrap();
-            let y = multiply(&exp(&negative(&x).unwrap()).unwrap(), 2.0).unwrap();
-            let z = where_(&greater(&x, 10.0).unwrap(), &y, &x).unwrap();
+            let y = multiply(exp(&negative(&x).unwrap()).unwrap(), 2.0).unwrap();
+            let z = where_(greater(&x, 10.0).unwrap(), &y, &x).unwrap();
             let z = z.astype(DType::BF16).unwrap();
             z.eval().unwrap();
-            if k % 100 == 0 {
+            if k.is_multiple_of(100) {
                 let got = z.to_vec::<bf16>().unwrap();
                 assert_eq!(got.len(), n);
                 // x[0] = k: kept below 11, else 2·e^(−k).
@@ -216,8 +216,8 @@ fn transforms_on_the_gpu_match_the_cpu() {
         };
         let g = grad(f, &[0])(&[x.clone(), w.clone()]).unwrap();
         let t = tanh(&multiply(&x, &w).unwrap()).unwrap();
-        let sech2 = subtract(1.0, &square(&t).unwrap()).unwrap();
-        let formula = add(&multiply(&w, &sech2).unwrap(), &exp(&x).unwrap()).unwrap();
+        let sech2 = subtract(1.0, square(&t).unwrap()).unwrap();
+        let formula = add(multiply(&w, &sech2).unwrap(), exp(&x).unwrap()).unwrap();
         (values(&g[0]), values(&formula))
     });
     for (k, (a, b)) in gx.iter().zip(&formula).enumerate() {
@@ -253,7 +253,7 @@ fn async_values_read_from_other_threads() {
     let ys: Vec<Array> = on(Device::gpu(0), || {
         let x = arange(0.0, n as f64, 1.0, DType::F32).unwrap();
         let ys: Vec<Array> = (1..=4)
-            .map(|k| add(&multiply(&x, k as f64).unwrap(), 1.0).unwrap())
+            .map(|k| add(multiply(&x, k as f64).unwrap(), 1.0).unwrap())
             .collect();
         async_eval(&ys).unwrap();
         ys
@@ -288,7 +288,7 @@ fn sixteen_byte_path_handles_offsets_and_tails() {
         let (lo, hi) = if float { (-2.0, 2.0) } else { (-60.0, 60.0) };
         let base_a = random(&mut rng, &[4200], lo, hi, dtype);
         let base_b = random(&mut rng, &[4200], lo, hi, dtype);
-        let cond = greater(&random(&mut rng, &[4200], -1.0, 1.0, DType::F32), 0.0).unwrap();
+        let cond = greater(random(&mut rng, &[4200], -1.0, 1.0, DType::F32), 0.0).unwrap();
         let t = tol(dtype);
         for (sa, sb) in [(0, 0), (1, 1), (0, 1), (3, 8), (8, 0)] {
             for len in [1, 7, 9, 17, 33, 4099] {
