@@ -5,7 +5,8 @@
 //!
 //! Data moves on demand: a kernel's inputs get a device copy when they have none (kept with
 //! the buffer), and reading values on the host copies them back once, after waiting for the
-//! stream that computes them. A primitive without a CUDA kernel yet runs on the CPU over host
+//! stream that computes them; large buffers travel through page-locked staging memory
+//! (`transfer.rs`). A primitive without a CUDA kernel yet runs on the CPU over host
 //! copies of its inputs (see [`eval`]); that bridge keeps every program runnable on the GPU
 //! stream while kernels are added family by family.
 
