@@ -7,6 +7,7 @@
 //! when an allocation fails, cached buffers are released to the driver first.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, result};
@@ -55,6 +56,8 @@ struct State {
 pub(crate) struct Allocator {
     ctx: Arc<CudaContext>,
     state: Mutex<State>,
+    /// Streams made on the device so far: while there is one, freeing needs no event.
+    streams: AtomicUsize,
 }
 
 /// Cached bytes kept by default: freed memory beyond this goes back to the driver.
@@ -69,7 +72,13 @@ impl Allocator {
                 stats: MemoryStats::default(),
                 limit: DEFAULT_CACHE_LIMIT,
             }),
+            streams: AtomicUsize::new(0),
         }
+    }
+
+    /// Notes that the device has one more stream.
+    pub(crate) fn stream_made(&self) {
+        self.streams.fetch_add(1, Ordering::SeqCst);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -79,6 +88,7 @@ impl Allocator {
     /// A block of at least `bytes` for work on `stream` (`stream_id` names it in the cache).
     pub(crate) fn alloc(self: &Arc<Self>, bytes: usize, stream_id: usize) -> Result<DeviceBuffer> {
         let class = size_class(bytes);
+        // One lock on the common path, where the cache has a block of this class.
         let reused = {
             let mut state = self.lock();
             let found = state.free.get_mut(&class).and_then(|list| {
@@ -89,16 +99,21 @@ impl Allocator {
             });
             if found.is_some() {
                 state.stats.cached -= class;
+                state.stats.active += class;
+                state.stats.peak = state.stats.peak.max(state.stats.active);
             }
             found
         };
         let ptr = match reused {
             Some(c) => c.ptr,
-            None => self.fresh(class)?,
+            None => {
+                let ptr = self.fresh(class)?;
+                let mut state = self.lock();
+                state.stats.active += class;
+                state.stats.peak = state.stats.peak.max(state.stats.active);
+                ptr
+            }
         };
-        let mut state = self.lock();
-        state.stats.active += class;
-        state.stats.peak = state.stats.peak.max(state.stats.active);
         Ok(DeviceBuffer {
             ptr,
             bytes: class,
@@ -229,7 +244,7 @@ impl Drop for DeviceBuffer {
         // Another stream may take the block only after the work queued so far on the last
         // user's stream, which the event marks; with one stream in use, stream order alone
         // keeps reuse safe.
-        let event = super::context::other_streams_exist(self.stream)
+        let event = (self.owner.streams.load(Ordering::SeqCst) > 1)
             .then(|| super::context::stream_by_id(self.stream))
             .flatten()
             .and_then(|s: Arc<CudaStream>| s.record_event(None).ok());

@@ -4,9 +4,10 @@
 //! Nothing here touches the driver before checking that its library loads: on a machine
 //! without CUDA every entry point returns an [`Error::Device`] instead of panicking.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaStream, result};
+use cudarc::driver::{CudaContext, CudaFunction, CudaStream, result, sys};
 
 use super::alloc::Allocator;
 use super::jit::Jit;
@@ -28,6 +29,39 @@ pub(crate) struct Gpu {
     pub(crate) jit: Jit,
     /// CUDA streams by nuvec stream index, made when first used.
     streams: Mutex<Vec<Option<Arc<CudaStream>>>>,
+    /// The number of multiprocessors.
+    pub(crate) sms: u32,
+    /// Kernels already looked up, by a key their family packs into 64 bits (no strings are
+    /// built or hashed on the launch path).
+    kernels: Mutex<HashMap<u64, Kernel>>,
+    /// Page-locked host memory that large transfers go through (see `mod.rs`).
+    pub(crate) staging: Mutex<Option<super::transfer::Staging>>,
+}
+
+/// A kernel ready to launch, with the most blocks of [`Kernel::THREADS`] threads that the
+/// whole device runs at once (one wave), which grid-stride kernels need no more than.
+#[derive(Clone)]
+pub(crate) struct Kernel {
+    pub(crate) f: CudaFunction,
+    pub(crate) wave: u32,
+}
+
+impl Kernel {
+    /// Threads per block of the elementwise kernels.
+    pub(crate) const THREADS: u32 = 256;
+
+    /// The launch of a grid-stride kernel over `items` units of work (one per thread and
+    /// step): one block per 256 units, at most one wave of the device.
+    pub(crate) fn config(&self, items: usize) -> cudarc::driver::LaunchConfig {
+        let blocks = items
+            .div_ceil(Self::THREADS as usize)
+            .clamp(1, self.wave.max(1) as usize) as u32;
+        cudarc::driver::LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (Self::THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
 }
 
 impl Gpu {
@@ -48,19 +82,39 @@ impl Gpu {
             .new_stream()
             .map_err(|e| Error::Device(format!("cuda: creating a stream: {e}")))?;
         streams[index] = Some(Arc::clone(&s));
+        self.alloc.stream_made();
         Ok(s)
+    }
+
+    /// The kernel stored under `key`, made by `make` (compiled or loaded) the first time.
+    pub(crate) fn kernel(
+        &self,
+        key: u64,
+        make: impl FnOnce() -> Result<CudaFunction>,
+    ) -> Result<Kernel> {
+        if let Some(k) = lock(&self.kernels).get(&key) {
+            return Ok(k.clone());
+        }
+        let f = make()?;
+        let per_sm = f
+            .occupancy_max_active_blocks_per_multiprocessor(Kernel::THREADS, 0, None)
+            .map_err(|e| Error::Device(format!("cuda: reading a kernel's occupancy: {e}")))?;
+        let k = Kernel {
+            f,
+            wave: per_sm.max(1) * self.sms,
+        };
+        lock(&self.kernels).insert(key, k.clone());
+        Ok(k)
     }
 
     /// The allocator's id of nuvec stream `index` of this device.
     pub(crate) fn stream_id(&self, index: usize) -> usize {
         self.ordinal * STREAMS + index
     }
+}
 
-    /// How many streams of this device have been used.
-    fn streams_in_use(&self) -> usize {
-        let streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
-        streams.iter().filter(|s| s.is_some()).count()
-    }
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A device's slot: the device once opened, or why it could not be.
@@ -119,12 +173,18 @@ fn open(ordinal: usize) -> std::result::Result<Arc<Gpu>, String> {
     let (major, minor) = ctx
         .compute_capability()
         .map_err(|e| format!("gpu({ordinal}): reading its compute capability failed: {e}"))?;
+    let sms = ctx
+        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+        .map_err(|e| format!("gpu({ordinal}): reading its multiprocessor count failed: {e}"))?;
     Ok(Arc::new(Gpu {
         ordinal,
         alloc: Arc::new(Allocator::new(Arc::clone(&ctx))),
         jit: Jit::new(Arc::clone(&ctx), major, minor),
         ctx,
         streams: Mutex::new(vec![None; STREAMS]),
+        sms: sms.max(1) as u32,
+        kernels: Mutex::new(HashMap::new()),
+        staging: Mutex::new(None),
     }))
 }
 
@@ -138,11 +198,6 @@ pub(crate) fn stream_by_id(id: usize) -> Option<Arc<CudaStream>> {
     let g = gpu(id / STREAMS).ok()?;
     let streams = g.streams.lock().unwrap_or_else(|e| e.into_inner());
     streams.get(id % STREAMS)?.clone()
-}
-
-/// Whether the device of stream `id` has used other streams too.
-pub(crate) fn other_streams_exist(id: usize) -> bool {
-    gpu(id / STREAMS).is_ok_and(|g| g.streams_in_use() > 1)
 }
 
 /// The devices set up so far (for memory statistics).

@@ -2,12 +2,20 @@
 //!
 //! Kernel names are derived from the operation and the element type (`unary_exp_f32_c`), and
 //! one module per family and input type holds every instantiation, so each module compiles
-//! once. Inputs are read contiguously (`_c`) when their layout allows, else through a strided
-//! view of at most eight merged axes.
+//! once. Inputs are read contiguously (`_c`) when their layout allows, 16 bytes per thread and
+//! step when the pointers are aligned (bandwidth-bound kernels need wide accesses on Hopper),
+//! else through a strided view of at most eight merged axes; a binary operation with one
+//! input a single broadcast element reads it once (`_cs`/`_sc`). Grids are grid-stride and
+//! at most one wave of the device ([`Kernel::config`]). Launches find their kernel in the
+//! device's table by an integer key, so the launch path builds no strings.
+//!
+//! Cases that run on the host instead (`Ok(None)`): complex numbers everywhere, and unary
+//! functions other than `logical_not` on non-float types.
 
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 
 use super::Place;
+use super::context::Kernel;
 use crate::array::{ArrayData, Layout, collapse};
 use crate::ops::binary::BinaryOp;
 use crate::ops::unary::UnaryOp;
@@ -83,7 +91,10 @@ pub(crate) fn type_names(dtype: DType) -> Option<(&'static str, &'static str)> {
     })
 }
 
-/// Threads per block and the grid for `n` elements (grid-stride loops cover the rest).
+/// Threads per block and the grid for `n` elements, one per thread (grid-stride loops cover
+/// any rest past 2^16 blocks). The elementwise kernels size their grids with
+/// [`Kernel::config`] instead; this stays for kernels that take one element per thread.
+#[allow(dead_code)] // for other families' kernels
 pub(crate) fn launch_config(n: usize) -> LaunchConfig {
     const THREADS: u32 = 256;
     let blocks = n.div_ceil(THREADS as usize).clamp(1, 1 << 16) as u32;
@@ -94,36 +105,69 @@ pub(crate) fn launch_config(n: usize) -> LaunchConfig {
     }
 }
 
-fn launch_err(name: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
-    move |e| Error::Device(format!("cuda: launching {name}: {e}"))
+/// Elements per thread and step of a contiguous kernel between element sizes `a` and `b`
+/// bytes (`NvWidth` in `common.cuh`): 16 bytes of the narrower type, at most 64 of the wider.
+fn pack_width(a: usize, b: usize) -> usize {
+    let (lo, hi) = (a.min(b), a.max(b));
+    (16 / lo).min(64 / hi)
 }
 
-/// Launches a one-input kernel `f` (`name`, its `_c` or `_s` form chosen by the caller from
-/// `x`'s layout) over `x` into the `n` elements at `out_ptr`.
+/// Units of work of a contiguous kernel over `n` elements (one pack per thread and step).
+fn packs(n: usize, a: DType, b: DType) -> usize {
+    n.div_ceil(pack_width(a.size(), b.size()))
+}
+
+fn launch_err(name: impl Fn() -> String) -> impl Fn(cudarc::driver::DriverError) -> Error {
+    move |e| Error::Device(format!("cuda: launching {}: {e}", name()))
+}
+
+/// Kernel families, for the keys of the device's kernel table.
+#[derive(Clone, Copy)]
+enum Family {
+    Unary = 1,
+    Binary = 2,
+    Select = 3,
+    Cast = 4,
+}
+
+/// The key of one kernel: family, operation, input and output types, layout form. Packed
+/// into an integer so that a launch looks its kernel up without building a string.
+fn key(family: Family, op: usize, a: DType, b: DType, form: usize) -> u64 {
+    ((family as u64) << 56)
+        | ((op as u64) << 24)
+        | ((a as u64) << 16)
+        | ((b as u64) << 8)
+        | form as u64
+}
+
+/// Launches a one-input kernel (`_c`: `x` contiguous, 16-byte packs when aligned; `_s`:
+/// strided) over `x` into the `n` elements at `out_ptr` of type `out`.
 fn launch_one_input(
     place: &Place,
-    f: &cudarc::driver::CudaFunction,
-    name: &str,
+    k: &Kernel,
+    name: impl Fn() -> String,
     x: &ArrayData,
+    out: DType,
     out_ptr: u64,
     n: usize,
 ) -> Result<()> {
     let src = place.input(x)?;
     let n64 = n as i64;
-    let mut launch = place.stream.launch_builder(f);
+    let mut launch = place.stream.launch_builder(&k.f);
     if x.layout.is_row_contiguous() {
         let start = src + (x.layout.offset * x.dtype().size()) as u64;
         launch.arg(&start).arg(&out_ptr).arg(&n64);
         // SAFETY: the kernel reads `n` contiguous elements of `x`'s type from `start` (inside
         // the input's block, which lives until the stream passes this work: blocks are reused
         // only in stream order) and writes `n` elements to `out_ptr`, a fresh block of that
-        // size; the argument types match the kernel's signature.
-        unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(name))?;
+        // size; it checks both pointers' alignment before taking 16-byte packs; the argument
+        // types match the kernel's signature.
+        unsafe { launch.launch(k.config(packs(n, x.dtype(), out))) }.map_err(launch_err(name))?;
     } else {
         let view = Strided::of(&x.layout)?;
         launch.arg(&src).arg(&out_ptr).arg(&n64).arg(&view);
         // SAFETY: as above, with a view that addresses only elements inside the input block.
-        unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(name))?;
+        unsafe { launch.launch(k.config(n)) }.map_err(launch_err(name))?;
     }
     Ok(())
 }
@@ -176,8 +220,17 @@ fn is_float(dtype: DType) -> bool {
     matches!(dtype, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
 }
 
-/// The unary functions with a kernel for `dtype` (floats: all real ones; others: the
-/// logical not).
+/// Whether `op` has a kernel for `dtype` (floats: every real function; other types: the
+/// logical not), checked without allocating.
+fn has_unary(dtype: DType, op: UnaryOp) -> bool {
+    if is_float(dtype) {
+        FLOAT_UNARY.contains(&op) || PREDICATES.contains(&op)
+    } else {
+        dtype != DType::C64 && op == UnaryOp::LogicalNot
+    }
+}
+
+/// The unary functions with a kernel for `dtype`, and whether each is a predicate.
 fn unary_ops(dtype: DType) -> Vec<(UnaryOp, bool)> {
     let mut ops: Vec<(UnaryOp, bool)> = Vec::new();
     if is_float(dtype) {
@@ -204,6 +257,11 @@ fn unary_source(dtype: DType) -> String {
     src
 }
 
+/// The suffix of a one-input kernel over a contiguous or a strided input.
+fn one_form(contiguous: bool) -> &'static str {
+    if contiguous { "c" } else { "s" }
+}
+
 /// `op` of `x` on the GPU, or `None` where it has no kernel for this type (the caller then
 /// runs it on the host).
 pub(crate) fn unary(
@@ -216,7 +274,7 @@ pub(crate) fn unary(
     let Some((_, tn)) = type_names(dtype) else {
         return Ok(None);
     };
-    if !unary_ops(dtype).iter().any(|(o, _)| *o == op) {
+    if !has_unary(dtype, op) {
         return Ok(None);
     }
     let (shape, out_dtype) = (&outputs[0].0, outputs[0].1);
@@ -226,35 +284,40 @@ pub(crate) fn unary(
         return Ok(Some(vec![out]));
     }
     let contiguous = x.layout.is_row_contiguous();
-    let name = format!(
-        "unary_{}_{tn}_{}",
-        op.name(),
-        if contiguous { "c" } else { "s" }
+    let name = || format!("unary_{}_{tn}_{}", op.name(), one_form(contiguous));
+    let id = key(
+        Family::Unary,
+        op as usize,
+        dtype,
+        out_dtype,
+        contiguous as usize,
     );
-    let f = place
-        .gpu
-        .jit
-        .function(&format!("unary_{tn}"), &name, || unary_source(dtype))?;
-    launch_one_input(place, &f, &name, x, out_ptr, n)?;
+    let k = place.gpu.kernel(id, || {
+        place
+            .gpu
+            .jit
+            .function(&format!("unary_{tn}"), &name(), || unary_source(dtype))
+    })?;
+    launch_one_input(place, &k, name, x, out_dtype, out_ptr, n)?;
     Ok(Some(vec![out]))
 }
 
-/// The binary kernels of one element type: `(functor, kernel suffix, macro)` per operation.
-fn binary_kernels(dtype: DType) -> Vec<(BinaryOp, &'static str, &'static str)> {
+/// Comparisons and logical operations (boolean results), every type: `(op, functor)`.
+const COMPARE: &[(BinaryOp, &str)] = &[
+    (BinaryOp::Equal, "equal"),
+    (BinaryOp::NotEqual, "not_equal"),
+    (BinaryOp::Less, "less"),
+    (BinaryOp::LessEqual, "less_equal"),
+    (BinaryOp::Greater, "greater"),
+    (BinaryOp::GreaterEqual, "greater_equal"),
+    (BinaryOp::LogicalAnd, "logical_and"),
+    (BinaryOp::LogicalOr, "logical_or"),
+];
+
+/// Operations with results of the inputs' type: `(op, functor)` for one element type.
+fn same_type_ops(dtype: DType) -> &'static [(BinaryOp, &'static str)] {
     use BinaryOp::*;
-    let compare = [
-        (Equal, "equal"),
-        (NotEqual, "not_equal"),
-        (Less, "less"),
-        (LessEqual, "less_equal"),
-        (Greater, "greater"),
-        (GreaterEqual, "greater_equal"),
-        (LogicalAnd, "logical_and"),
-        (LogicalOr, "logical_or"),
-    ];
-    let mut ops: Vec<(BinaryOp, &'static str, &'static str)> =
-        compare.iter().map(|&(o, f)| (o, f, "NV_CMP")).collect();
-    let same: &[(BinaryOp, &str)] = match dtype {
+    match dtype {
         DType::F16 | DType::BF16 | DType::F32 | DType::F64 => &[
             (Add, "add"),
             (Subtract, "subtract"),
@@ -288,26 +351,42 @@ fn binary_kernels(dtype: DType) -> Vec<(BinaryOp, &'static str, &'static str)> {
             (BitwiseOr, "bitwise_or"),
             (BitwiseXor, "bitwise_xor"),
         ],
-    };
-    ops.extend(same.iter().map(|&(o, f)| (o, f, "NV_BINARY")));
-    ops
+    }
+}
+
+/// The functor of `op` over `dtype`, if it has a kernel.
+fn binary_functor(dtype: DType, op: BinaryOp) -> Option<&'static str> {
+    COMPARE
+        .iter()
+        .chain(same_type_ops(dtype))
+        .find(|(o, _)| *o == op)
+        .map(|&(_, f)| f)
 }
 
 /// The module of every binary kernel (and `where_`) of one element type.
 fn binary_source(dtype: DType) -> String {
     let (ct, tn) = type_names(dtype).expect("complex has no kernels");
     let mut src = format!("{COMMON}\n{BINARY}\n");
+    for (_, functor) in COMPARE {
+        src.push_str(&format!("NV_CMP({functor}, {ct}, {tn})\n"));
+    }
     let mut seen = std::collections::HashSet::new();
-    for (_, functor, mac) in binary_kernels(dtype) {
+    for (_, functor) in same_type_ops(dtype) {
         if seen.insert(functor) {
-            src.push_str(&format!("{mac}({functor}, {ct}, {tn})\n"));
+            src.push_str(&format!("NV_BINARY({functor}, {ct}, {tn})\n"));
         }
     }
     src.push_str(&format!("NV_SELECT({ct}, {tn})\n"));
     src
 }
 
+/// How a binary kernel reads its two inputs (the kernel-name suffixes).
+const BINARY_FORMS: [&str; 4] = ["cc", "cs", "sc", "ss"];
+
 /// `op` of two inputs of one type and shape on the GPU, or `None` without a kernel.
+///
+/// Both contiguous: `_cc`; one contiguous and the other one element broadcast (`full`, a
+/// scalar operand): `_cs`/`_sc`, which read that element once; anything else: `_ss`.
 pub(crate) fn binary(
     place: &Place,
     op: BinaryOp,
@@ -319,7 +398,7 @@ pub(crate) fn binary(
     let Some((_, tn)) = type_names(dtype) else {
         return Ok(None);
     };
-    let Some((_, functor, _)) = binary_kernels(dtype).into_iter().find(|k| k.0 == op) else {
+    let Some(functor) = binary_functor(dtype, op) else {
         return Ok(None);
     };
     let (shape, out_dtype) = (&outputs[0].0, outputs[0].1);
@@ -329,28 +408,38 @@ pub(crate) fn binary(
         return Ok(Some(vec![out]));
     }
     let (pa, pb) = (place.input(a)?, place.input(b)?);
-    let contiguous = a.layout.is_row_contiguous() && b.layout.is_row_contiguous();
-    let name = format!(
-        "binary_{functor}_{tn}_{}",
-        if contiguous { "cc" } else { "ss" }
-    );
-    let f = place
-        .gpu
-        .jit
-        .function(&format!("binary_{tn}"), &name, || binary_source(dtype))?;
+    let (ca, cb) = (a.layout.is_row_contiguous(), b.layout.is_row_contiguous());
+    let form = if ca && cb {
+        0
+    } else if ca && b.layout.is_scalar_broadcast() {
+        1
+    } else if cb && a.layout.is_scalar_broadcast() {
+        2
+    } else {
+        3
+    };
+    let name = || format!("binary_{functor}_{tn}_{}", BINARY_FORMS[form]);
+    let id = key(Family::Binary, op as usize, dtype, out_dtype, form);
+    let k = place.gpu.kernel(id, || {
+        place
+            .gpu
+            .jit
+            .function(&format!("binary_{tn}"), &name(), || binary_source(dtype))
+    })?;
     let n64 = n as i64;
-    let mut launch = place.stream.launch_builder(&f);
-    if contiguous {
+    let mut launch = place.stream.launch_builder(&k.f);
+    if form < 3 {
         let size = dtype.size() as u64;
         let (sa, sb) = (
             pa + a.layout.offset as u64 * size,
             pb + b.layout.offset as u64 * size,
         );
         launch.arg(&sa).arg(&sb).arg(&out_ptr).arg(&n64);
-        // SAFETY: both inputs hold `n` contiguous elements from their starts, inside their
-        // blocks; the output block holds `n` elements of the output type; the arguments
-        // match the kernel's signature.
-        unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(&name))?;
+        // SAFETY: a contiguous input holds `n` elements from its start, a broadcast one its
+        // single element at its start (its layout's offset), inside their blocks; the
+        // output block holds `n` elements of the output type; the kernel checks alignment
+        // before taking 16-byte packs; the arguments match the kernel's signature.
+        unsafe { launch.launch(k.config(packs(n, dtype, out_dtype))) }.map_err(launch_err(name))?;
     } else {
         let (va, vb) = (Strided::of(&a.layout)?, Strided::of(&b.layout)?);
         launch
@@ -361,12 +450,13 @@ pub(crate) fn binary(
             .arg(&va)
             .arg(&vb);
         // SAFETY: as above, with views that address elements inside the input blocks.
-        unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(&name))?;
+        unsafe { launch.launch(k.config(n)) }.map_err(launch_err(name))?;
     }
     Ok(Some(vec![out]))
 }
 
-/// `where_(c, x, y)` on the GPU (inputs already broadcast to one shape).
+/// `where_(c, x, y)` on the GPU (inputs already broadcast to one shape): `_ccc` when all
+/// three are contiguous, else `_sss`.
 pub(crate) fn select(
     place: &Place,
     inputs: &[ArrayData],
@@ -383,30 +473,51 @@ pub(crate) fn select(
         return Ok(Some(vec![out]));
     }
     let (pc, px, py) = (place.input(c)?, place.input(x)?, place.input(y)?);
-    let views = [
-        Strided::of(&c.layout)?,
-        Strided::of(&x.layout)?,
-        Strided::of(&y.layout)?,
-    ];
-    let name = format!("select_{tn}_sss");
-    let f = place
-        .gpu
-        .jit
-        .function(&format!("binary_{tn}"), &name, || binary_source(dtype))?;
+    let contiguous = [c, x, y].iter().all(|d| d.layout.is_row_contiguous());
+    let form = if contiguous { "ccc" } else { "sss" };
+    let name = || format!("select_{tn}_{form}");
+    let id = key(Family::Select, 0, dtype, dtype, contiguous as usize);
+    let k = place.gpu.kernel(id, || {
+        place
+            .gpu
+            .jit
+            .function(&format!("binary_{tn}"), &name(), || binary_source(dtype))
+    })?;
     let n64 = n as i64;
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&pc)
-        .arg(&px)
-        .arg(&py)
-        .arg(&out_ptr)
-        .arg(&n64)
-        .arg(&views[0])
-        .arg(&views[1])
-        .arg(&views[2]);
-    // SAFETY: the views address elements inside the three input blocks; the output block
-    // holds `n` elements; the arguments match `select_<type>_sss`.
-    unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(&name))?;
+    let mut launch = place.stream.launch_builder(&k.f);
+    if contiguous {
+        let size = dtype.size() as u64;
+        let sc = pc + c.layout.offset as u64;
+        let (sx, sy) = (
+            px + x.layout.offset as u64 * size,
+            py + y.layout.offset as u64 * size,
+        );
+        launch.arg(&sc).arg(&sx).arg(&sy).arg(&out_ptr).arg(&n64);
+        // SAFETY: the three inputs hold `n` contiguous elements from their starts, inside
+        // their blocks (bool conditions are one byte each); the output block holds `n`
+        // elements; the kernel checks alignment before taking 16-byte packs; the arguments
+        // match `select_<type>_ccc`.
+        unsafe { launch.launch(k.config(packs(n, DType::Bool, dtype))) }
+            .map_err(launch_err(name))?;
+    } else {
+        let views = [
+            Strided::of(&c.layout)?,
+            Strided::of(&x.layout)?,
+            Strided::of(&y.layout)?,
+        ];
+        launch
+            .arg(&pc)
+            .arg(&px)
+            .arg(&py)
+            .arg(&out_ptr)
+            .arg(&n64)
+            .arg(&views[0])
+            .arg(&views[1])
+            .arg(&views[2]);
+        // SAFETY: the views address elements inside the three input blocks; the output block
+        // holds `n` elements; the arguments match `select_<type>_sss`.
+        unsafe { launch.launch(k.config(n)) }.map_err(launch_err(name))?;
+    }
     Ok(Some(vec![out]))
 }
 
@@ -449,13 +560,16 @@ pub(crate) fn convert(place: &Place, x: &ArrayData, dtype: DType) -> Result<Opti
         return Ok(Some(out));
     }
     let contiguous = x.layout.is_row_contiguous();
-    let name = format!("cast_{sn}_{dn}_{}", if contiguous { "c" } else { "s" });
+    let name = || format!("cast_{sn}_{dn}_{}", one_form(contiguous));
     let from = x.dtype();
-    let f = place
-        .gpu
-        .jit
-        .function(&format!("cast_{sn}"), &name, || cast_source(from))?;
-    launch_one_input(place, &f, &name, x, out_ptr, n)?;
+    let id = key(Family::Cast, 0, from, dtype, contiguous as usize);
+    let k = place.gpu.kernel(id, || {
+        place
+            .gpu
+            .jit
+            .function(&format!("cast_{sn}"), &name(), || cast_source(from))
+    })?;
+    launch_one_input(place, &k, name, x, dtype, out_ptr, n)?;
     Ok(Some(out))
 }
 
@@ -478,4 +592,65 @@ pub(crate) fn all_sources() -> Vec<(String, String)> {
         out.push((format!("cast_{tn}"), cast_source(d)));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pack_width;
+
+    /// The host's pack width agrees with `NvWidth` in `common.cuh` on the cases that matter:
+    /// 16 bytes of the narrower type, the wider side within 64 bytes.
+    #[test]
+    fn pack_widths_fill_sixteen_bytes() {
+        assert_eq!(pack_width(2, 2), 8); // bf16 add
+        assert_eq!(pack_width(2, 4), 8); // bf16 -> f32
+        assert_eq!(pack_width(4, 4), 4);
+        assert_eq!(pack_width(1, 1), 16);
+        assert_eq!(pack_width(1, 8), 8); // u8 -> f64: 8 bytes in, 64 out
+        assert_eq!(pack_width(8, 1), 8);
+        assert_eq!(pack_width(8, 8), 2);
+    }
+}
+
+#[cfg(test)]
+mod ptx_tests {
+    use crate::DType;
+
+    /// The PTX of kernel `name` (from `.entry name(` to the next entry) in `ptx`.
+    fn kernel_ptx<'a>(ptx: &'a str, name: &str) -> &'a str {
+        let start = ptx
+            .find(&format!(".entry {name}("))
+            .unwrap_or_else(|| panic!("{name} is in the module"));
+        let rest = &ptx[start + 1..];
+        &ptx[start..start + 1 + rest.find(".entry ").unwrap_or(rest.len())]
+    }
+
+    /// The contiguous kernels that carry the bandwidth targets load and store 16 bytes at a
+    /// time (`v4.u32` accesses in the PTX); their strided forms do not.
+    #[test]
+    fn contiguous_kernels_move_sixteen_bytes_per_access() {
+        // SAFETY: only tries to open the library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: NVRTC (libnvrtc) was not found");
+            return;
+        }
+        let compile = |key: &str, src: String| {
+            crate::backend::cuda::jit::compile(key, &src, "sm_90").expect("compiles")
+        };
+        let binary = compile("binary_bf16", super::binary_source(DType::BF16));
+        let add = kernel_ptx(&binary, "binary_add_bf16_cc");
+        assert!(
+            add.contains("ld.global.nc.v4.u32") || add.contains("ld.global.v4.u32"),
+            "{add}"
+        );
+        assert!(add.contains("st.global.v4.u32"), "{add}");
+        let scalar = kernel_ptx(&binary, "binary_add_bf16_cs");
+        assert!(scalar.contains("st.global.v4.u32"), "{scalar}");
+        let cast = compile("cast_bf16", super::cast_source(DType::BF16));
+        let to_f32 = kernel_ptx(&cast, "cast_bf16_f32_c");
+        assert!(
+            to_f32.contains("st.global.v4.u32") || to_f32.contains("st.global.v4.f32"),
+            "{to_f32}"
+        );
+    }
 }

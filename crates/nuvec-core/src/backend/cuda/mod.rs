@@ -5,7 +5,8 @@
 //!
 //! Data moves on demand: a kernel's inputs get a device copy when they have none (kept with
 //! the buffer), and reading values on the host copies them back once, after waiting for the
-//! stream that computes them. A primitive without a CUDA kernel yet runs on the CPU over host
+//! stream that computes them; large buffers travel through page-locked staging memory
+//! (`transfer.rs`). A primitive without a CUDA kernel yet runs on the CPU over host
 //! copies of its inputs (see [`eval`]); that bridge keeps every program runnable on the GPU
 //! stream while kernels are added family by family.
 
@@ -21,6 +22,7 @@ mod random;
 mod reduce;
 mod shape;
 mod sort;
+mod transfer;
 
 use std::sync::Arc;
 
@@ -59,16 +61,9 @@ impl DeviceCopy {
             .ok_or_else(|| Error::Device("cuda: a buffer's stream is gone".into()))?;
         crate::with_dtype!(dtype, T => {
             let mut v = crate::array::pool::alloc::<T>(len);
-            if len > 0 {
-                // SAFETY: `v` holds `len` elements of `T`; the device block holds at least
-                // `len · size_of::<T>()` bytes written on `stream`; the copy is queued on that
-                // stream and the stream is synchronised before `v` is used or dropped.
-                unsafe {
-                    result::memcpy_dtoh_async(&mut v[..], self.buf.ptr(), stream.cu_stream())
-                }
-                .map_err(driver("copy to the host"))?;
-            }
-            stream.synchronize().map_err(driver("synchronize"))?;
+            // After the work queued on the producing stream; large buffers go through
+            // page-locked staging memory (`transfer.rs`).
+            transfer::download(&gpu, &stream, transfer::bytes_mut(&mut v), self.buf.ptr())?;
             Ok(<T as crate::dtype::Element>::into_host(v))
         })
     }
@@ -129,13 +124,14 @@ impl Place {
         let bytes = host.len() * host.dtype().size();
         let buf = self.gpu.alloc.alloc(bytes, self.stream_id)?;
         if bytes > 0 {
-            crate::with_host!(host, v, _T => {
-                // SAFETY: the block holds at least `bytes` bytes, which is `v`'s size; a copy
-                // from pageable memory returns once the driver has staged `v`, so `v` may be
-                // dropped after the call.
-                unsafe { result::memcpy_htod_async(buf.ptr(), v, self.stream.cu_stream()) }
-                    .map_err(driver("copy to the device"))?;
-            });
+            // The block holds at least `bytes`; large copies go through page-locked staging
+            // memory, and `host` may be dropped once this returns.
+            transfer::upload(
+                &self.gpu,
+                &self.stream,
+                buf.ptr(),
+                transfer::host_bytes(host),
+            )?;
         }
         let copy = buffer.set_device(DeviceCopy {
             buf,

@@ -59,10 +59,19 @@ NV_DEF_BINARY(bitwise_and, x & y)
 NV_DEF_BINARY(bitwise_or, x | y)
 NV_DEF_BINARY(bitwise_xor, x ^ y)
 
-// `z = f(x, y)` with results of the operands' type (`U` = T) or bool (comparisons).
+// `z = f(x, y)` with results of the operands' type (`U` = T) or bool (comparisons): both
+// inputs contiguous (`_cc`, 16-byte packs), one contiguous and the other a single element
+// broadcast (`_cs`: y is; `_sc`: x is; the pointer is that element), or two strided views
+// (`_ss`, any broadcast).
 #define NV_BINARY_T(name, T, U, tn) \
   extern "C" __global__ void binary_##name##_##tn##_cc(const T* x, const T* y, U* z, i64 n) { \
-    B_##name op; NV_FOR_EACH(i, n) z[i] = nv_down<U>(op(nv_up(x[i]), nv_up(y[i]))); } \
+    nv_map2(x, y, z, n, [] (T a, T b) { return nv_down<U>(B_##name{}(nv_up(a), nv_up(b))); }); } \
+  extern "C" __global__ void binary_##name##_##tn##_cs(const T* x, const T* y, U* z, i64 n) { \
+    const auto s = nv_up(*y); \
+    nv_map1(x, z, n, [s] (T a) { return nv_down<U>(B_##name{}(nv_up(a), s)); }); } \
+  extern "C" __global__ void binary_##name##_##tn##_sc(const T* x, const T* y, U* z, i64 n) { \
+    const auto s = nv_up(*x); \
+    nv_map1(y, z, n, [s] (T b) { return nv_down<U>(B_##name{}(s, nv_up(b))); }); } \
   extern "C" __global__ void binary_##name##_##tn##_ss(const T* x, const T* y, U* z, i64 n, \
                                                         Strided sx, Strided sy) { \
     B_##name op; NV_FOR_EACH(i, n) \
@@ -70,8 +79,10 @@ NV_DEF_BINARY(bitwise_xor, x ^ y)
 #define NV_BINARY(name, T, tn) NV_BINARY_T(name, T, T, tn)
 #define NV_CMP(name, T, tn) NV_BINARY_T(name, T, bool, tn)
 
-// `where_(c, x, y)` over three strided views.
+// `where_(c, x, y)`: three contiguous inputs (`_ccc`, 16-byte packs) or three strided views.
 #define NV_SELECT(T, tn) \
+  extern "C" __global__ void select_##tn##_ccc(const bool* c, const T* x, const T* y, T* z, i64 n) { \
+    nv_select3(c, x, y, z, n); } \
   extern "C" __global__ void select_##tn##_sss(const bool* c, const T* x, const T* y, T* z, i64 n, \
                                                Strided sc, Strided sx, Strided sy) { \
     NV_FOR_EACH(i, n) z[i] = c[nv_locate(sc, i)] ? x[nv_locate(sx, i)] : y[nv_locate(sy, i)]; }
