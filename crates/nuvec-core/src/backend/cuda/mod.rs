@@ -14,6 +14,7 @@ mod context;
 mod elementwise;
 mod jit;
 mod shape;
+pub(crate) mod timing;
 
 use std::sync::Arc;
 
