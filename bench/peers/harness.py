@@ -276,8 +276,8 @@ def main(runner, cases, info, device="cpu", clock=None, argv=None):
         print(f"{c.name:<20} {c.dtype:<6} {med:>12} {fig:>10}  {c.unit:<8} {obj['status']}",
               flush=True)
         results.append(obj)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
-            f.write("\n")
+        if args.json:  # after every case, so that a run stopped by a time limit keeps them
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+                f.write("\n")
     return 0
