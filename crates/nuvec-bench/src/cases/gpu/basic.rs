@@ -88,7 +88,7 @@ fn sum_rows(dtype: DType, seed: u64) -> Result<Prepared, Skip> {
     let (rel, abs) = if dtype == DType::BF16 {
         (1.0 / 128.0, 0.02)
     } else {
-        (1e-5, 1e-3)
+        (1e-5, 5e-3)
     };
     Ok(Prepared {
         work: ((GN + ROWS) * size) as f64,
