@@ -12,8 +12,11 @@
 # mlx.json, the logs, and compare.txt with the table. Environment:
 #   RUNNERS="nuvec torch mlx"   which to run (add "torch.compile" for PyTorch compiled)
 #   BUDGET=3                    seconds of timed runs per nuvec case (nuvec-bench --budget)
-#   LIMIT=240                   seconds each runner may take before it is stopped (its results
-#                               so far stay: every runner writes its JSON after each case)
+#   NUVEC_LIMIT=300, PEER_LIMIT=120
+#                               seconds nuvec-bench, and each peer, may take before it is stopped
+#                               (its results so far stay: every runner writes its JSON after each
+#                               case); the defaults keep the whole run inside the device tool's
+#                               10-minute command limit
 set -uo pipefail
 top=$(git -C "$(dirname "$0")" rev-parse --show-toplevel 2>/dev/null || (cd "$(dirname "$0")/.." && pwd))
 cd "$top"
@@ -21,7 +24,8 @@ out=${OUT:-bench/results/gpu}
 mkdir -p "$out"
 runners=${RUNNERS:-nuvec torch mlx}
 budget=${BUDGET:-3}
-limit=${LIMIT:-240}
+nuvec_limit=${NUVEC_LIMIT:-300}
+peer_limit=${PEER_LIMIT:-120}
 export PYTHONUNBUFFERED=1
 
 [ -x .gpu/run ] || { echo "run_gpu: no .gpu/run: pack first (../shared/tools/gpu-pack --bench --peers) and carry .gpu"; exit 2; }
@@ -30,8 +34,8 @@ if [ -f .gpu/peers/setup ]; then peer=(.gpu/run peers python3); else peer=(pytho
 
 status=0
 files=()
-run() {  # run NAME JSON COMMAND...: one runner, its output also in $out/NAME.log
-  local name=$1 json=$2; shift 2
+run() {  # run NAME JSON LIMIT COMMAND...: one runner, its output also in $out/NAME.log
+  local name=$1 json=$2 limit=$3; shift 3
   echo "== $name ($(date +%T))"
   timeout --kill-after=10 "$limit" "$@" 2>&1 | tee "$out/$name.log"
   local rc=${PIPESTATUS[0]}
@@ -42,12 +46,12 @@ run() {  # run NAME JSON COMMAND...: one runner, its output also in $out/NAME.lo
 
 for r in $runners; do
   case "$r" in
-    nuvec) run nuvec "$out/nuvec.json" .gpu/run bin nuvec-bench --device gpu --budget "$budget" --json "$out/nuvec.json" "$@" ;;
-    torch) run torch "$out/torch.json" "${peer[@]}" bench/peers/torch_bench.py --json "$out/torch.json" "$@" ;;
-    torch.compile) run torch-compile "$out/torch-compile.json" "${peer[@]}" bench/peers/torch_bench.py --compile --json "$out/torch-compile.json" "$@" ;;
+    nuvec) run nuvec "$out/nuvec.json" "$nuvec_limit" .gpu/run bin nuvec-bench --device gpu --budget "$budget" --json "$out/nuvec.json" "$@" ;;
+    torch) run torch "$out/torch.json" "$peer_limit" "${peer[@]}" bench/peers/torch_bench.py --json "$out/torch.json" "$@" ;;
+    torch.compile) run torch-compile "$out/torch-compile.json" "$peer_limit" "${peer[@]}" bench/peers/torch_bench.py --compile --json "$out/torch-compile.json" "$@" ;;
     mlx)
       if [ -f .gpu/peers/setup ]; then
-        run mlx "$out/mlx.json" .gpu/run peers python3 bench/peers/mlx_bench.py --device gpu --json "$out/mlx.json" "$@"
+        run mlx "$out/mlx.json" "$peer_limit" .gpu/run peers python3 bench/peers/mlx_bench.py --device gpu --json "$out/mlx.json" "$@"
       else
         echo "run_gpu: MLX skipped: its CUDA build was not packed (gpu-pack --peers)"
       fi ;;
