@@ -5,7 +5,9 @@
 Each file is a JSON array of case objects (name, device, shape, dtype, median_s, figure, unit,
 runner, status). The runner named "nuvec" is compared with every other: the last column is
 nuvec's figure over the best peer's, turned around for time units (us/op), so that above 1 always
-means nuvec is faster. Cases a runner could not run show "n/a" (unavailable) or "err".
+means nuvec is faster. Cases a runner could not run show "n/a" (unavailable) or "err". Results
+of several devices (CPU and GPU files together) give one table per device, each with the runners
+that have results there.
 """
 
 import argparse
@@ -52,9 +54,35 @@ def main():
                     table[key] = {}
                 table[key][runner] = obj
                 if obj.get("info"):
-                    info[runner] = obj["info"]
-    peers = [r for r in runners if r != "nuvec"]
+                    info[(runner, obj["device"])] = obj["info"]
+    devices = []
+    for dev, _ in order:
+        if dev not in devices:
+            devices.append(dev)
+    for n, dev in enumerate(devices):
+        keys = [k for k in order if k[0] == dev]
+        here = [r for r in runners if any(r in table[k] for k in keys)]
+        if len(devices) > 1:
+            print(("\n" if n else "") + (f"### {dev.upper()}\n" if args.markdown else f"== {dev}"))
+        print_table(keys, table, here, args.markdown)
 
+    if info:
+        print()
+    for (runner, dev), text in info.items():
+        who = f"{runner} ({dev})" if len(devices) > 1 else runner
+        print(f"{who}: {text}" if not args.markdown else f"- {who}: {text}")
+    notes = [(k, o["status"]) for k in order for r, o in table[k].items()
+             if r == "nuvec" and o.get("status", "ok") != "ok"]
+    if notes:
+        print("\nnuvec cases that did not run:" if not args.markdown else "\nnuvec cases that did not run:\n")
+        for (dev, name), status in notes:
+            print(f"- {name} ({dev}): {status}" if len(devices) > 1 else f"- {name}: {status}")
+    return 0
+
+
+def print_table(order, table, runners, markdown):
+    """One table: a row per (device, case) key of `order`, a column per runner."""
+    peers = [r for r in runners if r != "nuvec"]
     head = ["case", "dtype", "unit"] + runners + ["nuvec / best peer"]
     rows = []
     for key in order:
@@ -75,7 +103,7 @@ def main():
             row.append("-")
         rows.append(row)
 
-    if args.markdown:
+    if markdown:
         print("| " + " | ".join(head) + " |")
         print("|" + "|".join("---" if i < 3 else "---:" for i in range(len(head))) + "|")
         for row in rows:
@@ -85,17 +113,6 @@ def main():
         for row in [head] + rows:
             print("  ".join(str(c).ljust(w) if i < 3 else str(c).rjust(w)
                             for i, (c, w) in enumerate(zip(row, widths))))
-    if info:
-        print()
-    for runner, text in info.items():
-        print(f"{runner}: {text}" if not args.markdown else f"- {runner}: {text}")
-    notes = [(k[1], o["status"]) for k in order for r, o in table[k].items()
-             if r == "nuvec" and o.get("status", "ok") != "ok"]
-    if notes:
-        print("\nnuvec cases that did not run:" if not args.markdown else "\nnuvec cases that did not run:\n")
-        for name, status in notes:
-            print(f"- {name}: {status}")
-    return 0
 
 
 if __name__ == "__main__":

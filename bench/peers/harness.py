@@ -81,7 +81,9 @@ GPU_SPECS = [
     ("copy", "[2^30] device to device", "bf16", "GB/s", 2 * 2**30 * BF16, 50, 3),
     ("add", "[2^28] + [2^28]", "bf16", "GB/s", 3 * 2**28 * BF16, 50, 3),
     ("cast_f32_bf16", "[2^28] f32 to bf16", "f32", "GB/s", 2**28 * (4 + BF16), 50, 3),
+    ("cast_bf16_f32", "[2^28] bf16 to f32", "bf16", "GB/s", 2**28 * (4 + BF16), 50, 3),
     ("sum_rows", "[16384, 4096] last axis", "bf16", "GB/s", (GN + 16384) * BF16, 50, 3),
+    ("sum_rows_f32", "[16384, 4096] last axis", "f32", "GB/s", (GN + 16384) * F32, 50, 3),
     ("matmul_8192", "[8192, 8192] x [8192, 8192]", "bf16", "TFLOP/s", 2 * 8192**3, 30, 3),
     ("gemv_4096_14336", "[1, 4096] x [4096, 14336]", "bf16", "GB/s",
      (4096 + 4096 * 14336 + 14336) * BF16, 100, 3),
@@ -255,7 +257,7 @@ def main(runner, cases, info, device="cpu", clock=None, argv=None):
         print(f"{runner}: no case named {', '.join(unknown)} (see --list)", file=sys.stderr)
         return 2
     print(f"# {runner}: {info}")
-    print(f"{'case':<18} {'dtype':<6} {'median':>12} {'figure':>10}  {'unit':<8} status")
+    print(f"{'case':<20} {'dtype':<6} {'median':>12} {'figure':>10}  {'unit':<8} status")
     results = []
     for c in cases:
         if args.cases and c.name not in args.cases:
@@ -271,11 +273,11 @@ def main(runner, cases, info, device="cpu", clock=None, argv=None):
             obj["status"] = f"error: {type(e).__name__}: {e}"
         med = fmt_time(obj["median_s"]) if obj["median_s"] is not None else "-"
         fig = fmt_figure(obj["figure"]) if obj["figure"] is not None else "-"
-        print(f"{c.name:<18} {c.dtype:<6} {med:>12} {fig:>10}  {c.unit:<8} {obj['status']}",
+        print(f"{c.name:<20} {c.dtype:<6} {med:>12} {fig:>10}  {c.unit:<8} {obj['status']}",
               flush=True)
         results.append(obj)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=2)
-            f.write("\n")
+        if args.json:  # after every case, so that a run stopped by a time limit keeps them
+            with open(args.json, "w") as f:
+                json.dump(results, f, indent=2)
+                f.write("\n")
     return 0

@@ -1,11 +1,17 @@
-"""The CPU cases of BENCH-CASES.md in MLX's CPU build (`pip install "mlx[cpu]"`); see
-harness.py for the command line and JSON. Every timed run ends in `mx.eval`, so the time covers
-building the graph and computing it, as in nuvec-bench.
+"""The cases of BENCH-CASES.md in MLX: the CPU cases in its CPU build (`pip install
+"mlx[cpu]"`), the GPU cases (`--device gpu`) in its CUDA build; see harness.py for the command
+line and JSON. Every timed run ends in `mx.eval`, so the time covers building the graph and
+computing it, as in nuvec-bench; on the GPU the clock also waits with `mx.synchronize` before
+and after each run.
+
+    python3 bench/peers/mlx_bench.py [--device cpu|gpu] [--json FILE] [--repeat N] [CASE...]
 """
 
+import argparse
 import glob
 import os
 import sys
+import time
 
 import mlx.core as mx
 import numpy as np
@@ -15,7 +21,6 @@ import harness  # noqa: E402
 from harness import CHAIN, COLS, DECODE_KV, DECODE_Q, ROPE, ROWS  # noqa: E402
 
 EPS = 1e-5
-mx.set_default_device(mx.cpu)
 
 
 def uniform(shape, seed, dtype=mx.float32):
@@ -189,6 +194,222 @@ SETUPS = {
     "vjp_chain": vjp_chain, "vmap_mlp": vmap_mlp,
 }
 
+# ---- GPU (MLX's CUDA build) ----------------------------------------------------------------
+
+BF = mx.bfloat16
+GR, GC = 16384, 4096
+
+
+class SyncClock:
+    """Wall time between two `mx.synchronize` calls: the GPU's queue is empty at both ends."""
+
+    def start(self):
+        mx.synchronize()
+        self.t0 = time.perf_counter()
+
+    def stop(self):
+        mx.synchronize()
+        return time.perf_counter() - self.t0
+
+
+def rand(shape, seed=0, dtype=BF):
+    """Uniform values in [-1, 1) made on the GPU (host-made inputs of 2^30 elements would
+    take longer than the cases)."""
+    a = mx.random.uniform(-1, 1, shape, key=mx.random.key(seed)).astype(dtype)
+    mx.eval(a)
+    return a
+
+
+def g_copy():
+    x = rand((2**30,))
+    try:
+        mx.asarray(x, copy=True)
+        return timed(lambda: mx.asarray(x, copy=True))
+    except TypeError:  # an MLX without asarray(copy=): a multiply moves the same bytes
+        return timed(lambda: x * 1)
+
+
+def g_add():
+    a, b = rand((2**28,), 1), rand((2**28,), 2)
+    return timed(lambda: a + b)
+
+
+def g_cast(src, dst):
+    def setup():
+        x = rand((2**28,), 3, src)
+        return timed(lambda: x.astype(dst))
+    return setup
+
+
+def g_sum_rows(dtype):
+    def setup():
+        x = rand((GR, GC), 4, dtype)
+        return timed(lambda: mx.sum(x, axis=-1))
+    return setup
+
+
+def g_matmul_8192():
+    a, b = rand((8192, 8192), 1), rand((8192, 8192), 2)
+    return timed(lambda: a @ b)
+
+
+def g_linear(m):
+    def setup():
+        x, w = rand((m, 4096), 1), rand((14336, 4096), 2)  # w as a linear layer stores it
+        return timed(lambda: x @ w.T)
+    return setup
+
+
+def g_rms_norm():
+    x, w = rand((GR, GC)), rand((GC,), 1)
+    return timed(lambda: mx.fast.rms_norm(x, w, EPS))
+
+
+def g_add_rms_norm():
+    x, r, w = rand((GR, GC)), rand((GR, GC), 1), rand((GC,), 2)
+
+    def run():
+        h = x + r
+        return h, mx.fast.rms_norm(h, w, EPS)
+    return timed(run)
+
+
+def g_layer_norm():
+    x, w, b = rand((GR, GC)), rand((GC,), 1), rand((GC,), 2)
+    return timed(lambda: mx.fast.layer_norm(x, w, b, EPS))
+
+
+def g_rms_norm_vjp():
+    x, w, g = rand((GR, GC)), rand((GC,), 1), rand((GR, GC), 2)
+
+    def run():
+        _, grads = mx.vjp(lambda x, w: mx.fast.rms_norm(x, w, EPS), [x, w], [g])
+        return grads
+    return timed(run)
+
+
+def g_softmax():
+    x = rand((GR, GC))
+    return timed(lambda: mx.softmax(x, axis=-1))
+
+
+def g_logsumexp():
+    x = rand((GR, GC))
+    return timed(lambda: mx.logsumexp(x, axis=-1))
+
+
+def g_cross_entropy():
+    logits = rand((4096, 151936))
+    t = mx.random.randint(0, 151936, (4096,), key=mx.random.key(3))
+    mx.eval(t)
+
+    def run():
+        picked = mx.take_along_axis(logits, t[:, None], axis=-1)[:, 0]
+        return (mx.logsumexp(logits, axis=-1) - picked).astype(mx.float32)
+    return timed(run)
+
+
+def g_rope():
+    x = rand((4, 2048, 32, 128)).transpose(0, 2, 1, 3)  # [4, 32, 2048, 128], a view
+    return timed(lambda: mx.fast.rope(x, 128, traditional=False, base=10000.0, scale=1.0,
+                                      offset=0))
+
+
+def g_norm_rope_cache():
+    """k_norm, rope at position 2000 and the write into the cache; the new cache replaces the
+    old one, as in a decoding loop."""
+    x, w = rand((1, 8, 1, 128)), rand((128,), 1)
+    state = {"cache": rand((1, 8, 4096, 128), 2)}
+
+    def run():
+        y = mx.fast.rope(mx.fast.rms_norm(x, w, 1e-6), 128, traditional=False, base=10000.0,
+                         scale=1.0, offset=2000)
+        cache = state.pop("cache")
+        cache[:, :, 2000:2001, :] = y
+        state["cache"] = cache
+        return cache
+    return timed(run)
+
+
+def g_sdpa(b, h, l, d, causal):
+    def setup():
+        q, k, v = (rand((b, h, l, d), i) for i in range(3))
+        mask = "causal" if causal else None
+        return timed(lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=d ** -0.5,
+                                                                  mask=mask))
+    return setup
+
+
+def g_decode(b, l):
+    def setup():
+        q = rand((b, 32, 1, 128))
+        k, v = rand((b, 8, l, 128), 1), rand((b, 8, l, 128), 2)
+        return timed(lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=128 ** -0.5))
+    return setup
+
+
+def g_tiny_op_chain():
+    a, b = mx.ones((1,)), mx.ones((1,))
+    mx.eval(a, b)
+
+    def build():
+        y = a
+        for _ in range(CHAIN):
+            y = y + b
+        return y
+    return timed(build)
+
+
+GPU_SETUPS = {
+    "copy": g_copy, "add": g_add, "cast_f32_bf16": g_cast(mx.float32, BF),
+    "cast_bf16_f32": g_cast(BF, mx.float32), "sum_rows": g_sum_rows(BF),
+    "sum_rows_f32": g_sum_rows(mx.float32), "matmul_8192": g_matmul_8192,
+    "gemv_4096_14336": g_linear(1), "linear_m16": g_linear(16), "linear_m64": g_linear(64),
+    "linear_m256": g_linear(256), "rms_norm": g_rms_norm, "add_rms_norm": g_add_rms_norm,
+    "layer_norm": g_layer_norm, "rms_norm_vjp": g_rms_norm_vjp, "softmax": g_softmax,
+    "logsumexp": g_logsumexp, "cross_entropy": g_cross_entropy, "rope": g_rope,
+    "norm_rope_cache": g_norm_rope_cache,
+    "sdpa_causal_4k": g_sdpa(4, 32, 4096, 128, True),
+    "sdpa_full_4k": g_sdpa(4, 32, 4096, 128, False),
+    "sdpa_causal_8k_d64": g_sdpa(2, 16, 8192, 64, True),
+    "sdpa_causal_16k": g_sdpa(1, 32, 16384, 128, True),
+    "decode_b1_8k": g_decode(1, 8192), "decode_b8_8k": g_decode(8, 8192),
+    "decode_b64_4k": g_decode(64, 4096), "decode_b1_128k": g_decode(1, 131072),
+    "tiny_op_chain": g_tiny_op_chain,
+}
+
+
+def gpu_missing(name):
+    if name.startswith("paged_"):
+        return "MLX has no paged attention"
+    if name.startswith("gated_delta"):
+        return "MLX core has no gated delta rule"
+    return "no MLX version of this case"
+
+
+def gpu_info():
+    text = f"mlx {mx.__version__} (GPU)"
+    try:
+        name = mx.device_info().get("device_name")
+        if name:
+            text += f", {name}"
+    except Exception:  # device_info is newer than some builds
+        pass
+    return text
+
+
 if __name__ == "__main__":
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--device", choices=["cpu", "gpu"], default="cpu")
+    device = pre.parse_known_args()[0].device
+    if device == "gpu":
+        if not mx.is_available(mx.gpu):
+            print("mlx_bench: this MLX has no GPU backend (the CUDA build is needed)",
+                  file=sys.stderr)
+            sys.exit(1)
+        mx.set_default_device(mx.gpu)
+        sys.exit(harness.main("mlx", harness.cases(GPU_SETUPS, gpu_missing, harness.GPU_SPECS),
+                              gpu_info(), device="gpu", clock=SyncClock()))
+    mx.set_default_device(mx.cpu)
     sys.exit(harness.main("mlx", harness.cases(
         SETUPS, lambda n: "the case's definition (the transforms issue)"), info()))

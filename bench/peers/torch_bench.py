@@ -22,9 +22,11 @@ COMPILE = "--compile" in sys.argv
 
 
 class CudaClock:
-    """Events recorded on the current stream around a run; `stop` waits for the second."""
+    """Events recorded on the current stream around a run; `start` waits for earlier work
+    (as nuvec-bench's timer does), `stop` waits for the second event."""
 
     def start(self):
+        torch.cuda.synchronize()
         self.a = torch.cuda.Event(enable_timing=True)
         self.b = torch.cuda.Event(enable_timing=True)
         self.a.record()
@@ -60,9 +62,16 @@ def cast_f32_bf16():
     return prog(lambda: x.to(BF))
 
 
-def sum_rows():
-    x = rand(16384, 4096)
-    return prog(lambda: x.sum(-1))
+def cast_bf16_f32():
+    x = rand(2**28)
+    return prog(lambda: x.to(torch.float32))
+
+
+def sum_rows(dtype):
+    def setup():
+        x = rand(16384, 4096, dtype=dtype)
+        return prog(lambda: x.sum(-1))
+    return setup
 
 
 def matmul_8192():
@@ -137,6 +146,24 @@ def rope():
     return prog(run)
 
 
+def norm_rope_cache():
+    """One decode step's key: RMS-normalised per head (Qwen 3's k_norm), rotated at position
+    2000 and written into a [1, 8, 4096, 128] cache in place."""
+    x, w = rand(1, 8, 1, 128), rand(128, seed=1)
+    cache = rand(1, 8, 4096, 128, seed=2)
+    at, half = 2000, 64
+    theta = 10000.0 ** (-torch.arange(half, device=DEV, dtype=torch.float32) * 2 / 128)
+    ang = at * theta
+    c, s = ang.cos().to(BF), ang.sin().to(BF)
+
+    def run():
+        y = F.rms_norm(x, (128,), w, 1e-6)
+        y1, y2 = y[..., :half], y[..., half:]
+        cache[:, :, at:at + 1] = torch.cat([y1 * c - y2 * s, y1 * s + y2 * c], -1)
+        return cache
+    return prog(run)
+
+
 def sdpa(b, h, l, d, causal):
     def setup():
         q, k, v = (rand(b, h, l, d, seed=i) for i in range(3))
@@ -171,12 +198,13 @@ def unavailable(why):
 
 
 SETUPS = {
-    "copy": copy, "add": add, "cast_f32_bf16": cast_f32_bf16, "sum_rows": sum_rows,
+    "copy": copy, "add": add, "cast_f32_bf16": cast_f32_bf16, "cast_bf16_f32": cast_bf16_f32,
+    "sum_rows": sum_rows(BF), "sum_rows_f32": sum_rows(torch.float32),
     "matmul_8192": matmul_8192, "gemv_4096_14336": linear(1),
     "linear_m16": linear(16), "linear_m64": linear(64), "linear_m256": linear(256),
     "rms_norm": rms_norm, "add_rms_norm": add_rms_norm, "layer_norm": layer_norm,
     "rms_norm_vjp": rms_norm_vjp, "softmax": softmax, "logsumexp": logsumexp,
-    "cross_entropy": cross_entropy, "rope": rope,
+    "cross_entropy": cross_entropy, "rope": rope, "norm_rope_cache": norm_rope_cache,
     "sdpa_causal_4k": sdpa(4, 32, 4096, 128, True), "sdpa_full_4k": sdpa(4, 32, 4096, 128, False),
     "sdpa_causal_8k_d64": sdpa(2, 16, 8192, 64, True),
     "sdpa_causal_16k": sdpa(1, 32, 16384, 128, True),

@@ -2,11 +2,13 @@
 //! of "build the graph and evaluate it" with each case's figure (GB/s, GFLOP/s, µs per op).
 //!
 //! ```text
-//! nuvec-bench [--device cpu|gpu] [--json FILE] [--repeat N] [--list] [CASE...]
+//! nuvec-bench [--device cpu|gpu] [--json FILE] [--repeat N] [--budget S] [--list] [--host] [CASE...]
 //! ```
 //!
 //! Each case builds and evaluates its inputs first, runs a warm-up, checks one result against
-//! a reference computed apart from nuvec, then times its runs.
+//! a reference computed apart from nuvec, then times its runs. GPU cases run on the default
+//! stream of `gpu(0)` and are timed with CUDA events; without a CUDA device they are listed
+//! as unavailable (and the run succeeds).
 
 mod case;
 mod cases;
@@ -20,7 +22,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Parser;
-use nuvec_core::eval;
+use nuvec_core::{Device, Stream, eval, synchronize, with_stream};
 
 use crate::case::{Case, Skip, Target};
 use crate::report::{Measured, Outcome};
@@ -39,9 +41,16 @@ struct Cli {
     /// Timed runs per case (each case has its own default).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     repeat: Option<u32>,
+    /// Timed runs of a case stop once they add up to this many seconds (at least one runs).
+    #[arg(long, value_name = "S", default_value_t = CASE_BUDGET_S)]
+    budget: f64,
     /// List the cases of the device and exit.
     #[arg(long)]
     list: bool,
+    /// Run the GPU cases on the CPU backend instead, wall-clocked: tests their inputs and
+    /// checks on a machine without a GPU (the figures say nothing about a GPU).
+    #[arg(long)]
+    host: bool,
     /// Cases to run (every case of the device when none is given).
     #[arg(value_name = "CASE")]
     cases: Vec<String>,
@@ -91,27 +100,40 @@ fn main() -> ExitCode {
         .filter(|c| cli.cases.is_empty() || cli.cases.iter().any(|n| n == c.name))
         .collect();
 
+    let stream = match cli.device {
+        Target::Gpu if !cli.host => Stream::default_for(Device::gpu(0)),
+        _ => Stream::default_for(Device::cpu()),
+    };
+    // Without a device, say why once; the rows then say it briefly.
+    let mut timer = timer::for_stream(stream).map_err(|skip| {
+        let (Skip::Unavailable(why) | Skip::Failed(why)) = skip;
+        eprintln!(
+            "nuvec-bench: {why}: every {} case is unavailable",
+            cli.device.name()
+        );
+        Skip::Unavailable("no GPU (see the message above)".into())
+    });
+
     say!("{}", report::header());
     let mut outcomes = Vec::new();
     for case in chosen {
         let runs = cli.repeat.map_or(case.runs, |n| n as usize);
-        let result = timer::for_target(case.target).and_then(|mut t| measure(case, runs, &mut *t));
+        let result = match &mut timer {
+            // A panic in one case (a bug on a new device) is that case's failure only.
+            Ok(t) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                with_stream(stream, || measure(case, runs, cli.budget, &mut **t))
+            }))
+            .unwrap_or_else(|panic| Err(Skip::Failed(format!("panicked: {}", message(&panic))))),
+            Err(skip) => Err(skip.clone()),
+        };
         let outcome = Outcome::new(case, result);
         say!("{}", report::row(&outcome));
         outcomes.push(outcome);
-    }
-
-    if let Some(path) = &cli.json {
-        let json = serde_json::Value::Array(outcomes.iter().map(Outcome::to_json).collect());
-        let text = match serde_json::to_string_pretty(&json) {
-            Ok(text) => text,
-            Err(e) => {
-                eprintln!("nuvec-bench: cannot encode the results: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        if let Err(e) = std::fs::write(path, text + "\n") {
-            eprintln!("nuvec-bench: cannot write {}: {e}", path.display());
+        // Written after every case, so that a run stopped by a time limit keeps its results.
+        if let Some(path) = &cli.json
+            && let Err(e) = write_json(path, &outcomes)
+        {
+            eprintln!("nuvec-bench: {e}");
             return ExitCode::FAILURE;
         }
     }
@@ -125,21 +147,40 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// The text of a panic's payload.
+fn message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(no message)".into())
+}
+
+/// Writes `outcomes` to `path` as a JSON array.
+fn write_json(path: &std::path::Path, outcomes: &[Outcome]) -> Result<(), String> {
+    let json = serde_json::Value::Array(outcomes.iter().map(Outcome::to_json).collect());
+    let text = serde_json::to_string_pretty(&json)
+        .map_err(|e| format!("cannot encode the results: {e}"))?;
+    std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
 /// A warm-up run slower than this is the last one (a slow case needs no second).
 const SLOW_WARMUP_S: f64 = 2.0;
-/// Timed runs stop once they add up to this (at least one runs); bench/peers/harness.py
-/// uses the same two limits.
+/// Timed runs stop once they add up to this by default (at least one runs);
+/// bench/peers/harness.py uses the same two limits.
 const CASE_BUDGET_S: f64 = 10.0;
 
 /// Prepares `case`, warms it up, checks one result, then times `runs` runs of building and
-/// evaluating its graph and returns the median.
-fn measure(case: &Case, runs: usize, timer: &mut dyn Timer) -> Result<Measured, Skip> {
+/// evaluating its graph and returns the median. Runs on the thread's default stream.
+fn measure(case: &Case, runs: usize, budget: f64, timer: &mut dyn Timer) -> Result<Measured, Skip> {
     let mut prepared = (case.prepare)()?;
     let mut last = Vec::new();
     for _ in 0..case.warmup.max(1) {
         let started = Instant::now();
         last = (prepared.build)()?;
         eval(&last)?;
+        // A GPU's eval only queues the work.
+        synchronize(nuvec_core::default_stream())?;
         if started.elapsed().as_secs_f64() > SLOW_WARMUP_S {
             break;
         }
@@ -155,7 +196,7 @@ fn measure(case: &Case, runs: usize, timer: &mut dyn Timer) -> Result<Measured, 
         times.push(timer.stop()?);
         // Freeing the outputs is left out of the timing, as in the peers' scripts.
         drop(out);
-        if times.iter().sum::<f64>() > CASE_BUDGET_S {
+        if times.iter().sum::<f64>() > budget {
             break;
         }
     }
@@ -214,7 +255,7 @@ mod tests {
             .find(|c| c.name == "tiny_op_chain")
             .expect("registered");
         let mut timer = timer::WallTimer::default();
-        let m = measure(case, 3, &mut timer)
+        let m = measure(case, 3, CASE_BUDGET_S, &mut timer)
             .map_err(|e| format!("{e:?}"))
             .expect("runs");
         assert_eq!(m.runs, 3);
@@ -246,20 +287,24 @@ mod tests {
         );
         let mut timer = timer::WallTimer::default();
         assert!(matches!(
-            measure(&case, 1, &mut timer),
+            measure(&case, 1, CASE_BUDGET_S, &mut timer),
             Err(Skip::Failed(msg)) if msg.starts_with("wrong result")
         ));
     }
 
-    /// GPU cases are listed but turned away while there is no CUDA backend.
+    /// GPU cases are listed; their timer exists exactly when a CUDA device answers.
     #[test]
-    fn gpu_cases_are_unavailable() {
+    fn gpu_timer_needs_a_device() {
         let all = cases::all(Target::Gpu);
         assert!(all.iter().any(|c| c.name == "matmul_8192"));
-        assert!(matches!(
-            timer::for_target(Target::Gpu),
-            Err(Skip::Unavailable(_))
-        ));
+        let gpu = Stream::default_for(Device::gpu(0));
+        let has_device = nuvec_core::cuda::EventTimer::new(gpu).is_ok();
+        match timer::for_stream(gpu) {
+            Ok(_) => assert!(has_device),
+            Err(Skip::Unavailable(why)) => assert!(!has_device && why.contains("no GPU")),
+            Err(Skip::Failed(why)) => panic!("{why}"),
+        }
+        assert!(timer::for_stream(Stream::default_for(Device::cpu())).is_ok());
     }
 
     #[test]

@@ -102,7 +102,7 @@ pub fn format_time(s: f64) -> String {
 /// The header of the human-readable table.
 pub fn header() -> String {
     format!(
-        "{:<18} {:<6} {:>12} {:>10}  {:<8} status",
+        "{:<20} {:<6} {:>12} {:>10}  {:<8} status",
         "case", "dtype", "median", "figure", "unit"
     )
 }
@@ -114,7 +114,7 @@ pub fn row(o: &Outcome) -> String {
         Err(_) => ("-".into(), "-".into()),
     };
     format!(
-        "{:<18} {:<6} {:>12} {:>10}  {:<8} {}",
+        "{:<20} {:<6} {:>12} {:>10}  {:<8} {}",
         o.name,
         o.dtype,
         median,

@@ -1,9 +1,12 @@
-//! Timing one run. The CPU uses a wall clock; the GPU will record CUDA events on the stream
-//! (the seam is [`Timer`] and [`for_target`]).
+//! Timing one run. The CPU uses a wall clock; a GPU stream records CUDA events
+//! ([`nuvec_core::cuda::EventTimer`]), since `eval` there only queues the work.
 
 use std::time::Instant;
 
-use crate::case::{Skip, Target};
+use nuvec_core::cuda::EventTimer;
+use nuvec_core::{DeviceKind, Stream};
+
+use crate::case::Skip;
 
 /// Measures the time of one run: `start` before the graph is built, `stop` after `eval`
 /// returned. A GPU timer records events on the stream and waits for the second in `stop`,
@@ -37,13 +40,29 @@ impl Timer for WallTimer {
     }
 }
 
-/// The timer for cases on `target`.
-pub fn for_target(target: Target) -> Result<Box<dyn Timer>, Skip> {
-    match target {
-        Target::Cpu => Ok(Box::new(WallTimer::default())),
-        // CUDA events after warm-up, once the CUDA backend exists (BENCH-CASES.md).
-        Target::Gpu => Err(Skip::Unavailable(
-            "needs the CUDA backend (and its event timer)".into(),
-        )),
+/// CUDA events on a GPU stream: `start` waits for the stream to be idle and records one,
+/// `stop` records the other and waits for it. The time between them covers the host's
+/// building and queueing too (the stream is idle until the first launch), and any step
+/// that runs on the host through the CPU bridge.
+pub struct GpuTimer(EventTimer);
+
+impl Timer for GpuTimer {
+    fn start(&mut self) -> Result<(), Skip> {
+        Ok(self.0.start()?)
+    }
+
+    fn stop(&mut self) -> Result<f64, Skip> {
+        Ok(self.0.stop()?)
+    }
+}
+
+/// The timer for cases evaluated on `stream`: unavailable (saying why) for a GPU stream
+/// without a CUDA device.
+pub fn for_stream(stream: Stream) -> Result<Box<dyn Timer>, Skip> {
+    match stream.device.kind {
+        DeviceKind::Cpu => Ok(Box::new(WallTimer::default())),
+        DeviceKind::Gpu => EventTimer::new(stream)
+            .map(|t| Box::new(GpuTimer(t)) as Box<dyn Timer>)
+            .map_err(|e| Skip::Unavailable(format!("no GPU to run on ({e})"))),
     }
 }

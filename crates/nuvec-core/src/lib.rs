@@ -28,7 +28,13 @@ pub mod primitive;
 pub mod random;
 pub mod transforms;
 
+/// CUDA-specific tools: timing a GPU stream's work with events (see also [`synchronize`]).
+pub mod cuda {
+    pub use crate::backend::cuda::timing::EventTimer;
+}
+
 pub use array::{Array, HostData, Operand, Scalar};
+pub use backend::cuda::timing::synchronize;
 pub use backend::cuda::{
     MemoryStats, clear_device_cache, memory_stats, reset_peak_memory, set_device_cache_limit,
 };

@@ -23,6 +23,7 @@ mod reduce;
 mod shape;
 mod sort;
 mod transfer;
+pub(crate) mod timing;
 
 use std::sync::Arc;
 
