@@ -37,7 +37,7 @@ mod specs;
 
 pub use attention::scaled_dot_product_attention;
 pub use gated_delta::{gated_delta, gated_delta_slots, gated_delta_steps};
-pub use gather::gather_mm;
+pub use gather::{gather_mm, gather_qmm};
 pub use norms::{add_rms_norm, cross_entropy, layer_norm, rms_norm};
 pub use paged::{paged_attention, paged_write};
 pub use rope::{Rotation, norm_rope, rope};
@@ -165,6 +165,17 @@ pub enum FastOp {
     /// (see [`gather_mm`]); the indices are uint32 of one shape. `offsets` (int32, one per
     /// batch of `b`) is where each batch's rows start when the rows are sorted by it.
     GatherMm,
+    /// `(x, w, scales, biases, lhs_indices, rhs_indices[, offsets])`: quantized matrix
+    /// products of gathered batches (see [`gather_qmm`]); the indices are uint32 of one
+    /// shape, `offsets` as for [`FastOp::GatherMm`].
+    GatherQmm {
+        /// Values per scale and bias.
+        group_size: usize,
+        /// Bits per value.
+        bits: u8,
+        /// `x · wᵀ` (else `x · w`).
+        transpose: bool,
+    },
 }
 
 /// The mask of [`scaled_dot_product_attention`].
@@ -292,6 +303,7 @@ impl FastOp {
             FastOp::PagedAttention { .. } => "paged_attention",
             FastOp::PagedWrite => "paged_write",
             FastOp::GatherMm => "gather_mm",
+            FastOp::GatherQmm { .. } => "gather_qmm",
         }
     }
 
@@ -352,6 +364,16 @@ impl FastOp {
             }
             FastOp::PagedWrite => Ok(vec![paged::paged_write_graph(inputs)?]),
             FastOp::GatherMm => Ok(vec![gather::gather_mm_graph(inputs)?]),
+            FastOp::GatherQmm {
+                group_size,
+                bits,
+                transpose,
+            } => Ok(vec![gather::gather_qmm_graph(
+                inputs,
+                *group_size,
+                u32::from(*bits),
+                *transpose,
+            )?]),
         }
     }
 }

@@ -12,6 +12,7 @@ mod attention;
 mod errors;
 mod gated_delta;
 mod gather_conv;
+mod gather_qmm;
 mod gpu_stream;
 mod nodes;
 mod norms;
