@@ -9,6 +9,7 @@
 mod common;
 
 mod attention;
+mod cpu_kernels;
 mod errors;
 mod gated_delta;
 mod gather_conv;

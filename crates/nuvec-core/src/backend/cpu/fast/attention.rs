@@ -254,13 +254,31 @@ fn part_body<T: Lane>(
                 block_total += *s;
             }
             total[r] += block_total;
-            for (&p, vr) in scores[..seen].iter().zip(&v_rows[..seen]) {
-                for (a, &x) in ar.iter_mut().zip(*vr) {
-                    *a += p * x;
-                }
-            }
+            add_weighted(ar, &scores[..seen], &v_rows[..seen]);
         }
         start += n;
     }
     Partial { max, total, acc }
+}
+
+/// `acc += Σ_j p[j] · rows[j]`, 16 columns at a time held in registers across the rows.
+#[inline(always)]
+fn add_weighted(acc: &mut [f32], p: &[f32], rows: &[&[f32]]) {
+    let done = acc.len() / 16 * 16;
+    let mut chunks = acc.chunks_exact_mut(16);
+    for (c, a) in (&mut chunks).enumerate() {
+        let mut sum = [0f32; 16];
+        sum.copy_from_slice(a);
+        for (&p, r) in p.iter().zip(rows) {
+            for (s, &x) in sum.iter_mut().zip(&r[16 * c..16 * c + 16]) {
+                *s += p * x;
+            }
+        }
+        a.copy_from_slice(&sum);
+    }
+    for (i, a) in chunks.into_remainder().iter_mut().enumerate() {
+        for (&p, r) in p.iter().zip(rows) {
+            *a += p * r[done + i];
+        }
+    }
 }

@@ -195,13 +195,15 @@ impl Lane for f32 {
 }
 
 macro_rules! half_lane {
-    ($t:ty) => {
+    ($t:ty, $up:expr) => {
         impl Lane for $t {
             #[inline(always)]
             fn widen<'a>(row: &'a [$t], scratch: &'a mut [f32]) -> &'a [f32] {
                 let out = &mut scratch[..row.len()];
                 for (o, &v) in out.iter_mut().zip(row) {
-                    *o = v.up();
+                    #[allow(clippy::redundant_closure_call)]
+                    let w = ($up)(v);
+                    *o = w;
                 }
                 out
             }
@@ -209,8 +211,9 @@ macro_rules! half_lane {
     };
 }
 
-half_lane!(f16);
-half_lane!(bf16);
+half_lane!(f16, f16::to_f32);
+// A bfloat16 is the top half of a float32 (NaNs included): a shift, which vectorises.
+half_lane!(bf16, |v: bf16| f32::from_bits(u32::from(v.to_bits()) << 16));
 
 /// Runs `$body::<T>` compiled for AVX-512, AVX2 or the baseline, the widest the CPU has.
 macro_rules! widest {
@@ -325,6 +328,8 @@ pub(super) fn par_map<R: Send>(n: usize, f: &(dyn Fn(usize) -> R + Sync)) -> Vec
 /// `Σ a[i] · b[i]` in float32 over 16 running sums (one vector register).
 #[inline(always)]
 pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
     let mut acc = [0f32; 16];
     let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
     let tail: f32 = ca
@@ -333,9 +338,10 @@ pub(super) fn dot(a: &[f32], b: &[f32]) -> f32 {
         .zip(cb.remainder())
         .map(|(x, y)| x * y)
         .sum();
+    // One row of accumulators updated in step: the loop vectoriser's form.
     for (xa, xb) in ca.zip(cb) {
-        for i in 0..16 {
-            acc[i] += xa[i] * xb[i];
+        for ((s, &x), &y) in acc.iter_mut().zip(xa).zip(xb) {
+            *s += x * y;
         }
     }
     reduce16(acc) + tail
@@ -348,8 +354,8 @@ pub(super) fn sum(a: &[f32]) -> f32 {
     let chunks = a.chunks_exact(16);
     let tail: f32 = chunks.remainder().iter().sum();
     for xa in chunks {
-        for i in 0..16 {
-            acc[i] += xa[i];
+        for (s, &x) in acc.iter_mut().zip(xa) {
+            *s += x;
         }
     }
     reduce16(acc) + tail
@@ -362,9 +368,8 @@ pub(super) fn sum_sq_dev(a: &[f32], c: f32) -> f32 {
     let chunks = a.chunks_exact(16);
     let tail: f32 = chunks.remainder().iter().map(|v| (v - c) * (v - c)).sum();
     for xa in chunks {
-        for i in 0..16 {
-            let t = xa[i] - c;
-            acc[i] += t * t;
+        for (s, &x) in acc.iter_mut().zip(xa) {
+            *s += (x - c) * (x - c);
         }
     }
     reduce16(acc) + tail
@@ -374,8 +379,8 @@ pub(super) fn sum_sq_dev(a: &[f32], c: f32) -> f32 {
 #[inline(always)]
 fn reduce16(acc: [f32; 16]) -> f32 {
     let mut h = [0f32; 8];
-    for i in 0..8 {
-        h[i] = acc[i] + acc[i + 8];
+    for (i, h) in h.iter_mut().enumerate() {
+        *h = acc[i] + acc[i + 8];
     }
     let q = [h[0] + h[4], h[1] + h[5], h[2] + h[6], h[3] + h[7]];
     (q[0] + q[2]) + (q[1] + q[3])
