@@ -170,7 +170,7 @@ pub fn gather_qmm(
     if scales.shape() != biases.shape()
         || scales.ndim() != nd
         || scales.shape()[..nd - 1] != w.shape()[..nd - 1]
-        || (w.shape()[nd - 1] * 32) % bits as usize != 0
+        || !(w.shape()[nd - 1] * 32).is_multiple_of(bits as usize)
         || w.shape()[nd - 1] * 32 / bits as usize != scales.shape()[nd - 1] * group_size
     {
         return Err(invalid(
