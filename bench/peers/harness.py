@@ -27,6 +27,8 @@ N = ROWS * COLS
 F32 = 4
 ROPE = (1, 8, 512, 128)
 ROPE_N = 8 * 512 * 128
+ROPE_LARGE = (1, 32, 1024, 128)  # the [1024, 4096] activations as 32 heads of 128
+ROPE_LARGE_N = 32 * 1024 * 128
 DECODE_Q = (1, 32, 1, 128)
 DECODE_KV = (1, 8, 4096, 128)
 CHAIN = 1000
@@ -49,8 +51,11 @@ SPECS = [
     ("softmax", "[1024, 4096]", "f32", "GB/s", 2 * N * F32, 20, 2),
     ("logsumexp", "[1024, 4096]", "f32", "GB/s", (N + ROWS) * F32, 20, 2),
     ("rope", "[1, 8, 512, 128]", "f32", "GB/s", 2 * ROPE_N * F32, 30, 2),
+    ("rope_large", "[1, 32, 1024, 128]", "f32", "GB/s", 2 * ROPE_LARGE_N * F32, 20, 2),
     ("decode_4k", "q [1, 32, 1, 128], k/v [1, 8, 4096, 128]", "f32", "GB/s",
      (2 * 32 * 128 + 2 * 8 * 4096 * 128) * F32, 30, 2),
+    ("decode_4k_bf16", "q [1, 32, 1, 128], k/v [1, 8, 4096, 128]", "bf16", "GB/s",
+     (2 * 32 * 128 + 2 * 8 * 4096 * 128) * 2, 30, 2),
     # the packed 4-bit weight, its f32 scales and biases (groups of 64), x and the output
     ("qmm_decode", "[1, 4096] x [4096, 4096]ᵀ 4-bit g64", "f32", "GB/s", QMM_DECODE_BYTES, 50, 2),
     ("qmm_prefill", "[512, 4096] x [4096, 4096]ᵀ 4-bit g64", "f32", "GFLOP/s",

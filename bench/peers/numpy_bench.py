@@ -12,7 +12,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import CHAIN, COLS, DECODE_KV, DECODE_Q, ROPE, ROWS, Unavailable  # noqa: E402
+from harness import (CHAIN, COLS, DECODE_KV, DECODE_Q, ROPE, ROPE_LARGE, ROWS,  # noqa: E402
+                     Unavailable)
 
 EPS = 1e-5
 
@@ -100,19 +101,27 @@ def logsumexp():
     return run
 
 
-def rope():
-    x = uniform(ROPE, 36)
-    d = ROPE[-1]
+def rope_of(shape):
+    x = uniform(shape, 36)
+    d = shape[-1]
     half = d // 2
 
     def run():
         # The angles are part of the work, as in a fused rope.
         theta = np.power(np.float32(10000.0), -np.arange(half, dtype=np.float32) * 2 / d)
-        ang = np.arange(ROPE[2], dtype=np.float32)[:, None] * theta
+        ang = np.arange(shape[2], dtype=np.float32)[:, None] * theta
         c, s = np.cos(ang), np.sin(ang)
         x1, x2 = x[..., :half], x[..., half:]
         return np.concatenate([x1 * c - x2 * s, x1 * s + x2 * c], axis=-1)
     return run
+
+
+def rope():
+    return rope_of(ROPE)
+
+
+def rope_large():
+    return rope_of(ROPE_LARGE)
 
 
 def decode_4k():
@@ -128,6 +137,10 @@ def decode_4k():
         p /= np.sum(p, axis=-1, keepdims=True)
         return np.matmul(p, v[0]).reshape(DECODE_Q)
     return run
+
+
+def decode_4k_bf16():
+    raise Unavailable("NumPy has no bfloat16")
 
 
 def tiny_op_chain():
@@ -160,7 +173,8 @@ SETUPS = {
     "matmul_2048": matmul_f32, "matmul_2048_bf16": matmul_bf16, "matmul_2048_f16": matmul_f16,
     "add": add, "exp": exp, "where": where, "sum_rows": sum_rows,
     "transpose_copy": transpose_copy, "rms_norm": rms_norm, "layer_norm": layer_norm,
-    "softmax": softmax, "logsumexp": logsumexp, "rope": rope, "decode_4k": decode_4k,
+    "softmax": softmax, "logsumexp": logsumexp, "rope": rope, "rope_large": rope_large,
+    "decode_4k": decode_4k, "decode_4k_bf16": decode_4k_bf16,
     "tiny_op_chain": tiny_op_chain,
 }
 

@@ -41,7 +41,7 @@ pub use backend::cuda::{
 pub use device::{Device, DeviceKind, Stream, default_stream, set_default_stream, with_stream};
 pub use dtype::{Category, Complex64, DType, Element, bf16, f16, promote_types};
 pub use error::{Error, Result};
-pub use fast::gather_mm;
+pub use fast::{gather_mm, gather_qmm};
 pub use ops::*;
 pub use primitive::Primitive;
 pub use transforms::{

@@ -1,6 +1,7 @@
 //! The fused operations of `nuvec_core::fast` on the CPU: `rms_norm`, `layer_norm` ([1024,
-//! 4096] f32, last axis), `rope` ([1, 8, 512, 128]) and `decode_4k` (one query token against
-//! a 4096-token cache, grouped-query attention).
+//! 4096] f32, last axis), `rope` ([1, 8, 512, 128]) and `rope_large` ([1, 32, 1024, 128]: the
+//! [1024, 4096] activations as 32 heads), `decode_4k` (one query token against a 4096-token
+//! cache, grouped-query attention) and `decode_4k_bf16` (the same in bfloat16).
 //!
 //! Each waits for its operation (see build.rs) and says so until then.
 
@@ -43,6 +44,15 @@ pub fn cpu() -> Vec<Case> {
             prepare_rope,
         ),
         Case::new(
+            "rope_large",
+            Target::Cpu,
+            "[1, 32, 1024, 128]",
+            "f32",
+            Unit::GBps,
+            20,
+            prepare_rope_large,
+        ),
+        Case::new(
             "decode_4k",
             Target::Cpu,
             "q [1, 32, 1, 128], k/v [1, 8, 4096, 128]",
@@ -50,6 +60,15 @@ pub fn cpu() -> Vec<Case> {
             Unit::GBps,
             30,
             prepare_decode_4k,
+        ),
+        Case::new(
+            "decode_4k_bf16",
+            Target::Cpu,
+            "q [1, 32, 1, 128], k/v [1, 8, 4096, 128]",
+            "bf16",
+            Unit::GBps,
+            30,
+            prepare_decode_4k_bf16,
         ),
     ]
 }
@@ -137,8 +156,18 @@ fn prepare_layer_norm() -> Result<Prepared, Skip> {
 
 #[cfg(nuvec_has = "fast::rope")]
 fn prepare_rope() -> Result<Prepared, Skip> {
-    const H: usize = 8;
-    const T: usize = 512;
+    rope_case(8, 512)
+}
+
+#[cfg(nuvec_has = "fast::rope")]
+fn prepare_rope_large() -> Result<Prepared, Skip> {
+    rope_case(32, 1024)
+}
+
+/// `rope` over `[1, H, T, 128]` at offset 0, base 1e4, every feature rotated.
+#[cfg(nuvec_has = "fast::rope")]
+#[allow(non_snake_case)]
+fn rope_case(H: usize, T: usize) -> Result<Prepared, Skip> {
     const D: usize = 128;
     let n = H * T * D;
     let xv = uniform(n, 36);
@@ -186,8 +215,25 @@ fn prepare_rope() -> Result<Prepared, Skip> {
     unavailable("fast::rope (the fused rotary embedding)")
 }
 
+#[cfg(not(nuvec_has = "fast::rope"))]
+fn prepare_rope_large() -> Result<Prepared, Skip> {
+    unavailable("fast::rope (the fused rotary embedding)")
+}
+
 #[cfg(nuvec_has = "fast::scaled_dot_product_attention")]
 fn prepare_decode_4k() -> Result<Prepared, Skip> {
+    decode_case(nuvec_core::DType::F32)
+}
+
+#[cfg(nuvec_has = "fast::scaled_dot_product_attention")]
+fn prepare_decode_4k_bf16() -> Result<Prepared, Skip> {
+    decode_case(nuvec_core::DType::BF16)
+}
+
+/// One query token of 32 heads against 4096 keys and values of 8 heads, in `dtype` (the
+/// values rounded to it first; the reference reads the rounded values).
+#[cfg(nuvec_has = "fast::scaled_dot_product_attention")]
+fn decode_case(dtype: nuvec_core::DType) -> Result<Prepared, Skip> {
     use nuvec_core::fast::{AttentionMask, scaled_dot_product_attention};
     const HQ: usize = 32;
     const HKV: usize = 8;
@@ -198,12 +244,23 @@ fn prepare_decode_4k() -> Result<Prepared, Skip> {
         uniform(HKV * L * D, 42),
         uniform(HKV * L * D, 43),
     );
-    let q = array(qv.clone(), &[1, HQ, 1, D])?;
-    let k = array(kv.clone(), &[1, HKV, L, D])?;
-    let v = array(vv.clone(), &[1, HKV, L, D])?;
+    let rounded =
+        |values: Vec<f32>, shape: &[usize]| -> Result<(nuvec_core::Array, Vec<f32>), Skip> {
+            let a = array(values, shape)?.astype(dtype)?;
+            a.eval()?;
+            let back = output_f32(std::slice::from_ref(&a)).map_err(Skip::Failed)?;
+            Ok((a, back))
+        };
+    let (q, qv) = rounded(qv, &[1, HQ, 1, D])?;
+    let (k, kv) = rounded(kv, &[1, HKV, L, D])?;
+    let (v, vv) = rounded(vv, &[1, HKV, L, D])?;
     let scale = 1.0 / (D as f32).sqrt();
+    let (bytes, tol) = match dtype {
+        nuvec_core::DType::F32 => (F32, 1e-4),
+        _ => (2, 1e-2),
+    };
     Ok(Prepared {
-        work: ((2 * HQ * D + 2 * HKV * L * D) * F32) as f64,
+        work: ((2 * HQ * D + 2 * HKV * L * D) * bytes) as f64,
         build: Box::new(move || {
             Ok(vec![scaled_dot_product_attention(
                 &q,
@@ -239,7 +296,7 @@ fn prepare_decode_4k() -> Result<Prepared, Skip> {
                         .map(|j| p[j] * f64::from(vv[(g * L + j) * D + d]))
                         .sum::<f64>()
                         / z;
-                    expect_close("out", h * D + d, got[h * D + d], want, 1e-4)?;
+                    expect_close("out", h * D + d, got[h * D + d], want, tol)?;
                 }
             }
             Ok(())
@@ -249,5 +306,10 @@ fn prepare_decode_4k() -> Result<Prepared, Skip> {
 
 #[cfg(not(nuvec_has = "fast::scaled_dot_product_attention"))]
 fn prepare_decode_4k() -> Result<Prepared, Skip> {
+    unavailable("fast::scaled_dot_product_attention (the fused attention)")
+}
+
+#[cfg(not(nuvec_has = "fast::scaled_dot_product_attention"))]
+fn prepare_decode_4k_bf16() -> Result<Prepared, Skip> {
     unavailable("fast::scaled_dot_product_attention (the fused attention)")
 }

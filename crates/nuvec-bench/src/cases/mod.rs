@@ -21,7 +21,7 @@ pub(crate) const N: usize = ROWS * COLS;
 pub(crate) const F32: usize = 4;
 
 /// The CPU table's order in BENCH-CASES.md.
-const CPU_ORDER: [&str; 19] = [
+const CPU_ORDER: [&str; 21] = [
     "matmul_2048",
     "matmul_2048_bf16",
     "matmul_2048_f16",
@@ -35,7 +35,9 @@ const CPU_ORDER: [&str; 19] = [
     "softmax",
     "logsumexp",
     "rope",
+    "rope_large",
     "decode_4k",
+    "decode_4k_bf16",
     "qmm_decode",
     "qmm_prefill",
     "tiny_op_chain",

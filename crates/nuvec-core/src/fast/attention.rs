@@ -112,7 +112,9 @@ pub fn scaled_dot_product_attention(
         mask: has_mask,
         sinks: sinks.is_some(),
     };
-    if super::on_gpu(dtype, q.size()) && has_kernel(&inputs, causal, has_mask) {
+    if (super::on_gpu(dtype, q.size()) && has_kernel(&inputs, causal, has_mask))
+        || super::on_cpu(&op, &inputs)
+    {
         Array::op1(Primitive::Fast(op), inputs)
     } else {
         Ok(op.fallback(&inputs)?.swap_remove(0))

@@ -59,28 +59,8 @@ pub fn gather_mm(
     }
     let dtype = promote_types(a.dtype(), b.dtype());
     super::floating(OP, dtype)?;
-    let indices = |given: Option<&Array>, m: &Array| -> Result<Array> {
-        match given {
-            Some(i) => {
-                check_inputs(&[i])?;
-                if !integral(i.dtype()) {
-                    return Err(invalid(
-                        OP,
-                        format!("indices must be integers, got {}", i.dtype()),
-                    ));
-                }
-                i.astype(DType::U32)
-            }
-            None => {
-                let batch = &m.shape()[..m.ndim() - 2];
-                let n: usize = batch.iter().product();
-                let all = crate::arange(0.0, n as f64, 1.0, DType::U32)?;
-                crate::reshape(&all, &super::dims(batch))
-            }
-        }
-    };
-    let lhs = indices(lhs_indices, a)?;
-    let rhs = indices(rhs_indices, b)?;
+    let lhs = indices(OP, lhs_indices, a)?;
+    let rhs = indices(OP, rhs_indices, b)?;
     let shape = crate::ops::broadcast_shapes(OP, lhs.shape(), rhs.shape())?;
     let lhs = crate::broadcast_to(&lhs, &shape)?;
     let rhs = crate::broadcast_to(&rhs, &shape)?;
@@ -90,10 +70,7 @@ pub fn gather_mm(
     }
     if sorted_indices {
         // Where each weight batch's rows start in the sorted rows.
-        let batches: usize = b.shape()[..b.ndim() - 2].iter().product();
-        let flat = crate::reshape(&inputs[3], &[-1])?;
-        let starts = crate::arange(0.0, batches as f64, 1.0, DType::U32)?;
-        inputs.push(crate::searchsorted(&flat, &starts, false)?.astype(DType::I32)?);
+        inputs.push(sorted_offsets(&inputs[3], b)?);
     }
     Array::op1(Primitive::Fast(FastOp::GatherMm), inputs)
 }
@@ -101,16 +78,211 @@ pub fn gather_mm(
 /// [`FastOp::GatherMm`]'s fallback, `(a, b, lhs, rhs[, offsets])`: the indexed matrices of
 /// both operands taken out, then one batched product.
 pub(super) fn gather_mm_graph(inputs: &[Array]) -> Result<Array> {
-    let matrices = |m: &Array, at: &Array| -> Result<Array> {
-        let nd = m.ndim();
-        let flat = crate::reshape(
-            m,
-            &[-1, m.shape()[nd - 2] as isize, m.shape()[nd - 1] as isize],
-        )?;
-        crate::take(&flat, at, Some(0))
-    };
     crate::matmul(
         &matrices(&inputs[0], &inputs[2])?,
         &matrices(&inputs[1], &inputs[3])?,
     )
+}
+
+/// Quantized matrix products of batches picked by index, as MLX's `gather_qmm` (affine
+/// mode): [`gather_mm`] with the right operand the matrices that [`crate::quantize`]'s `(w,
+/// scales, biases)` stand for, multiplied as [`crate::quantized_matmul`] does (`x · wᵀ` with
+/// `transpose`, else `x · w`).
+///
+/// `x` is `[..., M, K]`; `w`, `scales` and `biases` share their batch axes (`[..., rows,
+/// words]` and `[..., rows, groups]`). Output `[i.., :, :]` is the product of `x_flat[lhs[i..]]`
+/// and the weight `w_flat[rhs[i..]]`, the batches counted in row-major order; missing
+/// indices default to every batch in order, and the two index arrays (any integer type)
+/// broadcast to one shape, which leads the output's `[..., M, N]`. The result has the
+/// promoted float type of `x`, the scales and the biases. `sorted_indices` promises that
+/// `rhs` is sorted, which lets a kernel group rows by weight (mixtures of experts).
+///
+/// ```
+/// use nuvec_core::{Array, gather_qmm, quantize, quantized_matmul, take};
+///
+/// # fn main() -> nuvec_core::Result<()> {
+/// // Two experts of 4 outputs over 32 inputs, quantized to 4 bits.
+/// let v: Vec<f32> = (0..2 * 4 * 32).map(|i| (i as f32 * 0.3).sin()).collect();
+/// let (wq, scales, biases) = quantize(&Array::from_slice(&v, &[2, 4, 32])?, 32, 4)?;
+/// let x = Array::from_slice(&[0.5f32; 32], &[1, 1, 32])?; // one token
+/// let pick = Array::from_slice(&[1u32, 0], &[2])?; // through expert 1, then expert 0
+/// let zero = Array::from_slice(&[0u32, 0], &[2])?;
+/// let y = gather_qmm(&x, &wq, &scales, &biases, Some(&zero), Some(&pick), true, 32, 4, false)?;
+/// assert_eq!(y.shape(), [2, 1, 4]);
+/// let first = |a: &nuvec_core::Array| take(a, &Array::scalar(1u32), Some(0));
+/// let expert1 = quantized_matmul(
+///     &x.reshape(&[1, 32])?,
+///     &first(&wq)?,
+///     &first(&scales)?,
+///     &first(&biases)?,
+///     true,
+///     32,
+///     4,
+/// )?;
+/// assert_eq!(y.to_vec::<f32>()?[..4], expert1.to_vec::<f32>()?[..]);
+/// # Ok(())
+/// # }
+/// ```
+#[allow(clippy::too_many_arguments)]
+pub fn gather_qmm(
+    x: &Array,
+    w: &Array,
+    scales: &Array,
+    biases: &Array,
+    lhs_indices: Option<&Array>,
+    rhs_indices: Option<&Array>,
+    transpose: bool,
+    group_size: usize,
+    bits: u32,
+    sorted_indices: bool,
+) -> Result<Array> {
+    const OP: &str = "gather_qmm";
+    check_inputs(&[x, w, scales, biases])?;
+    if !matches!(group_size, 32 | 64 | 128) {
+        return Err(invalid(
+            OP,
+            format!("group_size must be 32, 64 or 128, got {group_size}"),
+        ));
+    }
+    if !matches!(bits, 2 | 3 | 4 | 5 | 6 | 8) {
+        return Err(invalid(
+            OP,
+            format!("{bits} bits are not supported (2, 3, 4, 5, 6 or 8)"),
+        ));
+    }
+    if x.ndim() < 2 || w.ndim() < 2 {
+        return Err(invalid(
+            OP,
+            format!(
+                "x and w must have at least 2 dimensions, got {:?} and {:?}",
+                x.shape(),
+                w.shape()
+            ),
+        ));
+    }
+    if w.dtype() != DType::U32 {
+        return Err(invalid(
+            OP,
+            format!("the packed matrix must be uint32, got {}", w.dtype()),
+        ));
+    }
+    let nd = w.ndim();
+    if scales.shape() != biases.shape()
+        || scales.ndim() != nd
+        || scales.shape()[..nd - 1] != w.shape()[..nd - 1]
+        || !(w.shape()[nd - 1] * 32).is_multiple_of(bits as usize)
+        || w.shape()[nd - 1] * 32 / bits as usize != scales.shape()[nd - 1] * group_size
+    {
+        return Err(invalid(
+            OP,
+            format!(
+                "scales {:?} and biases {:?} do not fit a packed matrix of shape {:?} with \
+                 group_size={group_size} and bits={bits}",
+                scales.shape(),
+                biases.shape(),
+                w.shape()
+            ),
+        ));
+    }
+    let unpacked = scales.shape()[nd - 1] * group_size;
+    let rows = w.shape()[nd - 2];
+    let k = if transpose { unpacked } else { rows };
+    if x.shape()[x.ndim() - 1] != k {
+        return Err(invalid(
+            OP,
+            format!(
+                "x of shape {:?} does not fit a weight of inner size {k}",
+                x.shape()
+            ),
+        ));
+    }
+    let dtype = promote_types(promote_types(x.dtype(), scales.dtype()), biases.dtype());
+    super::floating(OP, dtype)?;
+    let lhs = indices(OP, lhs_indices, x)?;
+    let rhs = indices(OP, rhs_indices, w)?;
+    let shape = crate::ops::broadcast_shapes(OP, lhs.shape(), rhs.shape())?;
+    let lhs = crate::broadcast_to(&lhs, &shape)?;
+    let rhs = crate::broadcast_to(&rhs, &shape)?;
+    let mut inputs = vec![
+        x.astype(dtype)?,
+        w.clone(),
+        scales.astype(dtype)?,
+        biases.astype(dtype)?,
+        lhs,
+        rhs,
+    ];
+    let op = FastOp::GatherQmm {
+        group_size,
+        bits: bits as u8,
+        transpose,
+    };
+    if !on_gpu(dtype, x.size()) {
+        return gather_qmm_graph(&inputs, group_size, bits, transpose);
+    }
+    if sorted_indices {
+        inputs.push(sorted_offsets(&inputs[5], w)?);
+    }
+    Array::op1(Primitive::Fast(op), inputs)
+}
+
+/// The uint32 batch indices of one operand: the given ones (checked to be integers), or
+/// every batch of `m` in order, shaped as its batch axes.
+fn indices(op: &'static str, given: Option<&Array>, m: &Array) -> Result<Array> {
+    match given {
+        Some(i) => {
+            check_inputs(&[i])?;
+            if !integral(i.dtype()) {
+                return Err(invalid(
+                    op,
+                    format!("indices must be integers, got {}", i.dtype()),
+                ));
+            }
+            i.astype(DType::U32)
+        }
+        None => {
+            let batch = &m.shape()[..m.ndim() - 2];
+            let n: usize = batch.iter().product();
+            let all = crate::arange(0.0, n as f64, 1.0, DType::U32)?;
+            crate::reshape(&all, &super::dims(batch))
+        }
+    }
+}
+
+/// Where each batch of `m` starts among the sorted indices `rhs` (int32, one per batch).
+fn sorted_offsets(rhs: &Array, m: &Array) -> Result<Array> {
+    let batches: usize = m.shape()[..m.ndim() - 2].iter().product();
+    let flat = crate::reshape(rhs, &[-1])?;
+    let starts = crate::arange(0.0, batches as f64, 1.0, DType::U32)?;
+    crate::searchsorted(&flat, &starts, false)?.astype(DType::I32)
+}
+
+/// [`FastOp::GatherQmm`]'s fallback, `(x, w, scales, biases, lhs, rhs[, offsets])`: the
+/// indexed matrices of `x` and of the packed weights with their scales and biases taken
+/// out, then one batched quantized product.
+pub(super) fn gather_qmm_graph(
+    inputs: &[Array],
+    group_size: usize,
+    bits: u32,
+    transpose: bool,
+) -> Result<Array> {
+    let (lhs, rhs) = (&inputs[4], &inputs[5]);
+    crate::quantized_matmul(
+        &matrices(&inputs[0], lhs)?,
+        &matrices(&inputs[1], rhs)?,
+        &matrices(&inputs[2], rhs)?,
+        &matrices(&inputs[3], rhs)?,
+        transpose,
+        group_size,
+        bits,
+    )
+}
+
+/// The matrices of `m` (its batch axes flattened) at the batch indices `at`.
+fn matrices(m: &Array, at: &Array) -> Result<Array> {
+    let nd = m.ndim();
+    let flat = crate::reshape(
+        m,
+        &[-1, m.shape()[nd - 2] as isize, m.shape()[nd - 1] as isize],
+    )?;
+    crate::take(&flat, at, Some(0))
 }

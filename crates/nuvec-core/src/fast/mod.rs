@@ -37,7 +37,7 @@ mod specs;
 
 pub use attention::scaled_dot_product_attention;
 pub use gated_delta::{gated_delta, gated_delta_slots, gated_delta_steps};
-pub use gather::gather_mm;
+pub use gather::{gather_mm, gather_qmm};
 pub use norms::{add_rms_norm, cross_entropy, layer_norm, rms_norm};
 pub use paged::{paged_attention, paged_write};
 pub use rope::{Rotation, norm_rope, rope};
@@ -165,6 +165,17 @@ pub enum FastOp {
     /// (see [`gather_mm`]); the indices are uint32 of one shape. `offsets` (int32, one per
     /// batch of `b`) is where each batch's rows start when the rows are sorted by it.
     GatherMm,
+    /// `(x, w, scales, biases, lhs_indices, rhs_indices[, offsets])`: quantized matrix
+    /// products of gathered batches (see [`gather_qmm`]); the indices are uint32 of one
+    /// shape, `offsets` as for [`FastOp::GatherMm`].
+    GatherQmm {
+        /// Values per scale and bias.
+        group_size: usize,
+        /// Bits per value.
+        bits: u8,
+        /// `x · wᵀ` (else `x · w`).
+        transpose: bool,
+    },
 }
 
 /// The mask of [`scaled_dot_product_attention`].
@@ -197,10 +208,21 @@ pub(crate) fn on_gpu(dtype: DType, size: usize) -> bool {
         && size < u32::MAX as usize
 }
 
+/// Whether a CPU kernel takes `op` on these inputs on the current stream (see
+/// [`crate::backend::cpu::fast::takes`]).
+pub(crate) fn on_cpu(op: &FastOp, inputs: &[Array]) -> bool {
+    if default_stream().device.kind != DeviceKind::Cpu {
+        return false;
+    }
+    let shapes: Vec<&[usize]> = inputs.iter().map(Array::shape).collect();
+    let dtypes: Vec<DType> = inputs.iter().map(Array::dtype).collect();
+    crate::backend::cpu::fast::takes(op, &shapes, &dtypes)
+}
+
 /// Records `op` as one fused node when a kernel takes it (a GPU stream, a supported dtype,
-/// a non-empty first input), else builds its fallback graph.
+/// a non-empty first input; or a CPU kernel's cases), else builds its fallback graph.
 pub(crate) fn record_or_fallback(op: FastOp, inputs: Vec<Array>) -> Result<Vec<Array>> {
-    if on_gpu(inputs[0].dtype(), inputs[0].size()) {
+    if on_gpu(inputs[0].dtype(), inputs[0].size()) || on_cpu(&op, &inputs) {
         Array::from_op(Primitive::Fast(op), inputs)
     } else {
         op.fallback(&inputs)
@@ -292,12 +314,27 @@ impl FastOp {
             FastOp::PagedAttention { .. } => "paged_attention",
             FastOp::PagedWrite => "paged_write",
             FastOp::GatherMm => "gather_mm",
+            FastOp::GatherQmm { .. } => "gather_qmm",
         }
     }
 
     /// The same computation from ordinary operations, recorded on the current stream: what
-    /// runs where no kernel does, and what defines forward derivatives and batching.
-    pub(crate) fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+    /// runs where no kernel does, and what defines forward derivatives and batching (and
+    /// the reference the kernels are tested against).
+    ///
+    /// ```
+    /// use nuvec_core::{Array, fast::FastOp};
+    ///
+    /// # fn main() -> nuvec_core::Result<()> {
+    /// let x = Array::from_slice(&[3.0f32, 4.0], &[1, 2])?;
+    /// let op = FastOp::RmsNorm { eps: 0.0f32.to_bits() };
+    /// let y = op.fallback(&[x, Array::scalar(1.0f32)])?.remove(0);
+    /// let rms = 12.5f32.sqrt();
+    /// assert_eq!(y.to_vec::<f32>()?, [3.0 / rms, 4.0 / rms]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
         match self {
             FastOp::RmsNorm { eps } => Ok(vec![norms::rms_graph(inputs, float(*eps))?]),
             FastOp::AddRmsNorm { eps } => norms::add_rms_graph(inputs, *eps),
@@ -352,6 +389,16 @@ impl FastOp {
             }
             FastOp::PagedWrite => Ok(vec![paged::paged_write_graph(inputs)?]),
             FastOp::GatherMm => Ok(vec![gather::gather_mm_graph(inputs)?]),
+            FastOp::GatherQmm {
+                group_size,
+                bits,
+                transpose,
+            } => Ok(vec![gather::gather_qmm_graph(
+                inputs,
+                *group_size,
+                u32::from(*bits),
+                *transpose,
+            )?]),
         }
     }
 }

@@ -357,6 +357,62 @@ impl FastOp {
                 shape.extend([m, n]);
                 Ok(vec![(shape, a.dtype())])
             }
+            FastOp::GatherQmm {
+                group_size,
+                bits,
+                transpose,
+            } => {
+                c.count(6, 7)?;
+                let (x, w, scales) = (&inputs[0], &inputs[1], &inputs[2]);
+                c.holds(x.ndim() >= 2 && w.ndim() >= 2, || {
+                    format!("matrices expected, got {:?} and {:?}", x.shape(), w.shape())
+                })?;
+                c.float(0)?;
+                c.same_dtype(0, 2)?;
+                c.same_dtype(0, 3)?;
+                c.holds(w.dtype() == DType::U32, || {
+                    format!("the packed matrix must be uint32, got {}", w.dtype())
+                })?;
+                let nd = w.ndim();
+                let (g, b) = (*group_size, usize::from(*bits));
+                let words = w.shape()[nd - 1];
+                c.holds(
+                    matches!(g, 32 | 64 | 128)
+                        && matches!(b, 2 | 3 | 4 | 5 | 6 | 8)
+                        && scales.shape() == inputs[3].shape()
+                        && scales.ndim() == nd
+                        && scales.shape()[..nd - 1] == w.shape()[..nd - 1]
+                        && (words * 32).is_multiple_of(b)
+                        && words * 32 / b == scales.shape()[nd - 1] * g,
+                    || {
+                        format!(
+                            "scales of shape {:?} do not fit a packed matrix of shape {:?} \
+                             with group_size={g} and bits={b}",
+                            scales.shape(),
+                            w.shape()
+                        )
+                    },
+                )?;
+                let unpacked = scales.shape()[nd - 1] * g;
+                let rows = w.shape()[nd - 2];
+                let (k, n) = if *transpose {
+                    (unpacked, rows)
+                } else {
+                    (rows, unpacked)
+                };
+                let kx = x.shape()[x.ndim() - 1];
+                c.holds(kx == k, || format!("inner sizes {kx} and {k} differ"))?;
+                c.integer(4)?;
+                c.integer(5)?;
+                c.shape(5, inputs[4].shape())?;
+                if inputs.len() == 7 {
+                    c.rank(6, Some(1))?;
+                    c.integer(6)?;
+                }
+                let mut shape = inputs[4].shape().to_vec();
+                shape.extend([x.shape()[x.ndim() - 2], n]);
+                Ok(vec![(shape, x.dtype())])
+            }
         }
     }
 

@@ -9,9 +9,11 @@
 mod common;
 
 mod attention;
+mod cpu_kernels;
 mod errors;
 mod gated_delta;
 mod gather_conv;
+mod gather_qmm;
 mod gpu_stream;
 mod nodes;
 mod norms;

@@ -6,7 +6,7 @@ mod conv;
 pub(crate) mod copy;
 mod creation;
 pub(crate) mod elementwise;
-mod fast;
+pub(crate) mod fast;
 mod index;
 mod linalg;
 pub(crate) mod math;

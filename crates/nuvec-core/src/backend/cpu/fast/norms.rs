@@ -1,0 +1,106 @@
+//! [`FastOp::RmsNorm`](crate::fast::FastOp::RmsNorm) and
+//! [`FastOp::LayerNorm`](crate::fast::FastOp::LayerNorm): one task per block of rows, each row
+//! read into float32 once (in cache for the passes over it), its statistics accumulated in
+//! float32 and the result written with the fallback's roundings (normalised value rounded to
+//! the element type, then the weight, then the bias).
+
+use super::{Lane, fill_rows, param, rows_of, sum, sum_sq_dev, widest};
+use crate::Result;
+use crate::array::ArrayData;
+use crate::{DType, bf16, f16};
+
+const OP: &str = "rms_norm";
+
+/// One norm's inputs, read as `T`.
+struct Rows<'a, T> {
+    x: &'a [T],
+    starts: &'a [usize],
+    d: usize,
+    weight: Option<&'a [T]>,
+    bias: Option<&'a [T]>,
+    eps: f32,
+    /// Layer normalisation (centred) rather than RMS.
+    centre: bool,
+}
+
+/// `(x, w)` RMS-normalised, or `(x, w, b)` layer-normalised when `bias` is given (0-D
+/// parameters stand for none).
+pub(super) fn eval(inputs: &[ArrayData], bias: Option<&ArrayData>, eps: f32) -> Result<ArrayData> {
+    let (x, starts) = rows_of(&inputs[0]);
+    match x.dtype() {
+        DType::F32 => typed::<f32>(&x, &starts, &inputs[1], bias, eps),
+        DType::F16 => typed::<f16>(&x, &starts, &inputs[1], bias, eps),
+        _ => typed::<bf16>(&x, &starts, &inputs[1], bias, eps),
+    }
+}
+
+fn typed<T: Lane>(
+    x: &ArrayData,
+    starts: &[usize],
+    weight: &ArrayData,
+    bias: Option<&ArrayData>,
+    eps: f32,
+) -> Result<ArrayData> {
+    let shape = &x.layout.shape;
+    let d = shape[shape.len() - 1];
+    let weight = param::<T>(weight, OP)?;
+    let centre = bias.is_some();
+    let bias = match bias {
+        Some(b) => param::<T>(b, OP)?,
+        None => None,
+    };
+    let rows = Rows {
+        x: x.buffer.host().typed::<T>(OP)?,
+        starts,
+        d,
+        weight: weight.as_deref(),
+        bias: bias.as_deref(),
+        eps,
+        centre,
+    };
+    let mut out = crate::array::pool::alloc::<T>(x.layout.size());
+    fill_rows(&mut out, d, &|first, chunk| block::<T>(&rows, first, chunk));
+    Ok(ArrayData::from_vec(out, shape))
+}
+
+widest! {
+    /// [`block_body`] with the widest vectors the CPU has.
+    fn block<T: Lane>(rows: &Rows<'_, T>, first: usize, out: &mut [T]) = block_body;
+}
+
+/// Normalises the rows `first..` into `out` (whole rows).
+#[inline(always)]
+fn block_body<T: Lane>(rows: &Rows<'_, T>, first: usize, out: &mut [T]) {
+    let d = rows.d;
+    let mut scratch = vec![0f32; d];
+    for (i, o) in out.chunks_exact_mut(d).enumerate() {
+        let start = rows.starts[first + i];
+        let x = T::widen(&rows.x[start..start + d], &mut scratch);
+        let n = d as f32;
+        let mean = if rows.centre { sum(x) / n } else { 0.0 };
+        let inv = 1.0 / (sum_sq_dev(x, mean) / n + rows.eps).sqrt();
+        match (rows.weight, rows.bias) {
+            (None, None) => {
+                for (o, &v) in o.iter_mut().zip(x) {
+                    *o = T::down((v - mean) * inv);
+                }
+            }
+            (Some(w), None) => {
+                for ((o, &v), &w) in o.iter_mut().zip(x).zip(w) {
+                    *o = T::down(T::down((v - mean) * inv).up() * w.up());
+                }
+            }
+            (None, Some(b)) => {
+                for ((o, &v), &b) in o.iter_mut().zip(x).zip(b) {
+                    *o = T::down(T::down((v - mean) * inv).up() + b.up());
+                }
+            }
+            (Some(w), Some(b)) => {
+                for (((o, &v), &w), &b) in o.iter_mut().zip(x).zip(w).zip(b) {
+                    let y = T::down(T::down((v - mean) * inv).up() * w.up());
+                    *o = T::down(y.up() + b.up());
+                }
+            }
+        }
+    }
+}
