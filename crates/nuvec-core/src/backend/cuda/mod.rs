@@ -22,8 +22,8 @@ mod random;
 mod reduce;
 mod shape;
 mod sort;
-mod transfer;
 pub(crate) mod timing;
+mod transfer;
 
 use std::sync::Arc;
 
@@ -197,6 +197,7 @@ pub(crate) fn eval(
             outputs,
         )?,
         Primitive::Softmax => reduce::softmax(&place, &inputs[0])?,
+        Primitive::Fast(op) => fast(&place, stream, op, inputs, outputs)?,
         Primitive::StopGradient | Primitive::Identity => Some(vec![inputs[0].clone()]),
         // The outputs of the custom function's own graph, handed on where they are.
         Primitive::Custom(op) => Some(op.forward(inputs)),
@@ -205,6 +206,31 @@ pub(crate) fn eval(
     match done {
         Some(results) => Ok(results),
         None => on_host(primitive, inputs, outputs),
+    }
+}
+
+/// A fused operation: softmax and log-sum-exp over the last axis with the reduction
+/// kernels; the others (no CUDA kernel of their own yet) run their fallback graphs on this
+/// stream, so their work stays on the device.
+fn fast(
+    place: &Place,
+    stream: Stream,
+    op: &crate::fast::FastOp,
+    inputs: &mut [ArrayData],
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    use crate::fast::FastOp;
+    let last = inputs[0].layout.shape.len().saturating_sub(1);
+    match op {
+        FastOp::Softmax => reduce::softmax(place, &inputs[0]),
+        FastOp::LogSumExp => reduce::reduce(
+            place,
+            crate::ops::reduce::ReduceOp::LogSumExp,
+            &[last],
+            &inputs[0],
+            outputs,
+        ),
+        _ => crate::backend::cpu::fast::fallback_on(stream, op, inputs, outputs).map(Some),
     }
 }
 

@@ -145,8 +145,20 @@ fn fallback(
     inputs: &mut [ArrayData],
     outputs: &[OutputSpec],
 ) -> Result<Vec<ArrayData>> {
+    fallback_on(Stream::default_for(Device::cpu()), op, inputs, outputs)
+}
+
+/// Runs `op`'s fallback graph on `stream` over arrays made from the inputs' data (the GPU
+/// backend uses it for fused operations without a CUDA kernel, so that their graphs run
+/// on the device).
+pub(crate) fn fallback_on(
+    stream: Stream,
+    op: &FastOp,
+    inputs: &mut [ArrayData],
+    outputs: &[OutputSpec],
+) -> Result<Vec<ArrayData>> {
     let empty = || ArrayData::from_host(HostData::Bool(Vec::new()), &[0]);
-    crate::with_stream(Stream::default_for(Device::cpu()), || {
+    crate::with_stream(stream, || {
         let leaves: Vec<Array> = inputs
             .iter_mut()
             .map(|data| Array::from_data(std::mem::replace(data, empty())))
