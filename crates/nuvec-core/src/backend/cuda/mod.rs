@@ -18,8 +18,10 @@ mod elementwise;
 mod index;
 mod jit;
 mod matmul;
+mod norms;
 mod random;
 mod reduce;
+mod rope;
 mod shape;
 mod sort;
 pub(crate) mod timing;
@@ -210,8 +212,9 @@ pub(crate) fn eval(
 }
 
 /// A fused operation: softmax and log-sum-exp over the last axis with the reduction
-/// kernels; the others (no CUDA kernel of their own yet) run their fallback graphs on this
-/// stream, so their work stays on the device.
+/// kernels, the norms (`norms.rs`) and the rotary embedding (`rope.rs`) with their own; the
+/// others, and the cases those kernels leave (listed in their modules), run their fallback
+/// graphs on this stream, so their work stays on the device.
 fn fast(
     place: &Place,
     stream: Stream,
@@ -230,7 +233,59 @@ fn fast(
             &inputs[0],
             outputs,
         ),
+        FastOp::RmsNorm { eps } => {
+            let done = norms::norm(
+                place,
+                &inputs[0],
+                None,
+                &inputs[1],
+                None,
+                f32::from_bits(*eps),
+            )?;
+            or_fallback(done, stream, op, inputs, outputs)
+        }
+        FastOp::AddRmsNorm { eps } => {
+            let (x, r, w) = (&inputs[0], &inputs[1], &inputs[2]);
+            let done = norms::norm(place, x, Some(r), w, None, f32::from_bits(*eps))?;
+            or_fallback(done, stream, op, inputs, outputs)
+        }
+        FastOp::LayerNorm { eps } => {
+            let (x, w, b) = (&inputs[0], &inputs[1], &inputs[2]);
+            let done = norms::norm(place, x, None, w, Some(b), f32::from_bits(*eps))?;
+            or_fallback(done, stream, op, inputs, outputs)
+        }
+        FastOp::Rope {
+            dims,
+            traditional,
+            base,
+            scale,
+            forward,
+        } => {
+            let params = rope::Params {
+                dims: *dims,
+                traditional: *traditional,
+                base: f32::from_bits(*base),
+                scale: f32::from_bits(*scale),
+                forward: *forward,
+            };
+            let done = rope::rope(place, inputs, params)?;
+            or_fallback(done, stream, op, inputs, outputs)
+        }
         _ => crate::backend::cpu::fast::fallback_on(stream, op, inputs, outputs).map(Some),
+    }
+}
+
+/// A kernel's results, or (`None`: a case it leaves) the fallback graph's on `stream`.
+fn or_fallback(
+    done: Option<Vec<ArrayData>>,
+    stream: Stream,
+    op: &crate::fast::FastOp,
+    inputs: &mut [ArrayData],
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    match done {
+        Some(results) => Ok(Some(results)),
+        None => crate::backend::cpu::fast::fallback_on(stream, op, inputs, outputs).map(Some),
     }
 }
 
@@ -296,6 +351,8 @@ fn all_sources() -> Vec<(String, String)> {
     sources.extend(index::all_sources());
     sources.extend(creation::all_sources());
     sources.extend(reduce::all_sources());
+    sources.extend(norms::all_sources());
+    sources.extend(rope::all_sources());
     sources
 }
 

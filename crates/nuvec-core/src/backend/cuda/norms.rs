@@ -1,0 +1,188 @@
+//! [`FastOp::RmsNorm`](crate::fast::FastOp::RmsNorm),
+//! [`FastOp::AddRmsNorm`](crate::fast::FastOp::AddRmsNorm) and
+//! [`FastOp::LayerNorm`](crate::fast::FastOp::LayerNorm) on the GPU (`kernels/norms.cu`),
+//! with the CPU kernels' formula and roundings (`backend/cpu/fast/norms.rs`): statistics in
+//! float32, the normalised value rounded to the element type, then the weight, then the
+//! bias. A warp or a block per row; rows of up to 8192 elements are read from memory once.
+//! Inputs are read through their strides (no copy).
+//!
+//! Cases left to the fallback graph (`Ok(None)`): element types other than float32,
+//! float16 and bfloat16; inputs of different types (the public operations cast them
+//! first); parameters that are neither 0-D nor 1-D of the row's length; a residual of
+//! another shape; leading axes that do not merge into at most eight.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use super::Place;
+use super::elementwise::{Strided, type_names};
+use crate::array::{ArrayData, Layout};
+use crate::{DType, Error, Result};
+
+const COMMON: &str = include_str!("kernels/common.cuh");
+const NORMS: &str = include_str!("kernels/norms.cu");
+
+/// Threads per block (`NV_THREADS` in `norms.cu`).
+const THREADS: usize = 256;
+/// Rows of at most this many elements get a warp each, longer ones a block.
+const WARP_ROW: usize = 1024;
+/// Blocks launched at most (the kernel loops over the rest).
+const MAX_BLOCKS: usize = 1 << 20;
+
+/// The types the kernels take.
+pub(super) fn takes_dtype(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// The module of the norm kernel of elements of `dtype`.
+fn source(dtype: DType) -> String {
+    let (ct, tn) = type_names(dtype).expect("a float type");
+    format!("{COMMON}\n{NORMS}\nNV_NORMS({ct}, {tn})\n")
+}
+
+/// The rows (all axes but the last) of `layout` as a view, and the step along the last
+/// axis; `None` past eight unmergeable axes.
+pub(super) fn rows_view(layout: &Layout) -> Option<(Strided, i64)> {
+    let nd = layout.shape.len();
+    if nd == 0 {
+        return None;
+    }
+    let rows = Layout {
+        shape: layout.shape[..nd - 1].to_vec(),
+        strides: layout.strides[..nd - 1].to_vec(),
+        offset: layout.offset,
+    };
+    Some((Strided::of(&rows).ok()?, layout.strides[nd - 1] as i64))
+}
+
+/// A parameter: its first element's address and step, or `(0, 0)` for a 0-D one (absent);
+/// `None` unless 0-D or 1-D of `n` elements.
+fn param(place: &Place, p: &ArrayData, n: usize) -> Result<Option<(u64, i64)>> {
+    match p.layout.shape.as_slice() {
+        [] => Ok(Some((0, 0))),
+        [len] if *len == n => {
+            let base = place.input(p)?;
+            let at = base + (p.layout.offset * p.dtype().size()) as u64;
+            Ok(Some((at, p.layout.strides[0] as i64)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A normalisation over the last axis of `x`: RMS (`bias` `None`) or layer (`bias` given,
+/// possibly 0-D), with the residual `r` added first (add_rms_norm: the outputs are then
+/// `[h, y]`). `None` where the fallback graph runs instead (see the module's
+/// documentation).
+pub(super) fn norm(
+    place: &Place,
+    x: &ArrayData,
+    r: Option<&ArrayData>,
+    w: &ArrayData,
+    bias: Option<&ArrayData>,
+    eps: f32,
+) -> Result<Option<Vec<ArrayData>>> {
+    let dtype = x.dtype();
+    let same = |d: Option<&ArrayData>| d.is_none_or(|d| d.dtype() == dtype);
+    if !takes_dtype(dtype) || !same(r) || !same(Some(w)) || !same(bias) {
+        return Ok(None);
+    }
+    let shape = x.layout.shape.clone();
+    let Some(&n) = shape.last() else {
+        return Ok(None);
+    };
+    if r.is_some_and(|r| r.layout.shape != shape) {
+        return Ok(None);
+    }
+    let Some((xrows, xs)) = rows_view(&x.layout) else {
+        return Ok(None);
+    };
+    let (rrows, rs) = match r {
+        Some(r) => match rows_view(&r.layout) {
+            Some(v) => v,
+            None => return Ok(None),
+        },
+        None => (xrows, 0),
+    };
+    let (Some((wp, ws)), Some((bp, bs))) = (
+        param(place, w, n)?,
+        match bias {
+            Some(b) => param(place, b, n)?,
+            None => Some((0, 0)),
+        },
+    ) else {
+        return Ok(None);
+    };
+    let (y, yp) = place.output(dtype, &shape)?;
+    let h = match r {
+        Some(_) => Some(place.output(dtype, &shape)?),
+        None => None,
+    };
+    let nrows: usize = shape[..shape.len() - 1].iter().product();
+    let outputs = |y: ArrayData, h: Option<(ArrayData, u64)>| match h {
+        Some((h, _)) => vec![h, y],
+        None => vec![y],
+    };
+    if nrows == 0 || n == 0 {
+        return Ok(Some(outputs(y, h)));
+    }
+    let xp = place.input(x)?;
+    let rp = match r {
+        Some(r) => place.input(r)?,
+        None => 0,
+    };
+    let hp = h.as_ref().map_or(0, |h| h.1);
+    let tn = type_names(dtype).expect("a float type").1;
+    let name = format!("norm_rows_{tn}");
+    let f = place
+        .gpu
+        .jit
+        .function(&format!("norms_{tn}"), &name, || source(dtype))?;
+    let lanes: i32 = if n > WARP_ROW { THREADS as i32 } else { 32 };
+    let groups = THREADS / lanes as usize;
+    let (nr, n64) = (nrows as i64, n as i64);
+    let centre = i32::from(bias.is_some());
+    let mut launch = place.stream.launch_builder(&f);
+    launch
+        .arg(&xp)
+        .arg(&xrows)
+        .arg(&xs)
+        .arg(&rp)
+        .arg(&rrows)
+        .arg(&rs)
+        .arg(&wp)
+        .arg(&ws)
+        .arg(&bp)
+        .arg(&bs)
+        .arg(&yp)
+        .arg(&hp)
+        .arg(&nr)
+        .arg(&n64)
+        .arg(&eps)
+        .arg(&centre)
+        .arg(&lanes);
+    let cfg = LaunchConfig {
+        grid_dim: (nrows.div_ceil(groups).clamp(1, MAX_BLOCKS) as u32, 1, 1),
+        block_dim: (THREADS as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `xrows` (x's layout without its last axis) locates each of the `nrows` rows
+    // inside x's block, whose `n` elements lie `xs` apart; likewise `rrows`/`rs` for the
+    // residual (of x's shape) when `rp` is not null; `wp`/`bp` are null or point at the
+    // first of `n` elements `ws`/`bs` apart inside their blocks; `yp` (and `hp` with a
+    // residual) are fresh row-major blocks of `nrows · n` elements of x's type; all of one
+    // type, and the arguments match `norm_rows_*` in `norms.cu`.
+    unsafe { launch.launch(cfg) }
+        .map_err(|e| Error::Device(format!("cuda: launching {name}: {e}")))?;
+    Ok(Some(outputs(y, h)))
+}
+
+/// Every kernel source of this family, complete, for compiling ahead of time (CI).
+#[cfg(test)]
+pub(crate) fn all_sources() -> Vec<(String, String)> {
+    [DType::F32, DType::F16, DType::BF16]
+        .into_iter()
+        .map(|d| {
+            let tn = type_names(d).expect("a float type").1;
+            (format!("norms_{tn}"), source(d))
+        })
+        .collect()
+}

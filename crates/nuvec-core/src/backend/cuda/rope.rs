@@ -1,0 +1,162 @@
+//! [`FastOp::Rope`](crate::fast::FastOp::Rope) on the GPU (`kernels/rope.cu`), as the CPU
+//! kernel computes it (`backend/cpu/fast/rope.rs`): angles, sines and cosines in float32,
+//! each rotated value rounded once. A warp per row, the input read through its strides (a
+//! transposed `[B, H, L, D]` view of `[B, L, H, D]` needs no copy), the output row-major.
+//!
+//! Cases left to the fallback graph (`Ok(None)`): element types other than float32,
+//! float16 and bfloat16; offsets that are not int32/uint32 scalars or one per batch entry;
+//! frequencies that are not float32 `[dims / 2]`; an odd, zero or too large `dims`; fewer
+//! than three axes; leading axes that do not merge into at most eight.
+
+use cudarc::driver::{LaunchConfig, PushKernelArg};
+
+use super::Place;
+use super::elementwise::type_names;
+use super::norms::{rows_view, takes_dtype};
+use crate::array::ArrayData;
+use crate::{DType, Error, Result};
+
+const COMMON: &str = include_str!("kernels/common.cuh");
+const ROPE: &str = include_str!("kernels/rope.cu");
+
+/// Threads per block (`NV_THREADS` in `rope.cu`), a warp per row.
+const THREADS: usize = 256;
+/// Blocks launched at most (the kernel loops over the rest).
+const MAX_BLOCKS: usize = 1 << 20;
+
+/// The module of the rotation kernel of elements of `dtype`.
+fn source(dtype: DType) -> String {
+    let (ct, tn) = type_names(dtype).expect("a float type");
+    format!("{COMMON}\n{ROPE}\nNV_ROPE({ct}, {tn})\n")
+}
+
+/// The parameters of [`FastOp::Rope`](crate::fast::FastOp::Rope).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Params {
+    pub(super) dims: usize,
+    pub(super) traditional: bool,
+    pub(super) base: f32,
+    pub(super) scale: f32,
+    pub(super) forward: bool,
+}
+
+/// `(x, offset[, freqs])` rotated, or `None` where the fallback graph runs instead (see
+/// the module's documentation).
+pub(super) fn rope(
+    place: &Place,
+    inputs: &[ArrayData],
+    p: Params,
+) -> Result<Option<Vec<ArrayData>>> {
+    let x = &inputs[0];
+    let dtype = x.dtype();
+    let shape = x.layout.shape.clone();
+    let nd = shape.len();
+    if !takes_dtype(dtype) || nd < 3 || !(2..=3).contains(&inputs.len()) {
+        return Ok(None);
+    }
+    let (b, t, d) = (shape[0], shape[nd - 2], shape[nd - 1]);
+    let half = p.dims / 2;
+    if p.dims == 0 || !p.dims.is_multiple_of(2) || p.dims > d {
+        return Ok(None);
+    }
+    let off = &inputs[1];
+    let unsigned = match off.dtype() {
+        DType::I32 => 0i32,
+        DType::U32 => 1,
+        _ => return Ok(None),
+    };
+    let count = off.layout.size();
+    if off.layout.shape.len() > 1 || (count != 1 && count != b) {
+        return Ok(None);
+    }
+    let freqs = inputs.get(2);
+    if freqs.is_some_and(|f| f.dtype() != DType::F32 || f.layout.shape != [half]) {
+        return Ok(None);
+    }
+    let Some((rows, s)) = rows_view(&x.layout) else {
+        return Ok(None);
+    };
+    let (y, yp) = place.output(dtype, &shape)?;
+    let size = x.layout.size();
+    if size == 0 {
+        return Ok(Some(vec![y]));
+    }
+    let nrows = size / d;
+    let xp = place.input(x)?;
+    // The offsets: element 0 and the step between batch entries (0: one for all).
+    let op = place.input(off)? + (off.layout.offset * 4) as u64;
+    let ostride: i64 = if count == 1 {
+        0
+    } else {
+        off.layout.strides[0] as i64
+    };
+    let (fp, fstride) = match freqs {
+        Some(f) => (
+            place.input(f)? + (f.layout.offset * 4) as u64,
+            f.layout.strides[0] as i64,
+        ),
+        None => (0u64, 0i64),
+    };
+    // As the CPU kernel: inv_freq[i] = exp(i · step) in float32, step = −ln(base) / half.
+    let step = (-f64::from(p.base).ln() / half as f64) as f32;
+    let tn = type_names(dtype).expect("a float type").1;
+    let name = format!("rope_rows_{tn}");
+    let f = place
+        .gpu
+        .jit
+        .function(&format!("rope_{tn}"), &name, || source(dtype))?;
+    let (nr, d64, t64) = (nrows as i64, d as i64, t as i64);
+    let per_batch = (nrows / b) as i64;
+    let half64 = half as i64;
+    let (trad, fwd) = (i32::from(p.traditional), i32::from(p.forward));
+    let mut launch = place.stream.launch_builder(&f);
+    launch
+        .arg(&xp)
+        .arg(&rows)
+        .arg(&s)
+        .arg(&yp)
+        .arg(&nr)
+        .arg(&d64)
+        .arg(&t64)
+        .arg(&per_batch)
+        .arg(&op)
+        .arg(&ostride)
+        .arg(&unsigned)
+        .arg(&fp)
+        .arg(&fstride)
+        .arg(&step)
+        .arg(&p.scale)
+        .arg(&half64)
+        .arg(&trad)
+        .arg(&fwd);
+    let cfg = LaunchConfig {
+        grid_dim: (
+            nrows.div_ceil(THREADS / 32).clamp(1, MAX_BLOCKS) as u32,
+            1,
+            1,
+        ),
+        block_dim: (THREADS as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `rows` (x's layout without its last axis) locates each of the `nrows` rows
+    // inside x's block, their `d` elements `s` apart; `op` points at the first of 1 or `b`
+    // 32-bit offsets `ostride` apart (batch entries `0..b`, as `t / per_batch < b`); `fp`
+    // is null or points at the first of `half` floats `fstride` apart; `yp` is a fresh
+    // row-major block of `nrows · d` elements of x's type; the arguments match
+    // `rope_rows_*` in `rope.cu`.
+    unsafe { launch.launch(cfg) }
+        .map_err(|e| Error::Device(format!("cuda: launching {name}: {e}")))?;
+    Ok(Some(vec![y]))
+}
+
+/// Every kernel source of this family, complete, for compiling ahead of time (CI).
+#[cfg(test)]
+pub(crate) fn all_sources() -> Vec<(String, String)> {
+    [DType::F32, DType::F16, DType::BF16]
+        .into_iter()
+        .map(|d| {
+            let tn = type_names(d).expect("a float type").1;
+            (format!("rope_{tn}"), source(d))
+        })
+        .collect()
+}
