@@ -274,7 +274,8 @@ fn rope_matches_the_cpu_in_every_mode() {
                         };
                         // Forward, and the inverse rotation (the gradient).
                         both(&name, tol(dtype), || {
-                            let (out, grads) = vjp(rot, &[x.clone()], &[g.clone()])?;
+                            let (out, grads) =
+                                vjp(rot, std::slice::from_ref(&x), std::slice::from_ref(&g))?;
                             Ok(vec![out[0].clone(), grads[0].clone()])
                         });
                     }

@@ -3,12 +3,12 @@
 //
 // Each row gets `lanes` threads: a warp (rows of at most 1024 elements, eight rows per
 // block) or the whole block. A row of at most NV_CACHE * lanes elements is read once into
-// registers (NV_CACHE floats per thread); a longer one is read again for each pass. Rows are
-// located by the `rows` view (the leading axes) with their elements `s` apart; when a row has
-// step 1 and every pointer it touches is 16-byte aligned, it moves in 16-byte packs.
-// Statistics accumulate in float; the result is rounded as the CPU kernels round it: the
-// normalised value to the element type, then times the weight (rounded), then plus the bias
-// (rounded). Outputs are row-major.
+// registers (NV_CACHE floats per thread); a longer one is read again for each pass (two
+// for RMS, three for layer normalisation). Rows are located by the `rows` view (the leading
+// axes) with their elements `s` apart; when a row has step 1 and every pointer it touches
+// is 16-byte aligned, it moves in 16-byte packs. Statistics accumulate in float; the result
+// is rounded as the CPU kernels round it: the normalised value to the element type, then
+// times the weight (rounded), then plus the bias (rounded). Outputs are row-major.
 
 #define NV_THREADS 256
 #define NV_CACHE 32
@@ -49,13 +49,14 @@ template <typename T> struct NvNormRow {
 };
 
 // Element i of the row to normalise, as float: x[i], or the sum x[i] + r[i] rounded to T
-// (and written to h[i]).
+// (written to h[i] when `write`). Sums are never read back from h: x and r are read
+// through the read-only cache, which does not see this kernel's writes.
 template <typename T>
-__device__ __forceinline__ float nv_norm_in(const NvNormRow<T>& R, i64 i) {
+__device__ __forceinline__ float nv_norm_in(const NvNormRow<T>& R, i64 i, bool write) {
   const float v = nv_up(R.x[i * R.xs]);
   if (R.r == nullptr) return v;
   const T s = nv_down<T>(v + nv_up(R.r[i * R.rs]));
-  R.h[i] = s;
+  if (write) R.h[i] = s;
   return nv_up(s);
 }
 
@@ -88,21 +89,17 @@ __device__ __forceinline__ void nv_norm_row(NvNormRow<T> R, i64 n, float eps, bo
   const bool hw = R.w != nullptr, hb = R.b != nullptr;
   const float fn = (float)n;
   if (n > (i64)NV_CACHE * lanes) {
-    // Too long for registers: one pass per statistic, then one for the output. The sums of
-    // add_rms_norm are written by the first pass and read back from h by the later ones
-    // (each lane reads back what it wrote).
-    float sum = 0.0f;
-    for (i64 i = lane; i < n; i += lanes) sum += nv_norm_in(R, i);
-    sum = nv_row_sum(sum, lanes);
-    if (R.r != nullptr) {
-      R.x = R.h;
-      R.xs = 1;
-      R.r = nullptr;
+    // Too long for registers: a pass for the mean (layer norm), one for the sum of squares
+    // (which writes add_rms_norm's sums), one for the output.
+    float mean = 0.0f;
+    if (centre) {
+      float sum = 0.0f;
+      for (i64 i = lane; i < n; i += lanes) sum += nv_norm_in(R, i, false);
+      mean = nv_row_sum(sum, lanes) / fn;
     }
-    const float mean = centre ? sum / fn : 0.0f;
     float sq = 0.0f;
     for (i64 i = lane; i < n; i += lanes) {
-      const float d = nv_up(R.x[i * R.xs]) - mean;
+      const float d = nv_norm_in(R, i, true) - mean;
       sq += d * d;
     }
     sq = nv_row_sum(sq, lanes);
@@ -110,7 +107,7 @@ __device__ __forceinline__ void nv_norm_row(NvNormRow<T> R, i64 n, float eps, bo
     for (i64 i = lane; i < n; i += lanes) {
       const float wv = hw ? nv_up(R.w[i * R.ws]) : 1.0f;
       const float bv = hb ? nv_up(R.b[i * R.bs]) : 0.0f;
-      R.y[i] = nv_norm_out<T>(nv_up(R.x[i * R.xs]), mean, inv, hw, wv, hb, bv);
+      R.y[i] = nv_norm_out<T>(nv_norm_in(R, i, false), mean, inv, hw, wv, hb, bv);
     }
     return;
   }
@@ -147,7 +144,7 @@ __device__ __forceinline__ void nv_norm_row(NvNormRow<T> R, i64 n, float eps, bo
 #pragma unroll
     for (int k = 0; k < NV_CACHE; ++k) {
       const i64 i = lane + (i64)k * lanes;
-      c[k] = i < n ? nv_norm_in(R, i) : 0.0f;
+      c[k] = i < n ? nv_norm_in(R, i, true) : 0.0f;
     }
   }
   float sum = 0.0f;
