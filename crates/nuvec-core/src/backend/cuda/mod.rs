@@ -11,6 +11,7 @@
 //! stream while kernels are added family by family.
 
 mod alloc;
+mod attention;
 mod context;
 mod conv;
 mod creation;
@@ -210,7 +211,7 @@ pub(crate) fn eval(
 }
 
 /// A fused operation: softmax and log-sum-exp over the last axis with the reduction
-/// kernels; the others (no CUDA kernel of their own yet) run their fallback graphs on this
+/// kernels, attention with few query rows with `attention.rs`; the others (no CUDA kernel of their own yet) run their fallback graphs on this
 /// stream, so their work stays on the device.
 fn fast(
     place: &Place,
@@ -221,16 +222,31 @@ fn fast(
 ) -> Result<Option<Vec<ArrayData>>> {
     use crate::fast::FastOp;
     let last = inputs[0].layout.shape.len().saturating_sub(1);
-    match op {
-        FastOp::Softmax => reduce::softmax(place, &inputs[0]),
-        FastOp::LogSumExp => reduce::reduce(
-            place,
-            crate::ops::reduce::ReduceOp::LogSumExp,
-            &[last],
-            &inputs[0],
-            outputs,
-        ),
-        _ => crate::backend::cpu::fast::fallback_on(stream, op, inputs, outputs).map(Some),
+    let done = match op {
+        FastOp::Softmax => return reduce::softmax(place, &inputs[0]),
+        FastOp::LogSumExp => {
+            return reduce::reduce(
+                place,
+                crate::ops::reduce::ReduceOp::LogSumExp,
+                &[last],
+                &inputs[0],
+                outputs,
+            );
+        }
+        FastOp::Attention {
+            scale,
+            causal,
+            mask: false,
+            sinks: false,
+        } => attention::attention(place, f32::from_bits(*scale), *causal, inputs, outputs)?,
+        FastOp::PagedAttention { scale } => {
+            attention::paged(place, f32::from_bits(*scale), inputs, outputs)?
+        }
+        _ => None,
+    };
+    match done {
+        Some(results) => Ok(Some(results)),
+        None => crate::backend::cpu::fast::fallback_on(stream, op, inputs, outputs).map(Some),
     }
 }
 
@@ -296,6 +312,7 @@ fn all_sources() -> Vec<(String, String)> {
     sources.extend(index::all_sources());
     sources.extend(creation::all_sources());
     sources.extend(reduce::all_sources());
+    sources.extend(attention::all_sources());
     sources
 }
 
