@@ -141,7 +141,11 @@ struct Job {
 
 /// The head size and dtype checks both entry points share.
 fn takes(dtype: DType, d: usize, dv: usize, lq: usize) -> bool {
-    TYPES.contains(&dtype) && d == dv && d % 32 == 0 && (32..=256).contains(&d) && lq <= MAX_ROWS
+    TYPES.contains(&dtype)
+        && d == dv
+        && d.is_multiple_of(32)
+        && (32..=256).contains(&d)
+        && lq <= MAX_ROWS
 }
 
 /// `FastOp::Attention` without mask array or sinks: `(q, k, v)`, `[B, H, L, D]` each.
