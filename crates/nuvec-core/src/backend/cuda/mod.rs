@@ -11,6 +11,7 @@
 //! stream while kernels are added family by family.
 
 mod alloc;
+mod attention;
 mod context;
 mod conv;
 mod creation;
@@ -215,6 +216,8 @@ pub(crate) fn eval(
 /// kernels, the norms (`norms.rs`) and the rotary embedding (`rope.rs`) with their own; the
 /// others, and the cases those kernels leave (listed in their modules), run their fallback
 /// graphs on this stream, so their work stays on the device.
+/// kernels, attention with few query rows with `attention.rs`; the others (no CUDA kernel of their own yet) run their fallback graphs on this
+/// stream, so their work stays on the device.
 fn fast(
     place: &Place,
     stream: Stream,
@@ -272,6 +275,31 @@ fn fast(
             or_fallback(done, stream, op, inputs, outputs)
         }
         _ => crate::backend::cpu::fast::fallback_on(stream, op, inputs, outputs).map(Some),
+    let done = match op {
+        FastOp::Softmax => return reduce::softmax(place, &inputs[0]),
+        FastOp::LogSumExp => {
+            return reduce::reduce(
+                place,
+                crate::ops::reduce::ReduceOp::LogSumExp,
+                &[last],
+                &inputs[0],
+                outputs,
+            );
+        }
+        FastOp::Attention {
+            scale,
+            causal,
+            mask: false,
+            sinks: false,
+        } => attention::attention(place, f32::from_bits(*scale), *causal, inputs, outputs)?,
+        FastOp::PagedAttention { scale } => {
+            attention::paged(place, f32::from_bits(*scale), inputs, outputs)?
+        }
+        _ => None,
+    };
+    match done {
+        Some(results) => Ok(Some(results)),
+        None => crate::backend::cpu::fast::fallback_on(stream, op, inputs, outputs).map(Some),
     }
 }
 
@@ -353,6 +381,7 @@ fn all_sources() -> Vec<(String, String)> {
     sources.extend(reduce::all_sources());
     sources.extend(norms::all_sources());
     sources.extend(rope::all_sources());
+    sources.extend(attention::all_sources());
     sources
 }
 

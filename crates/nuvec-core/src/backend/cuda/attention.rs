@@ -1,0 +1,386 @@
+//! Attention with few query rows (decoding) on the GPU: `FastOp::Attention` over
+//! contiguous (or strided) keys and `FastOp::PagedAttention` over vLLM's paged cache share
+//! one kernel (`kernels/attention.cu`), so a paged sequence of fewer than [`SINGLE`] keys
+//! gets the very bits the same keys give laid out contiguously.
+//!
+//! The kernel takes f32, f16 and bf16 (f32 accumulation, online softmax), head sizes that
+//! are multiples of 32 up to 256 with equal key and value sizes, 1 to [`MAX_ROWS`] query rows
+//! per head, any grouping of query heads over key heads, and no mask or the causal one
+//! aligned with the last keys. `None` (the fallback graph on the device stream) for:
+//! - an array mask or sinks;
+//! - another dtype, a head size not a multiple of 32 or above 256, `Dv != D`;
+//! - more than [`MAX_ROWS`] query rows, a causal mask with more queries than keys;
+//! - empty inputs (the fallback's zeros), features not contiguous (last stride not 1);
+//! - more than 65,535 sequences or row chunks of key heads (the grid's limits).
+//!
+//! Sequences of at least [`SINGLE`] keys may be split over several blocks (when the batch
+//! and heads alone do not fill the device) and merged by a second kernel; the paged kernel
+//! decides per sequence on the device, from its length.
+
+use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+
+use super::Place;
+use super::elementwise::type_names;
+use crate::array::ArrayData;
+use crate::primitive::OutputSpec;
+use crate::{DType, Error, Result};
+
+const COMMON: &str = include_str!("kernels/common.cuh");
+const ATTENTION: &str = include_str!("kernels/attention.cu");
+
+/// Sequences with fewer keys run in one pass (`NV_ATTN_SINGLE` in the kernel).
+pub(crate) const SINGLE: usize = 1024;
+/// The most query rows per head the kernel takes.
+pub(crate) const MAX_ROWS: usize = 16;
+/// Threads per block (`NV_ATTN_THREADS`).
+const THREADS: u32 = 128;
+/// The fewest keys a split of a long sequence gets.
+const MIN_SPLIT_KEYS: usize = 128;
+/// The most splits of one sequence.
+const MAX_SPLITS: usize = 256;
+/// The types with a kernel.
+const TYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+
+/// The kernel's arguments (`NvAttn` in `attention.cu`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct AttnArgs {
+    q_strides: [i64; 3],
+    q_offset: i64,
+    k_strides: [i64; 3],
+    k_offset: i64,
+    v_strides: [i64; 3],
+    v_offset: i64,
+    t_strides: [i64; 2],
+    t_offset: i64,
+    len_stride: i64,
+    len_offset: i64,
+    keys: i64,
+    blocks: i64,
+    hkv: i32,
+    group: i32,
+    lq: i32,
+    block_size: i32,
+    causal: i32,
+    nsplit: i32,
+    nchunks: i32,
+    scale: f32,
+}
+
+// SAFETY: `AttnArgs` is `repr(C)` plain data with the field order, types and alignment of
+// `NvAttn`, so its bytes are what the kernel reads as its parameter.
+unsafe impl DeviceRepr for AttnArgs {}
+
+/// Query rows per block for head size `d` (`NvAttnShape::R`).
+fn rows_per_block(d: usize) -> usize {
+    if d <= 128 { 16 } else { 8 }
+}
+
+/// The module of one type and head size: its four attention kernels and the merges.
+fn source(dtype: DType, d: usize) -> String {
+    let (ct, tn) = type_names(dtype).expect("float types have kernels");
+    format!(
+        "{COMMON}\n{ATTENTION}\nNV_ATTENTION({ct}, {tn}, {d})\nNV_ATTENTION_COMBINE({ct}, {tn})\n"
+    )
+}
+
+fn module_key(dtype: DType, d: usize) -> String {
+    let tn = type_names(dtype).expect("float types have kernels").1;
+    format!("attention_{tn}_d{d}")
+}
+
+/// Whether 16-byte loads of rows of `data` (features contiguous) are aligned: the first
+/// element and every step.
+fn aligned(ptr: u64, data: &ArrayData, size: usize) -> bool {
+    let l = &data.layout;
+    (ptr + (l.offset * size) as u64).is_multiple_of(16)
+        && l.strides[..3]
+            .iter()
+            .all(|&s| (s * size as isize).rem_euclid(16) == 0)
+}
+
+/// Strides of the three leading axes, and the last one's, as the kernel reads them.
+fn leading(data: &ArrayData) -> ([i64; 3], i64) {
+    let s = &data.layout.strides;
+    (
+        [s[0] as i64, s[1] as i64, s[2] as i64],
+        data.layout.offset as i64,
+    )
+}
+
+/// Whether the features (last axis) of `data` are contiguous.
+fn rows_contiguous(data: &ArrayData) -> bool {
+    let l = &data.layout;
+    l.shape[3] <= 1 || l.strides[3] == 1
+}
+
+/// Splits per sequence: one below [`SINGLE`] keys, else enough blocks to fill the device,
+/// each split keeping at least [`MIN_SPLIT_KEYS`] keys.
+fn splits(keys: usize, blocks: usize, sms: usize) -> usize {
+    if keys < SINGLE {
+        return 1;
+    }
+    (4 * sms)
+        .div_ceil(blocks.max(1))
+        .clamp(1, keys.div_ceil(MIN_SPLIT_KEYS))
+        .min(MAX_SPLITS)
+}
+
+/// What both entry points hand to [`launch`].
+struct Job {
+    dtype: DType,
+    d: usize,
+    batch: usize,
+    hq: usize,
+    paged: bool,
+    /// q, k, v, table, lengths (0 where absent).
+    ptrs: [u64; 5],
+    vec: bool,
+    args: AttnArgs,
+}
+
+/// The head size and dtype checks both entry points share.
+fn takes(dtype: DType, d: usize, dv: usize, lq: usize) -> bool {
+    TYPES.contains(&dtype)
+        && d == dv
+        && d.is_multiple_of(32)
+        && (32..=256).contains(&d)
+        && lq <= MAX_ROWS
+}
+
+/// `FastOp::Attention` without mask array or sinks: `(q, k, v)`, `[B, H, L, D]` each.
+pub(crate) fn attention(
+    place: &Place,
+    scale: f32,
+    causal: bool,
+    inputs: &[ArrayData],
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    let (q, k, v) = (&inputs[0], &inputs[1], &inputs[2]);
+    let dtype = outputs[0].1;
+    let (qs, ks, vs) = (&q.layout.shape, &k.layout.shape, &v.layout.shape);
+    let (batch, hq, lq, d) = (qs[0], qs[1], qs[2], qs[3]);
+    let (hkv, lk) = (ks[1], ks[2]);
+    if inputs.len() != 3
+        || !takes(dtype, d, vs[3], lq)
+        || [batch, hq, lq, lk, hkv].contains(&0)
+        || (causal && lq > lk)
+        || ![q, k, v]
+            .iter()
+            .all(|a| a.dtype() == dtype && rows_contiguous(a))
+    {
+        return Ok(None);
+    }
+    let size = dtype.size();
+    let ptrs = [place.input(q)?, place.input(k)?, place.input(v)?, 0, 0];
+    let vec = aligned(ptrs[1], k, size) && aligned(ptrs[2], v, size);
+    let (q_strides, q_offset) = leading(q);
+    let (k_strides, k_offset) = leading(k);
+    let (v_strides, v_offset) = leading(v);
+    let args = AttnArgs {
+        q_strides,
+        q_offset,
+        k_strides,
+        k_offset,
+        v_strides,
+        v_offset,
+        keys: lk as i64,
+        causal: i32::from(causal),
+        scale: scale * std::f32::consts::LOG2_E,
+        ..AttnArgs::default()
+    };
+    let job = Job {
+        dtype,
+        d,
+        batch,
+        hq,
+        paged: false,
+        ptrs,
+        vec,
+        args,
+    };
+    launch(place, job, hkv, lq, lk, outputs)
+}
+
+/// `FastOp::PagedAttention`: `(q, k_cache, v_cache, table, lengths)`, the caches
+/// `[blocks, Hkv, block_size, D]`, the table `[B, max_blocks]` and lengths `[B]` int32.
+pub(crate) fn paged(
+    place: &Place,
+    scale: f32,
+    inputs: &[ArrayData],
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    let (q, kc, vc, table, lengths) = (&inputs[0], &inputs[1], &inputs[2], &inputs[3], &inputs[4]);
+    let dtype = outputs[0].1;
+    let (qs, cs) = (&q.layout.shape, &kc.layout.shape);
+    let (batch, hq, lq, d) = (qs[0], qs[1], qs[2], qs[3]);
+    let (blocks, hkv, block_size) = (cs[0], cs[1], cs[2]);
+    let capacity = table.layout.shape[1] * block_size;
+    if !takes(dtype, d, vc.layout.shape[3], lq)
+        || [batch, hq, lq, hkv, blocks, capacity].contains(&0)
+        || block_size > i32::MAX as usize
+        || ![q, kc, vc]
+            .iter()
+            .all(|a| a.dtype() == dtype && rows_contiguous(a))
+        || table.dtype() != DType::I32
+        || lengths.dtype() != DType::I32
+    {
+        return Ok(None);
+    }
+    let size = dtype.size();
+    let ptrs = [
+        place.input(q)?,
+        place.input(kc)?,
+        place.input(vc)?,
+        place.input(table)?,
+        place.input(lengths)?,
+    ];
+    let vec = aligned(ptrs[1], kc, size) && aligned(ptrs[2], vc, size);
+    let (q_strides, q_offset) = leading(q);
+    let (k_strides, k_offset) = leading(kc);
+    let (v_strides, v_offset) = leading(vc);
+    let ts = &table.layout.strides;
+    let args = AttnArgs {
+        q_strides,
+        q_offset,
+        k_strides,
+        k_offset,
+        v_strides,
+        v_offset,
+        t_strides: [ts[0] as i64, ts[1] as i64],
+        t_offset: table.layout.offset as i64,
+        len_stride: lengths.layout.strides[0] as i64,
+        len_offset: lengths.layout.offset as i64,
+        keys: capacity as i64,
+        blocks: blocks as i64,
+        block_size: block_size as i32,
+        // Query i of a sequence of n positions sees positions 0..=n − Lq + i.
+        causal: 1,
+        scale: scale * std::f32::consts::LOG2_E,
+        ..AttnArgs::default()
+    };
+    let job = Job {
+        dtype,
+        d,
+        batch,
+        hq,
+        paged: true,
+        ptrs,
+        vec,
+        args,
+    };
+    launch(place, job, hkv, lq, capacity, outputs)
+}
+
+/// Runs the attention kernel (and the merge of the splits when there are several) into a
+/// new `[B, Hq, Lq, D]` output; `keys` is the most keys a sequence may have.
+fn launch(
+    place: &Place,
+    mut job: Job,
+    hkv: usize,
+    lq: usize,
+    keys: usize,
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    let (dtype, d) = (job.dtype, job.d);
+    let group = job.hq / hkv;
+    let nchunks = (group * lq).div_ceil(rows_per_block(d));
+    let (rows, cols) = (hkv * nchunks, job.batch);
+    if rows > 65_535 || cols > 65_535 || group > i32::MAX as usize {
+        return Ok(None);
+    }
+    let nsplit = splits(keys, rows * cols, place.gpu.sms as usize);
+    job.args.hkv = hkv as i32;
+    job.args.group = group as i32;
+    job.args.lq = lq as i32;
+    job.args.nsplit = nsplit as i32;
+    job.args.nchunks = nchunks as i32;
+    let (out, out_ptr) = place.output(dtype, &outputs[0].0)?;
+    let out_rows = job.batch * job.hq * lq;
+    // Per row and split: the accumulator, then (max, sum).
+    let parts = if nsplit > 1 {
+        let alloc = |bytes: usize| place.gpu.alloc.alloc(bytes, place.stream_id);
+        Some((
+            alloc(out_rows * nsplit * d * 4)?,
+            alloc(out_rows * nsplit * 8)?,
+        ))
+    } else {
+        None
+    };
+    let (po, pml) = parts.as_ref().map_or((0, 0), |(o, m)| (o.ptr(), m.ptr()));
+    let key = module_key(dtype, d);
+    let tn = type_names(dtype).expect("float types have kernels").1;
+    let form = match (job.paged, job.vec) {
+        (false, true) => "cv",
+        (false, false) => "cs",
+        (true, true) => "pv",
+        (true, false) => "ps",
+    };
+    let name = format!("attention_{tn}_d{d}_{form}");
+    let f = place.gpu.jit.function(&key, &name, || source(dtype, d))?;
+    let [q, k, v, table, lengths] = job.ptrs;
+    let config = LaunchConfig {
+        grid_dim: (nsplit as u32, rows as u32, cols as u32),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let mut launch = place.stream.launch_builder(&f);
+    launch
+        .arg(&q)
+        .arg(&k)
+        .arg(&v)
+        .arg(&table)
+        .arg(&lengths)
+        .arg(&out_ptr)
+        .arg(&po)
+        .arg(&pml)
+        .arg(&job.args);
+    // SAFETY: q, k and v are read at offsets their layouts give for indices inside their
+    // shapes (keys below the sequence's length, which is clamped to the table's capacity;
+    // paged rows through table entries clamped to the cache's blocks); the table and lengths
+    // are read inside their shapes; the output holds B·Hq·Lq·D elements, the parts
+    // B·Hq·Lq·nsplit rows when there are several splits (and are not touched otherwise); the
+    // arguments match the kernel's signature.
+    unsafe { launch.launch(config) }
+        .map_err(|e| Error::Device(format!("cuda: launching {name}: {e}")))?;
+    if nsplit > 1 {
+        let side = if job.paged { "p" } else { "c" };
+        let name = format!("attention_combine_{tn}_{side}");
+        let f = place.gpu.jit.function(&key, &name, || source(dtype, d))?;
+        let config = LaunchConfig {
+            grid_dim: (out_rows as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let d64 = d as i64;
+        let mut launch = place.stream.launch_builder(&f);
+        launch
+            .arg(&out_ptr)
+            .arg(&po)
+            .arg(&pml)
+            .arg(&lengths)
+            .arg(&d64)
+            .arg(&job.args);
+        // SAFETY: one block per output row (B·Hq·Lq < 2^32, checked when the node was
+        // recorded); each reads its row's nsplit parts, written by the launch before on this
+        // stream, and writes its D outputs; lengths as above.
+        unsafe { launch.launch(config) }
+            .map_err(|e| Error::Device(format!("cuda: launching {name}: {e}")))?;
+    }
+    // The parts go back to the cache; only this stream may take them before the queued
+    // kernels that use them have run, which stream order makes safe.
+    drop(parts);
+    Ok(Some(vec![out]))
+}
+
+/// Every kernel source of this family, complete, for compiling ahead of time (CI).
+#[cfg(test)]
+pub(crate) fn all_sources() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for dtype in TYPES {
+        for d in (32..=256).step_by(32) {
+            out.push((module_key(dtype, d), source(dtype, d)));
+        }
+    }
+    out
+}
