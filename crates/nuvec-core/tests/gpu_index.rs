@@ -159,7 +159,7 @@ fn distinct(rng: &mut Rng, k: usize, dim: usize, dtype: DType) -> Vec<i64> {
 
 /// A 2-D index array with transposed strides (the same values as `idx`).
 fn transposed(idx: &Array) -> Array {
-    transpose(&contiguous(&idx.t().unwrap()).unwrap(), &[1, 0]).unwrap()
+    contiguous(idx).unwrap().t().unwrap()
 }
 
 /// The relative tolerance of a scatter in `mode`: exact where the order of repeated updates

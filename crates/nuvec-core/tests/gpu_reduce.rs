@@ -264,9 +264,10 @@ fn long_and_short_reductions_match_the_cpu() {
                 if name == "prod" {
                     continue;
                 }
-                // Long float sums differ in the order of their additions.
+                // Long float sums differ in the order of their additions: about n·ε apart
+                // for n = 100,000 terms.
                 let t = if dtype == DType::F32 {
-                    1e-4
+                    5e-3
                 } else {
                     tol(dtype)
                 };
@@ -401,8 +402,14 @@ fn scans_match_the_cpu() {
             for &(name, f) in SCANS {
                 for reverse in [false, true] {
                     for inclusive in [true, false] {
-                        // Long products of half types round at every step on both sides.
-                        let t = tol(dtype) * 4.0;
+                        // Long products of half types round at every step on both sides;
+                        // logcumsumexp of integers is computed in float32.
+                        let out = if name == "logcumsumexp" && !dtype.is_float() {
+                            DType::F32
+                        } else {
+                            dtype
+                        };
+                        let t = tol(out) * 4.0;
                         both(
                             &format!(
                                 "{name} {dtype} {what} axis {axis} rev {reverse} inc {inclusive}"
@@ -431,7 +438,8 @@ fn long_scans_match_the_cpu() {
                 for &(name, f) in [&SCANS[0], &SCANS[2], &SCANS[3]] {
                     both(
                         &format!("{name} {dtype} long {axis} rev {reverse}"),
-                        1e-4,
+                        // Sums of up to 100,000 terms in another order: about n·ε apart.
+                        5e-3,
                         || {
                             Ok(vec![
                                 f(&x, axis, reverse, true)?,

@@ -212,12 +212,11 @@ pub(crate) fn eval(
     }
 }
 
-/// A fused operation: softmax and log-sum-exp over the last axis with the reduction
-/// kernels, the norms (`norms.rs`) and the rotary embedding (`rope.rs`) with their own; the
-/// others, and the cases those kernels leave (listed in their modules), run their fallback
-/// graphs on this stream, so their work stays on the device.
-/// kernels, attention with few query rows with `attention.rs`; the others (no CUDA kernel of their own yet) run their fallback graphs on this
-/// stream, so their work stays on the device.
+/// A fused operation on the GPU: the norms, the rotary embedding and attention with their
+/// kernels; softmax and log-sum-exp over the last axis with the reduction kernels; the
+/// depthwise convolution on the host (its result must equal the CPU convolution's bit for
+/// bit, which the device's reduction order does not give); every other case runs its
+/// fallback graph on this stream, so its work stays on the device.
 fn fast(
     place: &Place,
     stream: Stream,
@@ -227,35 +226,31 @@ fn fast(
 ) -> Result<Option<Vec<ArrayData>>> {
     use crate::fast::FastOp;
     let last = inputs[0].layout.shape.len().saturating_sub(1);
-    match op {
-        FastOp::Softmax => reduce::softmax(place, &inputs[0]),
+    let done = match op {
+        FastOp::Softmax => reduce::softmax(place, &inputs[0])?,
         FastOp::LogSumExp => reduce::reduce(
             place,
             crate::ops::reduce::ReduceOp::LogSumExp,
             &[last],
             &inputs[0],
             outputs,
-        ),
-        FastOp::RmsNorm { eps } => {
-            let done = norms::norm(
-                place,
-                &inputs[0],
-                None,
-                &inputs[1],
-                None,
-                f32::from_bits(*eps),
-            )?;
-            or_fallback(done, stream, op, inputs, outputs)
-        }
+        )?,
+        FastOp::DepthwiseConv1d { .. } => return Ok(None),
+        FastOp::RmsNorm { eps } => norms::norm(
+            place,
+            &inputs[0],
+            None,
+            &inputs[1],
+            None,
+            f32::from_bits(*eps),
+        )?,
         FastOp::AddRmsNorm { eps } => {
             let (x, r, w) = (&inputs[0], &inputs[1], &inputs[2]);
-            let done = norms::norm(place, x, Some(r), w, None, f32::from_bits(*eps))?;
-            or_fallback(done, stream, op, inputs, outputs)
+            norms::norm(place, x, Some(r), w, None, f32::from_bits(*eps))?
         }
         FastOp::LayerNorm { eps } => {
             let (x, w, b) = (&inputs[0], &inputs[1], &inputs[2]);
-            let done = norms::norm(place, x, None, w, Some(b), f32::from_bits(*eps))?;
-            or_fallback(done, stream, op, inputs, outputs)
+            norms::norm(place, x, None, w, Some(b), f32::from_bits(*eps))?
         }
         FastOp::Rope {
             dims,
@@ -271,20 +266,7 @@ fn fast(
                 scale: f32::from_bits(*scale),
                 forward: *forward,
             };
-            let done = rope::rope(place, inputs, params)?;
-            or_fallback(done, stream, op, inputs, outputs)
-        }
-        _ => crate::backend::cpu::fast::fallback_on(stream, op, inputs, outputs).map(Some),
-    let done = match op {
-        FastOp::Softmax => return reduce::softmax(place, &inputs[0]),
-        FastOp::LogSumExp => {
-            return reduce::reduce(
-                place,
-                crate::ops::reduce::ReduceOp::LogSumExp,
-                &[last],
-                &inputs[0],
-                outputs,
-            );
+            rope::rope(place, inputs, params)?
         }
         FastOp::Attention {
             scale,
@@ -297,20 +279,6 @@ fn fast(
         }
         _ => None,
     };
-    match done {
-        Some(results) => Ok(Some(results)),
-        None => crate::backend::cpu::fast::fallback_on(stream, op, inputs, outputs).map(Some),
-    }
-}
-
-/// A kernel's results, or (`None`: a case it leaves) the fallback graph's on `stream`.
-fn or_fallback(
-    done: Option<Vec<ArrayData>>,
-    stream: Stream,
-    op: &crate::fast::FastOp,
-    inputs: &mut [ArrayData],
-    outputs: &[OutputSpec],
-) -> Result<Option<Vec<ArrayData>>> {
     match done {
         Some(results) => Ok(Some(results)),
         None => crate::backend::cpu::fast::fallback_on(stream, op, inputs, outputs).map(Some),
