@@ -2,8 +2,9 @@
 
 use num_traits::{Float, Zero};
 
-use super::elementwise::{zip, zip_same, zip3};
+use super::elementwise::{zip, zip_f32_streamed, zip_same, zip3};
 use super::math::{FloatElem, IntElem};
+use super::stream::Arith;
 use crate::array::ArrayData;
 use crate::dtype::{Complex64, Element};
 use crate::ops::binary::BinaryOp;
@@ -14,7 +15,19 @@ pub(crate) fn eval(op: BinaryOp, inputs: &mut [ArrayData], out: DType) -> Result
     match inputs[0].dtype() {
         DType::F16 => float::<crate::dtype::f16>(op, inputs),
         DType::BF16 => float::<crate::dtype::bf16>(op, inputs),
-        DType::F32 => float::<f32>(op, inputs),
+        DType::F32 => {
+            let fast = match op {
+                BinaryOp::Add => Some(Arith::Add),
+                BinaryOp::Subtract => Some(Arith::Sub),
+                BinaryOp::Multiply => Some(Arith::Mul),
+                BinaryOp::Divide => Some(Arith::Div),
+                _ => None,
+            };
+            if let Some(out) = fast.and_then(|a| zip_f32_streamed(inputs, a)) {
+                return Ok(out);
+            }
+            float::<f32>(op, inputs)
+        }
         DType::F64 => float::<f64>(op, inputs),
         DType::U8 => integer::<u8>(op, inputs),
         DType::U16 => integer::<u16>(op, inputs),

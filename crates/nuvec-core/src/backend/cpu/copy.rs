@@ -71,6 +71,9 @@ fn gather<T: Element>(src: &[T], layout: &Layout) -> Vec<T> {
         // Every axis has size 1.
         return vec![src[layout.offset]];
     }
+    if let Some(out) = transposed(src, &shape, &strides[0], layout.offset) {
+        return out;
+    }
     let view = Strided {
         src,
         shape: &shape,
@@ -78,6 +81,88 @@ fn gather<T: Element>(src: &[T], layout: &Layout) -> Vec<T> {
         offset: layout.offset as isize,
     };
     build(n, &|start, chunk| view.copy_range(start, chunk))
+}
+
+/// A collapsed layout (at least one element) whose last two axes are a transpose of 4-byte
+/// elements (the next-to-last axis contiguous in the source), copied by the AVX-512 kernel of
+/// [`super::transpose`]; `None` when that kernel does not apply.
+fn transposed<T: Element>(
+    src: &[T],
+    shape: &[usize],
+    strides: &[isize],
+    offset: usize,
+) -> Option<Vec<T>> {
+    let k = shape.len();
+    if size_of::<T>() != 4 || k < 2 || strides[k - 2] != 1 || shape[k - 2] < 16 {
+        return None;
+    }
+    if !super::transpose::available() {
+        return None;
+    }
+    // The kernel reads without bounds checks: every position the layout reaches must be in
+    // `src` (a valid view's always are; checked once here, not per element).
+    let (mut lo, mut hi) = (offset as isize, offset as isize);
+    for (&n, &s) in shape.iter().zip(strides) {
+        let reach = (n as isize - 1) * s;
+        if reach < 0 {
+            lo += reach;
+        } else {
+            hi += reach;
+        }
+    }
+    if lo < 0 || hi >= src.len() as isize {
+        return None;
+    }
+    let (rows, cols, step) = (shape[k - 2], shape[k - 1], strides[k - 1]);
+    let (batch, batch_strides) = (&shape[..k - 2], &strides[..k - 2]);
+    let n: usize = shape.iter().product();
+    let stream = n * 4 >= super::stream::STREAM_BYTES;
+    // The source position of output (0, 0) of matrix `b`.
+    let origin = |mut b: usize| {
+        let mut pos = offset as isize;
+        for d in (0..batch.len()).rev() {
+            pos += (b % batch[d]) as isize * batch_strides[d];
+            b /= batch[d];
+        }
+        pos
+    };
+    Some(build(n, &|start, chunk| {
+        let base = src.as_ptr().cast::<f32>();
+        let mut done = 0;
+        while done < chunk.len() {
+            let at = start + done;
+            let (row, c) = (at / cols, at % cols);
+            let (b, r) = (row / rows, row % rows);
+            let pos = origin(b);
+            let left = chunk.len() - done;
+            if c != 0 || left < cols {
+                // A piece of a row at either end of the chunk, element by element.
+                let m = (cols - c).min(left);
+                for (j, o) in chunk[done..done + m].iter_mut().enumerate() {
+                    o.write(src[(pos + r as isize + (c + j) as isize * step) as usize]);
+                }
+                done += m;
+                continue;
+            }
+            let end = rows.min(r + left / cols);
+            let band = super::transpose::Band {
+                src: base.wrapping_offset(pos),
+                step,
+                first: r,
+                end,
+                cols,
+                stream,
+            };
+            let out = chunk[done..].as_mut_ptr().cast::<f32>();
+            // SAFETY: the kernel is available (checked above); the band's source positions
+            // lie inside `src` (its extent was checked above) and `T`, being 4 bytes like
+            // every 4-byte element type here (f32, i32, u32), has `f32`'s size and alignment,
+            // and any bits are a valid value of it; the `(end - r) · cols` output elements
+            // are the next ones of this chunk, borrowed exclusively.
+            unsafe { super::transpose::copy_band(&band, out) };
+            done += (end - r) * cols;
+        }
+    }))
 }
 
 /// A collapsed strided view of a source buffer (at least one axis).

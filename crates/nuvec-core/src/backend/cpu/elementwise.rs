@@ -10,7 +10,7 @@ use crate::Result;
 use crate::array::{ArrayData, Layout, collapse, for_each_strided};
 use crate::dtype::Element;
 
-use super::stream::fill_fresh;
+use super::stream::{Arith, arith_f32, fill_fresh};
 
 /// Elements per task: below twice this, work stays on the calling thread.
 pub(crate) const GRAIN: usize = 1 << 15;
@@ -327,6 +327,36 @@ pub(crate) fn zip_same<T: Element>(
         return Ok(donated_output(b, &shape));
     }
     zip(a, b, op, f)
+}
+
+/// `a op b` for two row-major `f32` inputs of one shape, neither of which can be donated,
+/// by the streaming kernel of [`arith_f32`]; `None` where that kernel does not apply.
+pub(crate) fn zip_f32_streamed(inputs: &mut [ArrayData], op: Arith) -> Option<ArrayData> {
+    let (first, rest) = inputs.split_at_mut(1);
+    let (a, b) = (&mut first[0], &mut rest[0]);
+    if !a.layout.is_row_contiguous()
+        || !b.layout.is_row_contiguous()
+        || donated::<f32>(a).is_some()
+        || donated::<f32>(b).is_some()
+    {
+        return None;
+    }
+    let n = a.layout.size();
+    let x = a.buffer.host().typed::<f32>(op.name()).ok()?;
+    let y = b.buffer.host().typed::<f32>(op.name()).ok()?;
+    let (x, y) = (
+        &x[a.layout.offset..a.layout.offset + n],
+        &y[b.layout.offset..b.layout.offset + n],
+    );
+    if y.len() != n || b.layout.shape != a.layout.shape {
+        return None;
+    }
+    let mut out = crate::array::pool::alloc::<f32>(n);
+    if !arith_f32(op, &mut out, x, y) {
+        crate::array::pool::release(<f32 as Element>::into_host(out));
+        return None;
+    }
+    Some(output(out, &a.layout.shape))
 }
 
 /// `f(a[i], b[i], c[i])` for three inputs of one shape.

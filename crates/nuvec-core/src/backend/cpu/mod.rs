@@ -17,6 +17,7 @@ pub(crate) mod shape;
 mod simd;
 pub(crate) mod sort;
 mod stream;
+mod transpose;
 mod unary;
 
 use crate::Result;

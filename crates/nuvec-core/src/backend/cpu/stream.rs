@@ -79,3 +79,140 @@ fn fence() {
         std::arch::x86_64::_mm_sfence();
     }
 }
+
+/// The `f32` arithmetic that [`arith_f32`] streams.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Arith {
+    /// `x + y`.
+    Add,
+    /// `x - y`.
+    Sub,
+    /// `x · y`.
+    Mul,
+    /// `x / y`.
+    Div,
+}
+
+impl Arith {
+    /// The operation's name, for errors.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Arith::Add => "add",
+            Arith::Sub => "subtract",
+            Arith::Mul => "multiply",
+            Arith::Div => "divide",
+        }
+    }
+}
+
+/// `x op y` into `out` (all three of one length), whose old contents are never read, when
+/// the output is large and the CPU has AVX-512: the inputs are read once and the output is
+/// written with 64-byte streaming stores straight from registers, both cores taking a share.
+/// Returns false, having written nothing, otherwise.
+pub(crate) fn arith_f32(op: Arith, out: &mut [f32], x: &[f32], y: &[f32]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::mem::size_of_val(out) < STREAM_BYTES
+            || x.len() != out.len()
+            || y.len() != out.len()
+            || !super::simd::has_avx512()
+        {
+            return false;
+        }
+        fill(out, &|start, chunk| {
+            let n = chunk.len();
+            let (x, y) = (&x[start..start + n], &y[start..start + n]);
+            // SAFETY: the CPU has AVX-512F (checked above); the three slices have `n`
+            // elements each.
+            unsafe { arith_avx512(op, chunk, x, y) }
+        });
+        true
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (op, out, x, y);
+        false
+    }
+}
+
+/// [`arith_f32`] on one chunk: plain stores up to the first 64-byte boundary of `out`, then
+/// streaming stores of whole lines, then plain stores for the rest.
+///
+/// # Safety
+/// The CPU must have AVX-512F, and `x` and `y` at least `out.len()` elements.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn arith_avx512(op: Arith, out: &mut [f32], x: &[f32], y: &[f32]) {
+    use std::arch::x86_64::*;
+    let n = out.len();
+    let head = out.as_ptr().align_offset(64).min(n);
+    let lines = (n - head) / 16;
+    let scalar = |out: &mut [f32], from: usize| {
+        for ((o, &a), &b) in out[from..].iter_mut().zip(&x[from..]).zip(&y[from..]) {
+            *o = match op {
+                Arith::Add => a + b,
+                Arith::Sub => a - b,
+                Arith::Mul => a * b,
+                Arith::Div => a / b,
+            };
+        }
+    };
+    scalar(&mut out[..head], 0);
+    let (d, a, b) = (out.as_mut_ptr(), x.as_ptr(), y.as_ptr());
+    // One loop per operation, so the choice is made once per chunk. Four lines a step, with
+    // the inputs prefetched 2 KiB ahead: on this kind of machine that kept more reads in
+    // flight than the hardware prefetcher alone (about 75 GB/s against 65 on two cores).
+    const AHEAD: usize = 512;
+    macro_rules! lines {
+        ($f:ident) => {{
+            let mut l = 0;
+            while l + 4 <= lines {
+                let i = head + 16 * l;
+                for k in 0..4 {
+                    let at = i + AHEAD + 16 * k;
+                    _mm_prefetch::<_MM_HINT_T0>(a.wrapping_add(at).cast::<i8>());
+                    _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add(at).cast::<i8>());
+                }
+                // SAFETY: elements i..i + 64 lie inside all three slices (i + 64 <= n), and
+                // `d + i` is 64-byte aligned by the choice of `head`. (Prefetches touch no
+                // memory and may point past the end.)
+                unsafe {
+                    let v0 = $f(_mm512_loadu_ps(a.add(i)), _mm512_loadu_ps(b.add(i)));
+                    let v1 = $f(
+                        _mm512_loadu_ps(a.add(i + 16)),
+                        _mm512_loadu_ps(b.add(i + 16)),
+                    );
+                    let v2 = $f(
+                        _mm512_loadu_ps(a.add(i + 32)),
+                        _mm512_loadu_ps(b.add(i + 32)),
+                    );
+                    let v3 = $f(
+                        _mm512_loadu_ps(a.add(i + 48)),
+                        _mm512_loadu_ps(b.add(i + 48)),
+                    );
+                    _mm512_stream_ps(d.add(i), v0);
+                    _mm512_stream_ps(d.add(i + 16), v1);
+                    _mm512_stream_ps(d.add(i + 32), v2);
+                    _mm512_stream_ps(d.add(i + 48), v3);
+                }
+                l += 4;
+            }
+            for l in l..lines {
+                let i = head + 16 * l;
+                // SAFETY: as above, for elements i..i + 16.
+                unsafe {
+                    let v = $f(_mm512_loadu_ps(a.add(i)), _mm512_loadu_ps(b.add(i)));
+                    _mm512_stream_ps(d.add(i), v);
+                }
+            }
+        }};
+    }
+    match op {
+        Arith::Add => lines!(_mm512_add_ps),
+        Arith::Sub => lines!(_mm512_sub_ps),
+        Arith::Mul => lines!(_mm512_mul_ps),
+        Arith::Div => lines!(_mm512_div_ps),
+    }
+    scalar(out, head + 16 * lines);
+    fence();
+}
