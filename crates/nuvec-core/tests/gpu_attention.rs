@@ -6,30 +6,8 @@
 mod common;
 
 use common::Rng;
+use common::gpu::{gpu_available, on, values};
 use nuvec_core::*;
-
-fn on<R>(device: Device, f: impl FnOnce() -> R) -> R {
-    let previous = default_stream();
-    set_default_stream(Stream::default_for(device));
-    let r = f();
-    set_default_stream(previous);
-    r
-}
-
-fn gpu_available() -> bool {
-    let a = Array::scalar(1.0f32);
-    match on(Device::gpu(0), || (&a + &a).eval()) {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("skipped: no CUDA device ({e})");
-            false
-        }
-    }
-}
-
-fn values(a: &Array) -> Vec<f64> {
-    a.astype(DType::F64).unwrap().to_vec::<f64>().unwrap()
-}
 
 fn random(rng: &mut Rng, shape: &[usize], dtype: DType) -> Array {
     let n: usize = shape.iter().product();

@@ -11,35 +11,13 @@ mod common;
 use std::sync::{Mutex, MutexGuard};
 
 use common::Rng;
+use common::gpu::{gpu_available, on, random, values};
 use nuvec_core::*;
-
-fn on<R>(device: Device, f: impl FnOnce() -> R) -> R {
-    let previous = default_stream();
-    set_default_stream(Stream::default_for(device));
-    let r = f();
-    set_default_stream(previous);
-    r
-}
 
 /// One test at a time in this file (memory counters and device memory are shared).
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn gpu_available() -> bool {
-    let a = Array::scalar(1.0f32);
-    match on(Device::gpu(0), || (&a + &a).eval()) {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("skipped: no CUDA device ({e})");
-            false
-        }
-    }
-}
-
-fn values(a: &Array) -> Vec<f64> {
-    a.astype(DType::F64).unwrap().to_vec::<f64>().unwrap()
 }
 
 /// `f` on both devices: same shapes, dtypes and values (NaN where NaN), within `tol`
@@ -59,12 +37,6 @@ fn both(name: &str, tol: f64, f: impl Fn() -> Result<Vec<Array>>) {
             assert!(ok, "{name} #{i}[{k}]: gpu {a} vs cpu {b}");
         }
     }
-}
-
-fn random(rng: &mut Rng, shape: &[usize], lo: f64, hi: f64, dtype: DType) -> Array {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n).map(|_| rng.range(lo, hi)).collect();
-    Array::from_slice(&v, shape).unwrap().astype(dtype).unwrap()
 }
 
 fn tol(dtype: DType) -> f64 {

@@ -8,30 +8,8 @@
 mod common;
 
 use common::Rng;
+use common::gpu::{gpu_available, on, random, values};
 use nuvec_core::*;
-
-fn on<R>(device: Device, f: impl FnOnce() -> R) -> R {
-    let previous = default_stream();
-    set_default_stream(Stream::default_for(device));
-    let r = f();
-    set_default_stream(previous);
-    r
-}
-
-fn gpu_available() -> bool {
-    let a = Array::scalar(1.0f32);
-    match on(Device::gpu(0), || (&a + &a).eval()) {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("skipped: no CUDA device ({e})");
-            false
-        }
-    }
-}
-
-fn values(a: &Array) -> Vec<f64> {
-    a.astype(DType::F64).unwrap().to_vec::<f64>().unwrap()
-}
 
 /// Whether `gpu` equals `cpu` (NaN where NaN) within `tol` relative.
 fn close(gpu: f64, cpu: f64, tol: f64) -> bool {
@@ -51,12 +29,6 @@ fn both(name: &str, tol: f64, f: impl Fn() -> Result<Vec<Array>>) {
             assert!(close(*a, *b, tol), "{name} #{i}[{k}]: gpu {a} vs cpu {b}");
         }
     }
-}
-
-fn random(rng: &mut Rng, shape: &[usize], lo: f64, hi: f64, dtype: DType) -> Array {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n).map(|_| rng.range(lo, hi)).collect();
-    Array::from_slice(&v, shape).unwrap().astype(dtype).unwrap()
 }
 
 /// The same values as contiguous, transposed, negatively strided, broadcast and empty inputs

@@ -37,3 +37,4 @@ impl Rng {
 }
 
 pub mod autodiff;
+pub mod gpu;
