@@ -203,8 +203,11 @@ fn long_and_short_reductions_match_the_cpu() {
         // Many short rows (a warp each) and long columns.
         let tall = input(&mut rng, &[100_000, 3], dtype, -1.0, 1.0);
         let square = input(&mut rng, &[700, 900], dtype, -1.0, 1.0);
+        // Enough rows of a few KiB that each gets a warp instead of a block.
+        let many = input(&mut rng, &[8500, 1031], dtype, -1.0, 1.0);
         for (what, x, axes) in [
-            ("long rows", &long, &[-1][..]),
+            ("many mid rows", &many, &[-1][..]),
+            ("long rows", &long, &[-1]),
             ("long rows", &long, &[]),
             ("odd rows", &odd, &[-1]),
             ("odd rows", &odd, &[0]),

@@ -19,6 +19,11 @@ pub(crate) fn check_device(device: Device) -> Result<()> {
     }
 }
 
+/// Queues the work that backends hold back to batch it (the CUDA graphs being recorded).
+pub(crate) fn finish() -> Result<()> {
+    cuda::finish()
+}
+
 /// Computes one node's outputs on its stream's device.
 pub(crate) fn eval(
     stream: Stream,

@@ -18,10 +18,11 @@ use crate::{Array, Error, Result};
 /// assert!(b.is_evaluated());
 /// ```
 pub fn eval(arrays: &[Array]) -> Result<()> {
-    for node in schedule(arrays)? {
-        run(&node)?;
-    }
-    Ok(())
+    let ran = schedule(arrays).and_then(|order| order.iter().try_for_each(run));
+    // GPU kernels recorded for a graph are launched before returning, also after an error
+    // (the nodes that ran before it hold their results).
+    let launched = crate::backend::finish();
+    ran.and(launched)
 }
 
 /// Starts computing `arrays` and returns; reading their values waits for them. (CPU work

@@ -81,6 +81,11 @@ impl Allocator {
         self.streams.fetch_add(1, Ordering::SeqCst);
     }
 
+    /// The number of streams made on the device so far.
+    pub(crate) fn streams(&self) -> usize {
+        self.streams.load(Ordering::SeqCst)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -145,6 +150,8 @@ impl Allocator {
 
     /// Gives cached blocks back to the driver until at most `keep` bytes stay cached.
     pub(crate) fn release_cached(&self, keep: usize) -> Result<()> {
+        // Recorded kernels may use cached blocks: launch them before waiting for the device.
+        super::graph::flush_all()?;
         let victims: Vec<Cached> = {
             let mut state = self.lock();
             let mut out = Vec::new();

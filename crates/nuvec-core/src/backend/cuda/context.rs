@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, result, sys};
 
 use super::alloc::Allocator;
+use super::graph::Batch;
 use super::jit::Jit;
 use crate::{Error, Result};
 
@@ -36,6 +37,8 @@ pub(crate) struct Gpu {
     kernels: Mutex<HashMap<u64, Kernel>>,
     /// Page-locked host memory that large transfers go through (see `mod.rs`).
     pub(crate) staging: Mutex<Option<super::transfer::Staging>>,
+    /// The graph capture state of each stream index (`graph.rs`).
+    batches: Vec<Mutex<Batch>>,
 }
 
 /// A kernel ready to launch, with the most blocks of [`Kernel::THREADS`] threads that the
@@ -105,6 +108,20 @@ impl Gpu {
         };
         lock(&self.kernels).insert(key, k.clone());
         Ok(k)
+    }
+
+    /// The graph capture state of nuvec stream `index` (below [`STREAMS`]) of this device.
+    pub(crate) fn batch(&self, index: usize) -> std::sync::MutexGuard<'_, Batch> {
+        lock(&self.batches[index % STREAMS])
+    }
+
+    /// The streams made so far, with their nuvec indices.
+    pub(crate) fn streams_made(&self) -> Vec<(usize, Arc<CudaStream>)> {
+        lock(&self.streams)
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.clone().map(|s| (i, s)))
+            .collect()
     }
 
     /// The allocator's id of nuvec stream `index` of this device.
@@ -185,6 +202,7 @@ fn open(ordinal: usize) -> std::result::Result<Arc<Gpu>, String> {
         sms: sms.max(1) as u32,
         kernels: Mutex::new(HashMap::new()),
         staging: Mutex::new(None),
+        batches: (0..STREAMS).map(|_| Mutex::default()).collect(),
     }))
 }
 

@@ -16,6 +16,7 @@ mod context;
 mod conv;
 mod creation;
 mod elementwise;
+mod graph;
 mod index;
 mod jit;
 mod matmul;
@@ -61,6 +62,8 @@ impl DeviceCopy {
         gpu.ctx
             .bind_to_thread()
             .map_err(driver("bind the context"))?;
+        // Kernels still recorded in a capture have not run yet.
+        graph::flush_all()?;
         let stream = context::stream_by_id(self.stream_id)
             .ok_or_else(|| Error::Device("cuda: a buffer's stream is gone".into()))?;
         crate::with_dtype!(dtype, T => {
@@ -82,10 +85,18 @@ pub(crate) fn check(ordinal: usize) -> Result<()> {
     context::check(ordinal)
 }
 
-/// Where a node runs: the device, its CUDA stream and that stream's allocator id.
+/// Launches the kernels still recorded for a graph, on every stream: called when an `eval`
+/// ends, so that its work is queued when it returns.
+pub(crate) fn finish() -> Result<()> {
+    graph::flush_all()
+}
+
+/// Where a node runs: the device, its CUDA stream, that stream's nuvec index and its
+/// allocator id.
 pub(crate) struct Place {
     pub(crate) gpu: Arc<Gpu>,
     pub(crate) stream: Arc<CudaStream>,
+    index: usize,
     pub(crate) stream_id: usize,
 }
 
@@ -97,6 +108,7 @@ impl Place {
             .map_err(driver("bind the context"))?;
         let cuda = gpu.stream(stream.index)?;
         Ok(Place {
+            index: stream.index,
             stream_id: gpu.stream_id(stream.index),
             stream: cuda,
             gpu,
@@ -145,6 +157,14 @@ impl Place {
         Ok(copy.ptr())
     }
 
+    /// Whether `data` already has a copy on this device written by this stream, so that a
+    /// kernel can read it with no transfer and no event.
+    fn resident(&self, data: &ArrayData) -> bool {
+        data.buffer.device().is_some_and(|copy| {
+            copy.ordinal == self.gpu.ordinal && copy.stream_id == self.stream_id
+        })
+    }
+
     /// A new row-major output of `shape` and `dtype` on this device, and its address.
     pub(crate) fn output(&self, dtype: DType, shape: &[usize]) -> Result<(ArrayData, u64)> {
         let len: usize = shape.iter().product();
@@ -171,21 +191,69 @@ pub(crate) fn eval(
     outputs: &[OutputSpec],
 ) -> Result<Vec<ArrayData>> {
     let place = Place::of(stream)?;
-    let done = match primitive {
-        Primitive::Unary(op) => elementwise::unary(&place, *op, &inputs[0], outputs)?,
-        Primitive::Binary(op) => elementwise::binary(&place, *op, inputs, outputs)?,
-        Primitive::Select => elementwise::select(&place, inputs, outputs)?,
-        Primitive::AsType(dtype) => elementwise::astype(&place, &inputs[0], *dtype)?,
-        Primitive::Shape(op) => shape::eval(&place, op, inputs, outputs)?,
-        Primitive::Matmul(op) => matmul::eval(&place, op, inputs, outputs)?,
-        Primitive::Conv(op) => conv::eval(&place, op, inputs, outputs)?,
-        Primitive::Sort(op) => sort::eval(&place, op, inputs, outputs)?,
-        Primitive::Random(op) => random::eval(&place, op, inputs, outputs)?,
-        Primitive::Index(op) => index::eval(&place, op, inputs, outputs)?,
-        Primitive::Creation(op) => creation::eval(&place, op)?,
-        Primitive::Reduce { op, axes } => reduce::reduce(&place, *op, axes, &inputs[0], outputs)?,
+    // A node that only queues kernels on inputs already here is recorded into the stream's
+    // graph; any other node first launches what was recorded (`graph.rs`).
+    let batched = batchable(primitive)
+        && inputs.iter().all(|d| place.resident(d))
+        && graph::begin(&place.gpu, place.index, &place.stream)?;
+    if !batched {
+        graph::flush_all()?;
+    }
+    let done = run(&place, stream, primitive, inputs, outputs)?;
+    if batched {
+        graph::added(&place.gpu, place.index, &place.stream)?;
+    }
+    match done {
+        Some(results) => Ok(results),
+        None => {
+            graph::flush_all()?;
+            on_host(primitive, inputs, outputs)
+        }
+    }
+}
+
+/// Whether a node of `primitive` only queues kernels and device copies on its stream (when
+/// its inputs are on the device): no cuBLAS call, no transfer, no nested evaluation.
+fn batchable(primitive: &Primitive) -> bool {
+    matches!(
+        primitive,
+        Primitive::Unary(_)
+            | Primitive::Binary(_)
+            | Primitive::Select
+            | Primitive::AsType(_)
+            | Primitive::Shape(_)
+            | Primitive::Index(_)
+            | Primitive::Creation(_)
+            | Primitive::Reduce { .. }
+            | Primitive::ArgReduce { .. }
+            | Primitive::Scan { .. }
+            | Primitive::Softmax
+    )
+}
+
+/// Runs a node's kernels, or `None` where the primitive has none for these inputs.
+fn run(
+    place: &Place,
+    stream: Stream,
+    primitive: &Primitive,
+    inputs: &mut [ArrayData],
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    Ok(match primitive {
+        Primitive::Unary(op) => elementwise::unary(place, *op, &inputs[0], outputs)?,
+        Primitive::Binary(op) => elementwise::binary(place, *op, inputs, outputs)?,
+        Primitive::Select => elementwise::select(place, inputs, outputs)?,
+        Primitive::AsType(dtype) => elementwise::astype(place, &inputs[0], *dtype)?,
+        Primitive::Shape(op) => shape::eval(place, op, inputs, outputs)?,
+        Primitive::Matmul(op) => matmul::eval(place, op, inputs, outputs)?,
+        Primitive::Conv(op) => conv::eval(place, op, inputs, outputs)?,
+        Primitive::Sort(op) => sort::eval(place, op, inputs, outputs)?,
+        Primitive::Random(op) => random::eval(place, op, inputs, outputs)?,
+        Primitive::Index(op) => index::eval(place, op, inputs, outputs)?,
+        Primitive::Creation(op) => creation::eval(place, op)?,
+        Primitive::Reduce { op, axes } => reduce::reduce(place, *op, axes, &inputs[0], outputs)?,
         Primitive::ArgReduce { op, axis } => {
-            reduce::arg_reduce(&place, *op, *axis, &inputs[0], outputs)?
+            reduce::arg_reduce(place, *op, *axis, &inputs[0], outputs)?
         }
         Primitive::Scan {
             op,
@@ -193,23 +261,19 @@ pub(crate) fn eval(
             reverse,
             inclusive,
         } => reduce::scan(
-            &place,
+            place,
             *op,
             (*axis, *reverse, *inclusive),
             &inputs[0],
             outputs,
         )?,
-        Primitive::Softmax => reduce::softmax(&place, &inputs[0])?,
-        Primitive::Fast(op) => fast(&place, stream, op, inputs, outputs)?,
+        Primitive::Softmax => reduce::softmax(place, &inputs[0])?,
+        Primitive::Fast(op) => fast(place, stream, op, inputs, outputs)?,
         Primitive::StopGradient | Primitive::Identity => Some(vec![inputs[0].clone()]),
         // The outputs of the custom function's own graph, handed on where they are.
         Primitive::Custom(op) => Some(op.forward(inputs)),
         _ => None,
-    };
-    match done {
-        Some(results) => Ok(results),
-        None => on_host(primitive, inputs, outputs),
-    }
+    })
 }
 
 /// A fused operation on the GPU: the norms, the rotary embedding and attention with their

@@ -196,6 +196,23 @@ fn lanes(n: usize) -> i32 {
     if n > WARP_ROW { THREADS as i32 } else { 32 }
 }
 
+/// Rows of at most this many bytes get a warp each when there are [`WARP_TASKS`] of them or
+/// more: a block per row would spend more on its synchronisation and start-up than on the
+/// few loads each of its threads makes.
+const WARP_ROW_BYTES: usize = 16 * 1024;
+/// Runs that fill an H200 with a warp each (132 multiprocessors of 64 warps).
+const WARP_TASKS: usize = 132 * 64;
+
+/// The threads given to each of `tasks` contiguous runs of `n` elements of `bytes` bytes:
+/// a warp for short runs, and for runs up to [`WARP_ROW_BYTES`] when there are many.
+fn run_lanes(n: usize, bytes: usize, tasks: usize) -> i32 {
+    if n <= WARP_ROW || (n * bytes <= WARP_ROW_BYTES && tasks >= WARP_TASKS) {
+        32
+    } else {
+        THREADS as i32
+    }
+}
+
 /// The rows each block takes at once with `lanes` threads per row.
 fn groups(lanes: i32) -> usize {
     THREADS / lanes as usize
@@ -262,7 +279,7 @@ fn launch_rows(place: &Place, l: &RowLaunch<'_>) -> Result<()> {
     let name = format!("reduce_rows_{}_{tn}_{on}", l.op.name());
     let f = kernel(place, "reduce", l.module, reduce_source, &name)?;
     let tasks = l.nrows * l.parts;
-    let lanes = lanes(l.chunk.min(l.n));
+    let lanes = run_lanes(l.chunk.min(l.n), l.dtype.size(), tasks);
     let (t, p, c, n) = (tasks as i64, l.parts as i64, l.chunk as i64, l.n as i64);
     let mut launch = place.stream.launch_builder(&f);
     launch

@@ -48,9 +48,9 @@ pub fn synchronize(stream: Stream) -> Result<()> {
     if stream.device.kind == DeviceKind::Cpu {
         return Ok(());
     }
-    cuda_stream("synchronize", stream)?
-        .synchronize()
-        .map_err(driver("synchronize"))
+    let cuda = cuda_stream("synchronize", stream)?;
+    super::graph::flush_all()?;
+    cuda.synchronize().map_err(driver("synchronize"))
 }
 
 /// Times the work of a GPU stream with two CUDA events: [`start`](EventTimer::start) waits
@@ -109,6 +109,7 @@ impl EventTimer {
     /// Waits for the work queued so far, then marks the start.
     pub fn start(&mut self) -> Result<()> {
         // An event queued behind earlier work would start the clock late.
+        super::graph::flush_all()?;
         self.stream.synchronize().map_err(driver("synchronize"))?;
         self.begin
             .record(&self.stream)
@@ -123,6 +124,7 @@ impl EventTimer {
         if !std::mem::take(&mut self.started) {
             return Err(invalid("EventTimer", "stop called before start"));
         }
+        super::graph::flush_all()?;
         self.end
             .record(&self.stream)
             .map_err(driver("record an event"))?;

@@ -15,11 +15,10 @@
 
 // The fold of `len` contiguous elements from `p` by lane `lane` of `lanes`, with 16-byte
 // loads from the first 16-byte boundary on (the elements before it and after the last
-// whole vector are read one by one).
-template <class Op, typename T, typename A>
+// whole vector are read one by one), `U` vectors in flight per thread.
+template <class Op, typename T, typename A, int U>
 __device__ __forceinline__ A nv_fold_run(const T* __restrict__ p, i64 len, int lane, int lanes) {
   constexpr int V = 16 / sizeof(T);
-  constexpr int U = 4;  // vectors in flight per thread
   A acc = Op::template init<A>();
   i64 head = (i64)(((16 - ((u64)p & 15)) & 15) / sizeof(T));
   if (head > len) head = len;
@@ -60,7 +59,9 @@ __device__ __forceinline__ void nv_reduce_rows(const T* __restrict__ x, O* __res
     if (len > chunk) len = chunk;
     if (len < 0) len = 0;
     const T* p = x + nv_locate(rows, row) + start;
-    A acc = nv_fold_run<Op, T, A>(p, len, lane, lanes);
+    // A warp alone on its row keeps more loads in flight to cover the memory's latency.
+    A acc = lanes == 32 ? nv_fold_run<Op, T, A, 8>(p, len, lane, lanes)
+                        : nv_fold_run<Op, T, A, 4>(p, len, lane, lanes);
     acc = nv_group_reduce<Op, A>(acc, lanes);
     if (lane == 0) out[t] = nv_to<O>(acc);
   }
