@@ -121,7 +121,9 @@ fn main() -> ExitCode {
         let result = match &mut timer {
             // A panic in one case (a bug on a new device) is that case's failure only.
             Ok(t) => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                with_stream(stream, || measure(case, runs, cli.budget, &mut **t))
+                with_stream(stream, || {
+                    measure(case, runs, cli.budget, batch_limit(stream), &mut **t)
+                })
             }))
             .unwrap_or_else(|panic| Err(Skip::Failed(format!("panicked: {}", message(&panic))))),
             Err(skip) => Err(skip.clone()),
@@ -170,33 +172,74 @@ const SLOW_WARMUP_S: f64 = 2.0;
 /// bench/peers/harness.py uses the same two limits.
 const CASE_BUDGET_S: f64 = 10.0;
 
-/// Prepares `case`, warms it up, checks one result, then times `runs` runs of building and
-/// evaluating its graph and returns the median. Runs on the thread's default stream.
-fn measure(case: &Case, runs: usize, budget: f64, timer: &mut dyn Timer) -> Result<Measured, Skip> {
+/// On a GPU, a timed sample of a run shorter than this holds as many runs queued back to back
+/// as fill it (at most [`MAX_BATCH`]) and counts their mean: a single short run would time
+/// the host's launch latency more than the device's work. bench/peers/harness.py does the
+/// same.
+const BATCH_S: f64 = 5e-4;
+/// The most runs in one timed sample.
+const MAX_BATCH: usize = 32;
+
+/// The most runs per timed sample on `stream`: batching only pays on a GPU, whose `eval`
+/// returns before the work is done.
+fn batch_limit(stream: Stream) -> usize {
+    if stream.device.kind == nuvec_core::DeviceKind::Gpu {
+        MAX_BATCH
+    } else {
+        1
+    }
+}
+
+/// Runs in one timed sample of a run that took `single_s` alone: enough to fill [`BATCH_S`],
+/// at most `limit`.
+fn batch_size(single_s: f64, limit: usize) -> usize {
+    if single_s <= 0.0 || !single_s.is_finite() {
+        return limit.max(1);
+    }
+    ((BATCH_S / single_s).ceil() as usize).clamp(1, limit.max(1))
+}
+
+/// Prepares `case`, warms it up, checks one result, then times `runs` samples of building and
+/// evaluating its graph (each sample up to `batch` runs back to back, see [`BATCH_S`]) and
+/// returns the median time of one run. Runs on the thread's default stream.
+fn measure(
+    case: &Case,
+    runs: usize,
+    budget: f64,
+    batch: usize,
+    timer: &mut dyn Timer,
+) -> Result<Measured, Skip> {
     let mut prepared = (case.prepare)()?;
     let mut last = Vec::new();
+    let mut single_s = 0.0;
     for _ in 0..case.warmup.max(1) {
         let started = Instant::now();
         last = (prepared.build)()?;
         eval(&last)?;
         // A GPU's eval only queues the work.
         synchronize(nuvec_core::default_stream())?;
-        if started.elapsed().as_secs_f64() > SLOW_WARMUP_S {
+        single_s = started.elapsed().as_secs_f64();
+        if single_s > SLOW_WARMUP_S {
             break;
         }
     }
     (prepared.check)(&last).map_err(|e| Skip::Failed(format!("wrong result: {e}")))?;
     drop(last);
 
+    let batch = batch_size(single_s, batch);
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {
+        let mut outs = Vec::with_capacity(batch);
         timer.start()?;
-        let out = (prepared.build)()?;
-        eval(&out)?;
-        times.push(timer.stop()?);
+        for _ in 0..batch {
+            let out = (prepared.build)()?;
+            eval(&out)?;
+            outs.push(out);
+        }
+        times.push(timer.stop()? / batch as f64);
         // Freeing the outputs is left out of the timing, as in the peers' scripts.
-        drop(out);
-        if times.iter().sum::<f64>() > budget {
+        drop(outs);
+        if times.iter().sum::<f64>() * batch as f64 > budget {
             break;
         }
     }
@@ -255,11 +298,30 @@ mod tests {
             .find(|c| c.name == "tiny_op_chain")
             .expect("registered");
         let mut timer = timer::WallTimer::default();
-        let m = measure(case, 3, CASE_BUDGET_S, &mut timer)
+        let m = measure(case, 3, CASE_BUDGET_S, 1, &mut timer)
             .map_err(|e| format!("{e:?}"))
             .expect("runs");
         assert_eq!(m.runs, 3);
         assert!(m.median_s > 0.0 && m.figure.is_finite() && m.figure > 0.0);
+    }
+
+    /// Short GPU runs are timed several to a sample, as many as fill `BATCH_S`, and the figure
+    /// stays that of one run.
+    #[test]
+    fn short_runs_are_timed_in_batches() {
+        assert_eq!(batch_size(1e-5, MAX_BATCH), MAX_BATCH);
+        assert_eq!(batch_size(1e-4, MAX_BATCH), 5);
+        assert_eq!(batch_size(1e-3, MAX_BATCH), 1);
+        assert_eq!(batch_size(1e-5, 1), 1);
+        assert_eq!(batch_limit(Stream::default_for(Device::cpu())), 1);
+        let all = cases::all(Target::Cpu);
+        let case = all.iter().find(|c| c.name == "add").expect("registered");
+        let mut timer = timer::WallTimer::default();
+        let single = measure(case, 3, CASE_BUDGET_S, 1, &mut timer).expect("runs");
+        let batched = measure(case, 3, CASE_BUDGET_S, 4, &mut timer).expect("runs");
+        // Four runs per sample, divided by four: the same order of time as one run alone.
+        let ratio = batched.median_s / single.median_s;
+        assert!(ratio > 0.2 && ratio < 5.0, "{ratio}");
     }
 
     /// A wrong result is a failure, not a figure.
@@ -287,7 +349,7 @@ mod tests {
         );
         let mut timer = timer::WallTimer::default();
         assert!(matches!(
-            measure(&case, 1, CASE_BUDGET_S, &mut timer),
+            measure(&case, 1, CASE_BUDGET_S, 1, &mut timer),
             Err(Skip::Failed(msg)) if msg.starts_with("wrong result")
         ));
     }

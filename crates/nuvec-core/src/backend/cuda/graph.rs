@@ -3,7 +3,8 @@
 //! Launching a kernel costs the host a few microseconds, far more than a small kernel runs.
 //! So runs of consecutive nodes that only queue kernels (and device-to-device copies) on one
 //! stream are recorded by stream capture instead of launched one by one, and each run of up
-//! to [`nodes_per_graph`] nodes is launched as one graph. Graph executables are kept per
+//! to [`nodes_per_graph`] nodes is launched as one graph. The first few nodes of each
+//! evaluation are launched directly, so that evaluating one or two operations pays no graph. Graph executables are kept per
 //! stream and size and updated in place for the next run of the same shape, which is much
 //! cheaper than building a new one.
 //!
@@ -25,6 +26,10 @@ use crate::{Error, Result};
 
 /// Nodes recorded into one graph unless `NUVEC_GRAPH_NODES` says otherwise.
 const DEFAULT_NODES: usize = 32;
+/// Nodes of each evaluation launched directly on a stream before recording starts: a graph
+/// costs more to end, update and launch than a few launches, so short evaluations (a single
+/// large operation, say) keep direct launches.
+const DIRECT_FIRST: usize = 4;
 /// Executables kept per stream (one per graph size seen last).
 const KEPT: usize = 4;
 
@@ -41,6 +46,9 @@ pub(crate) fn nodes_per_graph() -> usize {
 
 /// Captures open on any stream of any device: flushing everything is a load when none is.
 static OPEN: AtomicUsize = AtomicUsize::new(0);
+/// Evaluations ended so far ([`finished`]): a stream's count of direct launches restarts
+/// with each.
+static EVALS: AtomicUsize = AtomicUsize::new(0);
 
 /// A graph executable made from a capture of `nodes` nodes.
 struct Exec {
@@ -59,6 +67,8 @@ pub(crate) struct Batch {
     open: Option<usize>,
     /// Executables of earlier graphs, most recent last.
     execs: Vec<Exec>,
+    /// Nodes launched directly during evaluation number `.0` (see [`DIRECT_FIRST`]).
+    direct: (usize, usize),
 }
 
 fn driver(what: &'static str) -> impl Fn(result::DriverError) -> Error {
@@ -66,13 +76,22 @@ fn driver(what: &'static str) -> impl Fn(result::DriverError) -> Error {
 }
 
 /// Opens a capture on stream `index` of `gpu` (unless one is open) for the node about to
-/// run; `false` when batching is off or the device has more than one stream.
+/// run; `false` (launch directly) when batching is off, the device has more than one stream,
+/// or this evaluation has launched fewer than [`DIRECT_FIRST`] nodes on the stream.
 pub(crate) fn begin(gpu: &Gpu, index: usize, stream: &CudaStream) -> Result<bool> {
     if nodes_per_graph() == 0 || gpu.alloc.streams() > 1 {
         return Ok(false);
     }
     let mut batch = gpu.batch(index);
     if batch.open.is_none() {
+        let now = EVALS.load(Ordering::Relaxed);
+        if batch.direct.0 != now {
+            batch.direct = (now, 0);
+        }
+        if batch.direct.1 < DIRECT_FIRST {
+            batch.direct.1 += 1;
+            return Ok(false);
+        }
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
         // SAFETY: the stream is live (its `Arc` is held); relaxed mode lets the nodes that
         // follow allocate and load modules while the capture is open.
@@ -96,6 +115,13 @@ pub(crate) fn added(gpu: &Gpu, index: usize, stream: &CudaStream) -> Result<()> 
         close(&mut batch, stream)?;
     }
     Ok(())
+}
+
+/// Launches every open capture at the end of an evaluation ([`flush_all`]) and restarts
+/// the count of direct launches.
+pub(crate) fn finished() -> Result<()> {
+    EVALS.fetch_add(1, Ordering::Relaxed);
+    flush_all()
 }
 
 /// Launches every open capture, on every device.

@@ -88,7 +88,7 @@ pub(crate) fn check(ordinal: usize) -> Result<()> {
 /// Launches the kernels still recorded for a graph, on every stream: called when an `eval`
 /// ends, so that its work is queued when it returns.
 pub(crate) fn finish() -> Result<()> {
-    graph::flush_all()
+    graph::finished()
 }
 
 /// Where a node runs: the device, its CUDA stream, that stream's nuvec index and its
