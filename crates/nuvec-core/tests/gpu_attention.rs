@@ -6,14 +6,8 @@
 mod common;
 
 use common::Rng;
-use common::gpu::{gpu_available, on, values};
+use common::gpu::{gpu_available, on, uniform, values};
 use nuvec_core::*;
-
-fn random(rng: &mut Rng, shape: &[usize], dtype: DType) -> Array {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n).map(|_| rng.range(-1.0, 1.0)).collect();
-    Array::from_slice(&v, shape).unwrap().astype(dtype).unwrap()
-}
 
 fn tolerance(dtype: DType) -> f64 {
     match dtype {
@@ -60,12 +54,12 @@ fn attention_matches_the_cpu() {
     ];
     for &(b, hq, hkv, lq, lk, d) in shapes {
         for dtype in TYPES {
-            let q = random(&mut rng, &[b, hq, lq, d], dtype);
+            let q = uniform(&mut rng, &[b, hq, lq, d], dtype);
             // Contiguous keys, and keys as transposed views of [B, L, H, D].
-            let kc = random(&mut rng, &[b, hkv, lk, d], dtype);
-            let vc = random(&mut rng, &[b, hkv, lk, d], dtype);
-            let kt = transpose(&random(&mut rng, &[b, lk, hkv, d], dtype), &[0, 2, 1, 3]).unwrap();
-            let vt = transpose(&random(&mut rng, &[b, lk, hkv, d], dtype), &[0, 2, 1, 3]).unwrap();
+            let kc = uniform(&mut rng, &[b, hkv, lk, d], dtype);
+            let vc = uniform(&mut rng, &[b, hkv, lk, d], dtype);
+            let kt = transpose(&uniform(&mut rng, &[b, lk, hkv, d], dtype), &[0, 2, 1, 3]).unwrap();
+            let vt = transpose(&uniform(&mut rng, &[b, lk, hkv, d], dtype), &[0, 2, 1, 3]).unwrap();
             for (layout, k, v) in [("contiguous", &kc, &vc), ("transposed", &kt, &vt)] {
                 for (mname, mask) in [
                     ("none", fast::AttentionMask::None),
@@ -176,9 +170,9 @@ fn paged_attention_equals_contiguous_attention_bitwise() {
         let lens: Vec<i32> = lengths.iter().map(|&l| l as i32).collect();
         let lens = Array::from_slice(&lens, &[b]).unwrap();
         for dtype in TYPES {
-            let keys = random(&mut rng, &[b, hkv, n, d], dtype);
-            let vals = random(&mut rng, &[b, hkv, n, d], dtype);
-            let q = random(&mut rng, &[b, hq, lq, d], dtype);
+            let keys = uniform(&mut rng, &[b, hkv, n, d], dtype);
+            let vals = uniform(&mut rng, &[b, hkv, n, d], dtype);
+            let q = uniform(&mut rng, &[b, hq, lq, d], dtype);
             let (kc, vc) = (paged(&keys, bs, &order), paged(&vals, bs, &order));
             let scale = (d as f32).powf(-0.5);
             let name = format!("{dtype} {:?}", (b, hq, hkv, lq, d, bs, lengths));

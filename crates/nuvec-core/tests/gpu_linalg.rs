@@ -7,14 +7,8 @@
 mod common;
 
 use common::Rng;
-use common::gpu::{both, gpu_available, on};
+use common::gpu::{both, gpu_available, on, uniform};
 use nuvec_core::*;
-
-fn random(rng: &mut Rng, shape: &[usize], dtype: DType) -> Array {
-    let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n).map(|_| rng.range(-1.0, 1.0)).collect();
-    Array::from_slice(&v, shape).unwrap().astype(dtype).unwrap()
-}
 
 /// The tolerance for sums of up to a few hundred products of values in [-1, 1].
 fn tol(dtype: DType) -> f64 {
@@ -72,8 +66,8 @@ fn matmul_shapes_match_the_cpu() {
     ];
     for dtype in FLOATS {
         for &(name, sa, sb) in shapes {
-            let a = random(&mut rng, sa, dtype);
-            let b = random(&mut rng, sb, dtype);
+            let a = uniform(&mut rng, sa, dtype);
+            let b = uniform(&mut rng, sb, dtype);
             both(&format!("matmul {name} {dtype}"), tol(dtype), || {
                 Ok(vec![matmul(&a, &b)?])
             });
@@ -88,8 +82,8 @@ fn matmul_views_match_the_cpu() {
     }
     let mut rng = Rng::new(12);
     for dtype in FLOATS {
-        let a = random(&mut rng, &[3, 24, 40], dtype);
-        let b = random(&mut rng, &[3, 40, 16], dtype);
+        let a = uniform(&mut rng, &[3, 24, 40], dtype);
+        let b = uniform(&mut rng, &[3, 40, 16], dtype);
         let t = tol(dtype);
         let name = |what: &str| format!("matmul {what} {dtype}");
         both(&name("a transposed"), t, || {
@@ -103,14 +97,14 @@ fn matmul_views_match_the_cpu() {
         });
         // `x.T @ y` on plain matrices: the transposes of row-major arrays.
         let (p, q) = (
-            random(&mut rng, &[40, 24], dtype),
-            random(&mut rng, &[16, 40], dtype),
+            uniform(&mut rng, &[40, 24], dtype),
+            uniform(&mut rng, &[16, 40], dtype),
         );
         both(&name(".T operands"), t, || {
             Ok(vec![matmul(&p.t()?, &q.t()?)?])
         });
         // A column slice (larger leading dimension, at an offset) and a row slice.
-        let wide = random(&mut rng, &[24, 50], dtype);
+        let wide = uniform(&mut rng, &[24, 50], dtype);
         both(&name("column slice"), t, || {
             let x = slice(&wide, &[SliceArg::full(), s(Some(3), Some(43), 1)])?;
             Ok(vec![matmul(&x, &b)?])
@@ -124,7 +118,7 @@ fn matmul_views_match_the_cpu() {
             let x = slice(&a, &[SliceArg::full(), s(None, None, -1), SliceArg::full()])?;
             Ok(vec![matmul(&x, &b)?])
         });
-        let tall = random(&mut rng, &[50, 51], dtype);
+        let tall = uniform(&mut rng, &[50, 51], dtype);
         both(&name("steps in both axes"), t, || {
             let x = slice(&wide, &[s(None, None, 2), s(Some(0), Some(80), 2)])?;
             let x = slice(&x, &[SliceArg::full(), s(Some(0), Some(25), 1)])?;
@@ -132,18 +126,18 @@ fn matmul_views_match_the_cpu() {
             Ok(vec![matmul(&x, &y)?])
         });
         // A broadcast row: its rows repeat (row stride 0), copied first.
-        let row = random(&mut rng, &[1, 40], dtype);
+        let row = uniform(&mut rng, &[1, 40], dtype);
         both(&name("broadcast rows"), t, || {
             let x = broadcast_to(&row, &[24, 40])?;
             Ok(vec![matmul(&x, &b)?])
         });
         // Batch axes that do not merge: a loop over the outer axis, and, past 64 outer
         // calls, a copy.
-        let a4 = random(&mut rng, &[3, 4, 6, 8], dtype);
-        let b4 = random(&mut rng, &[3, 1, 8, 5], dtype);
+        let a4 = uniform(&mut rng, &[3, 4, 6, 8], dtype);
+        let b4 = uniform(&mut rng, &[3, 1, 8, 5], dtype);
         both(&name("outer loop"), t, || Ok(vec![matmul(&a4, &b4)?]));
-        let a_many = random(&mut rng, &[70, 2, 3, 4], dtype);
-        let b_many = random(&mut rng, &[70, 1, 4, 5], dtype);
+        let a_many = uniform(&mut rng, &[70, 2, 3, 4], dtype);
+        let b_many = uniform(&mut rng, &[70, 1, 4, 5], dtype);
         both(&name("many outer calls"), t, || {
             Ok(vec![matmul(&a_many, &b_many)?])
         });
@@ -159,7 +153,7 @@ fn matmul_views_match_the_cpu() {
 fn random_like(a: &Array) -> Array {
     let mut rng = Rng::new(99);
     let sh = a.shape();
-    random(&mut rng, &[sh[1], sh[0], sh[2]], a.dtype())
+    uniform(&mut rng, &[sh[1], sh[0], sh[2]], a.dtype())
 }
 
 #[test]
@@ -170,10 +164,10 @@ fn addmm_matches_the_cpu() {
     let mut rng = Rng::new(13);
     for dtype in FLOATS {
         let t = tol(dtype);
-        let a = random(&mut rng, &[2, 20, 30], dtype);
-        let b = random(&mut rng, &[2, 30, 12], dtype);
-        let bias = random(&mut rng, &[12], dtype);
-        let full = random(&mut rng, &[2, 20, 12], dtype);
+        let a = uniform(&mut rng, &[2, 20, 30], dtype);
+        let b = uniform(&mut rng, &[2, 30, 12], dtype);
+        let bias = uniform(&mut rng, &[12], dtype);
+        let full = uniform(&mut rng, &[2, 20, 12], dtype);
         for (alpha, beta) in [(1.0, 1.0), (2.0, -0.5), (0.5, 0.0), (0.0, 3.0)] {
             let name = |what: &str| format!("addmm {what} {dtype} alpha {alpha} beta {beta}");
             both(&name("bias"), t, || {
@@ -188,21 +182,21 @@ fn addmm_matches_the_cpu() {
             });
         }
         // 2-D, vectors, and an empty inner axis (`beta · c`, on the CPU bridge).
-        let m = random(&mut rng, &[7, 9], dtype);
-        let v = random(&mut rng, &[9], dtype);
-        let c7 = random(&mut rng, &[7], dtype);
+        let m = uniform(&mut rng, &[7, 9], dtype);
+        let v = uniform(&mut rng, &[9], dtype);
+        let c7 = uniform(&mut rng, &[7], dtype);
         both(&format!("addmm matrix-vector {dtype}"), t, || {
             Ok(vec![addmm(&c7, &m, &v, 1.5, 0.5)?])
         });
-        let e1 = random(&mut rng, &[7, 0], dtype);
-        let e2 = random(&mut rng, &[0, 4], dtype);
-        let c4 = random(&mut rng, &[7, 4], dtype);
+        let e1 = uniform(&mut rng, &[7, 0], dtype);
+        let e2 = uniform(&mut rng, &[0, 4], dtype);
+        let c4 = uniform(&mut rng, &[7, 4], dtype);
         both(&format!("addmm k = 0 {dtype}"), t, || {
             Ok(vec![addmm(&c4, &e1, &e2, 1.0, 2.0)?])
         });
-        let e3 = random(&mut rng, &[0, 9], dtype);
-        let c0 = random(&mut rng, &[0, 4], dtype);
-        let m94 = random(&mut rng, &[9, 4], dtype);
+        let e3 = uniform(&mut rng, &[0, 9], dtype);
+        let c0 = uniform(&mut rng, &[0, 4], dtype);
+        let m94 = uniform(&mut rng, &[9, 4], dtype);
         both(&format!("addmm m = 0 {dtype}"), t, || {
             Ok(vec![addmm(&c0, &e3, &m94, 1.0, 1.0)?])
         });
@@ -250,7 +244,7 @@ fn bad_matmul_inputs_are_errors_on_the_gpu() {
 
 /// A random input and weight for a convolution, in `dtype`.
 fn conv_pair(rng: &mut Rng, x: &[usize], w: &[usize], dtype: DType) -> (Array, Array) {
-    (random(rng, x, dtype), random(rng, w, dtype))
+    (uniform(rng, x, dtype), uniform(rng, w, dtype))
 }
 
 #[test]
@@ -268,7 +262,7 @@ fn convolutions_match_the_cpu() {
         both(&name("1d stride 2 pad 1 dilation 2"), t, || {
             Ok(vec![conv1d(&x, &w, 2, 1, 2, 1)?])
         });
-        let wg = random(&mut rng, &[8, 3, 3], dtype);
+        let wg = uniform(&mut rng, &[8, 3, 3], dtype);
         both(&name("1d groups 2"), t, || {
             Ok(vec![conv1d(&x, &wg, 1, 2, 1, 2)?])
         });
@@ -278,27 +272,27 @@ fn convolutions_match_the_cpu() {
         both(&name("2d stride (2, 1) pad 1 dilation (1, 2)"), t, || {
             Ok(vec![conv2d(&x, &w, (2, 1), 1, (1, 2), 1)?])
         });
-        let wg = random(&mut rng, &[6, 3, 3, 2], dtype);
+        let wg = uniform(&mut rng, &[6, 3, 3, 2], dtype);
         both(&name("2d groups 2"), t, || {
             Ok(vec![conv2d(&x, &wg, 1, 1, 1, 2)?])
         });
-        let wd = random(&mut rng, &[4, 3, 3, 1], dtype);
+        let wd = uniform(&mut rng, &[4, 3, 3, 1], dtype);
         both(&name("2d depthwise"), t, || {
             Ok(vec![conv2d(&x, &wd, 1, 1, 1, 4)?])
         });
-        let w1 = random(&mut rng, &[5, 1, 1, 4], dtype);
+        let w1 = uniform(&mut rng, &[5, 1, 1, 4], dtype);
         both(&name("2d 1x1 (in place)"), t, || {
             Ok(vec![conv2d(&x, &w1, 1, 0, 1, 1)?])
         });
         both(&name("2d 1x1 stride 2"), t, || {
             Ok(vec![conv2d(&x, &w1, 2, 0, 1, 1)?])
         });
-        let w1g = random(&mut rng, &[6, 1, 1, 2], dtype);
+        let w1g = uniform(&mut rng, &[6, 1, 1, 2], dtype);
         both(&name("2d 1x1 groups 2 (in place)"), t, || {
             Ok(vec![conv2d(&x, &w1g, 1, 0, 1, 2)?])
         });
         // Strided views: an input stored channels-first, a weight stored transposed.
-        let stored = random(&mut rng, &[2, 4, 9, 11], dtype);
+        let stored = uniform(&mut rng, &[2, 4, 9, 11], dtype);
         both(&name("2d channels-first input"), t, || {
             let xv = transpose(&stored, &[0, 2, 3, 1])?;
             Ok(vec![
@@ -306,7 +300,7 @@ fn convolutions_match_the_cpu() {
                 conv2d(&xv, &w1, 1, 0, 1, 1)?,
             ])
         });
-        let w_stored = random(&mut rng, &[4, 3, 3, 6], dtype);
+        let w_stored = uniform(&mut rng, &[4, 3, 3, 6], dtype);
         both(&name("2d transposed weight"), t, || {
             let wv = transpose(&w_stored, &[3, 1, 2, 0])?;
             Ok(vec![conv2d(&x, &wv, 1, 1, 1, 1)?])

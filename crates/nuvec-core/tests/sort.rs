@@ -6,7 +6,7 @@ mod common;
 
 use std::cmp::Ordering;
 
-use common::Rng;
+use common::{Rng, lanes};
 use nuvec_core::*;
 
 /// NumPy's order on reals: NaN after everything, equal NaNs.
@@ -27,20 +27,6 @@ fn same(a: f64, b: f64) -> bool {
 /// The array's elements as f64, row-major.
 fn values(a: &Array) -> Vec<f64> {
     a.astype(DType::F64).unwrap().to_vec::<f64>().unwrap()
-}
-
-/// The row-major positions of each lane along `axis` of `shape`.
-fn lanes(shape: &[usize], axis: usize) -> Vec<Vec<usize>> {
-    let n = shape[axis];
-    let inner: usize = shape[axis + 1..].iter().product();
-    let outer: usize = shape[..axis].iter().product();
-    let mut out = Vec::new();
-    for o in 0..outer {
-        for i in 0..inner {
-            out.push((0..n).map(|j| (o * n + j) * inner + i).collect());
-        }
-    }
-    out
 }
 
 /// The stable sort of each lane: (values, indices) laid out as the input.

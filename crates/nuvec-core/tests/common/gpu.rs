@@ -1,5 +1,5 @@
 //! Helpers of the GPU tests: running a closure on a device, skipping where no CUDA device
-//! answers, and comparing the GPU's results with the CPU's.
+//! answers, inputs in several layouts, and comparing the GPU's results with the CPU's.
 
 use nuvec_core::*;
 
@@ -31,6 +31,11 @@ pub fn values(a: &Array) -> Vec<f64> {
     a.astype(DType::F64).unwrap().to_vec::<f64>().unwrap()
 }
 
+/// Whether `gpu` equals `cpu` (NaN where NaN) within `tol` relative (absolute below 1).
+pub fn close(gpu: f64, cpu: f64, tol: f64) -> bool {
+    gpu == cpu || (gpu.is_nan() && cpu.is_nan()) || (gpu - cpu).abs() <= tol * cpu.abs().max(1.0)
+}
+
 /// `f` on both devices: same shapes, dtypes and values (NaN where NaN), within `tol`
 /// relative (absolute below 1).
 pub fn both(name: &str, tol: f64, f: impl Fn() -> Result<Vec<Array>>) {
@@ -41,11 +46,21 @@ pub fn both(name: &str, tol: f64, f: impl Fn() -> Result<Vec<Array>>) {
         assert_eq!(c.shape(), g.shape(), "{name} #{i}: shape");
         assert_eq!(c.dtype(), g.dtype(), "{name} #{i}: dtype");
         let (cv, gv) = (values(c), values(g));
+        assert_eq!(cv.len(), gv.len(), "{name} #{i}: length");
         for (k, (a, b)) in gv.iter().zip(&cv).enumerate() {
-            let ok =
-                a == b || (a.is_nan() && b.is_nan()) || (a - b).abs() <= tol * b.abs().max(1.0);
-            assert!(ok, "{name} #{i}[{k}]: gpu {a} vs cpu {b}");
+            assert!(close(*a, *b, tol), "{name} #{i}[{k}]: gpu {a} vs cpu {b}");
         }
+    }
+}
+
+/// The relative tolerance of an elementwise result of `dtype`: a rounding or so of its
+/// precision; 1e-2 for bfloat16 and for every type that is not a float.
+pub fn tol(dtype: DType) -> f64 {
+    match dtype {
+        DType::F64 => 1e-12,
+        DType::F32 => 2e-6,
+        DType::F16 => 2e-3,
+        _ => 1e-2,
     }
 }
 
@@ -54,4 +69,51 @@ pub fn random(rng: &mut Rng, shape: &[usize], lo: f64, hi: f64, dtype: DType) ->
     let n: usize = shape.iter().product();
     let v: Vec<f64> = (0..n).map(|_| rng.range(lo, hi)).collect();
     Array::from_slice(&v, shape).unwrap().astype(dtype).unwrap()
+}
+
+/// An array of `shape` uniform in `[-1, 1)`, as [`random`] makes it.
+pub fn uniform(rng: &mut Rng, shape: &[usize], dtype: DType) -> Array {
+    random(rng, shape, -1.0, 1.0, dtype)
+}
+
+/// The values of `x` (two axes or more) as inputs of other layouts, each named:
+/// - "contiguous": `x` itself;
+/// - "transposed": stored with its axes rotated (the last first) and viewed back in order,
+///   so that its last axis is not the one of step 1;
+/// - "reversed": axis `i` walked with the negative step `steps[i]`, the first over
+///   `-steps[0]` copies of `x` stacked along it so that the view keeps `x`'s shape (the
+///   other steps are -1 for the same reason; axes past `steps` are kept whole);
+/// - "broadcast": the first row of `x` repeated;
+/// - "empty": none of its rows.
+pub fn layouts(x: &Array, steps: &[isize]) -> Vec<(&'static str, Array)> {
+    let nd = x.ndim();
+    let rotated: Vec<usize> = std::iter::once(nd - 1).chain(0..nd - 1).collect();
+    let back: Vec<usize> = (1..nd).chain(std::iter::once(0)).collect();
+    let t = transpose(
+        &contiguous(&transpose(x, &rotated).unwrap()).unwrap(),
+        &back,
+    )
+    .unwrap();
+    let copies = vec![x.clone(); steps[0].unsigned_abs()];
+    // One copy needs no join: the view is then of `x`'s own buffer.
+    let stacked = if copies.len() == 1 {
+        x.clone()
+    } else {
+        concatenate(&copies, 0).unwrap()
+    };
+    let walk: Vec<SliceArg> = steps
+        .iter()
+        .map(|&s| SliceArg::new(None, None, s))
+        .collect();
+    let rev = slice(&stacked, &walk).unwrap();
+    let row = slice(x, &[SliceArg::new(Some(0), Some(1), 1)]).unwrap();
+    let wide = broadcast_to(&row, x.shape()).unwrap();
+    let empty = slice(x, &[SliceArg::new(Some(0), Some(0), 1)]).unwrap();
+    vec![
+        ("contiguous", x.clone()),
+        ("transposed", t),
+        ("reversed", rev),
+        ("broadcast", wide),
+        ("empty", empty),
+    ]
 }

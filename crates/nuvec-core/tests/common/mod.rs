@@ -1,4 +1,5 @@
-//! Shared test helpers: a small deterministic random source.
+//! Shared test helpers: a small deterministic random source, the lanes of a shape, automatic
+//! differentiation checks (autodiff.rs) and the GPU tests' helpers (gpu.rs).
 
 #![allow(dead_code)]
 
@@ -34,6 +35,20 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next_u64() % n.max(1)
     }
+}
+
+/// The row-major positions of each lane along `axis` of `shape`.
+pub fn lanes(shape: &[usize], axis: usize) -> Vec<Vec<usize>> {
+    let n = shape[axis];
+    let inner: usize = shape[axis + 1..].iter().product();
+    let outer: usize = shape[..axis].iter().product();
+    let mut out = Vec::new();
+    for o in 0..outer {
+        for i in 0..inner {
+            out.push((0..n).map(|j| (o * n + j) * inner + i).collect());
+        }
+    }
+    out
 }
 
 pub mod autodiff;

@@ -20,14 +20,6 @@ const G32_B2_SCALES: [f32; 6] = [
     0.4998094,
     0.49948674,
 ];
-const G32_B2_BIASES: [f32; 6] = [
-    -0.9999902,
-    0.99991184,
-    0.99873257,
-    -0.99913895,
-    -0.9996188,
-    -0.9989735,
-];
 const G32_B3_WQ: [u32; 18] = [
     3085704188, 4198760224, 1088411699, 3910139010, 58687695, 2144474873, 3776182851, 96362719,
     2680299509, 385450879, 2131263460, 3357276934, 536413631, 4278296530, 2754474502, 217977087,
@@ -41,14 +33,6 @@ const G32_B3_SCALES: [f32; 6] = [
     0.2499047,
     0.24974337,
 ];
-const G32_B3_BIASES: [f32; 6] = [
-    -0.9999902,
-    0.99991184,
-    0.99873257,
-    -0.99913895,
-    -0.9996188,
-    -0.9989735,
-];
 const G32_B4_WQ: [u32; 24] = [
     3590496248, 3753116863, 419402246, 1346043505, 115323908, 1897463698, 4233116414, 2130325596,
     401580549, 1344994945, 4214246653, 2415468654, 4249889279, 1845178444, 294648096, 3288580071,
@@ -61,14 +45,6 @@ const G32_B4_SCALES: [f32; 6] = [
     0.12489237,
     0.12495235,
     0.124871686,
-];
-const G32_B4_BIASES: [f32; 6] = [
-    -0.9999902,
-    0.99991184,
-    0.99873257,
-    -0.99913895,
-    -0.9996188,
-    -0.9989735,
 ];
 const G32_B5_WQ: [u32; 30] = [
     38371248, 1881079771, 271308782, 3256105977, 1342918641, 4126908423, 251552778, 3556536453,
@@ -84,14 +60,6 @@ const G32_B5_SCALES: [f32; 6] = [
     0.062476177,
     0.062435843,
 ];
-const G32_B5_BIASES: [f32; 6] = [
-    -0.9999902,
-    0.99991184,
-    0.99873257,
-    -0.99913895,
-    -0.9996188,
-    -0.9989735,
-];
 const G32_B6_WQ: [u32; 36] = [
     1217912544, 4219458928, 3623571200, 4254367831, 2265126414, 1275259391, 2142826510, 3645375869,
     1882284015, 3224276985, 78774052, 1871702576, 2124193876, 2810450398, 1410492155, 1078132724,
@@ -106,14 +74,6 @@ const G32_B6_SCALES: [f32; 6] = [
     0.031223092,
     0.031238088,
     0.031217922,
-];
-const G32_B6_BIASES: [f32; 6] = [
-    -0.9999902,
-    0.99991184,
-    0.99873257,
-    -0.99913895,
-    -0.9996188,
-    -0.9989735,
 ];
 const G32_B8_WQ: [u32; 48] = [
     2465524864, 3562800415, 3847679, 3556750907, 2468349275, 343927797, 4209143564, 1275210659,
@@ -131,7 +91,8 @@ const G32_B8_SCALES: [f32; 6] = [
     0.007809522,
     0.0078044804,
 ];
-const G32_B8_BIASES: [f32; 6] = [
+// MLX's bias is a group's extreme of larger magnitude: one set serves every width.
+const G32_BIASES: [f32; 6] = [
     -0.9999902,
     0.99991184,
     0.99873257,
@@ -144,21 +105,18 @@ const G64_B2_WQ: [u32; 12] = [
     3192386687, 3523025888, 2139289647, 3770566644,
 ];
 const G64_B2_SCALES: [f32; 3] = [0.4999951, 0.49956948, 0.4998094];
-const G64_B2_BIASES: [f32; 3] = [-0.9999902, -0.99913895, -0.9996188];
 const G64_B3_WQ: [u32; 18] = [
     3085704188, 4198760224, 1088411699, 536118718, 2126618562, 2755654155, 1743816701, 2088943536,
     2219829519, 385450879, 2131263460, 3357276934, 536413631, 4278296530, 2754474502, 217977087,
     4019214326, 4028235041,
 ];
 const G64_B3_SCALES: [f32; 3] = [0.24999756, 0.24978474, 0.2499047];
-const G64_B3_BIASES: [f32; 3] = [-0.9999902, -0.99913895, -0.9996188];
 const G64_B4_WQ: [u32; 24] = [
     3590496248, 3753116863, 419402246, 1346043505, 4197473532, 2683834750, 79681026, 2449924020,
     4179652347, 3219526287, 98550787, 2165829538, 4249889279, 1845178444, 294648096, 3288580071,
     4232068093, 2415468653, 61859601, 3003437013, 4286650351, 1006526505, 543030336, 3876687866,
 ];
 const G64_B4_SCALES: [f32; 3] = [0.12499878, 0.12489237, 0.12495235];
-const G64_B4_BIASES: [f32; 3] = [-0.9999902, -0.99913895, -0.9996188];
 const G64_B5_WQ: [u32; 30] = [
     38371248, 1881079771, 271308782, 3256105977, 1342918641, 1275388921, 25541885, 2955188157,
     3892440573, 2567093630, 1175875574, 3498983156, 604418040, 2231546876, 2021977854, 2516733949,
@@ -166,7 +124,6 @@ const G64_B5_WQ: [u32; 30] = [
     2843778175, 2721101727, 3053744887, 3707780543, 4078966703, 3955501047,
 ];
 const G64_B5_SCALES: [f32; 3] = [0.06249939, 0.062446184, 0.062476177];
-const G64_B5_BIASES: [f32; 3] = [-0.9999902, -0.99913895, -0.9996188];
 const G64_B6_WQ: [u32; 36] = [
     1217912544, 4219458928, 3623571200, 4254367831, 2265126414, 1275259391, 3226148850, 922287762,
     2480857364, 2144698439, 4220453099, 2491438803, 3261558764, 1757213233, 2952649224, 4290842636,
@@ -175,7 +132,6 @@ const G64_B6_WQ: [u32; 36] = [
     986707552, 3036607488, 2946901013, 3855680635,
 ];
 const G64_B6_SCALES: [f32; 3] = [0.031249695, 0.031223092, 0.031238088];
-const G64_B6_BIASES: [f32; 3] = [-0.9999902, -0.99913895, -0.9996188];
 const G64_B8_WQ: [u32; 48] = [
     2465524864, 3562800415, 3847679, 3556750907, 2468349275, 343927797, 4209143564, 1275210659,
     1237647303, 4221971969, 369847519, 2431905154, 3596486174, 3716094, 3539974205, 2501968985,
@@ -185,7 +141,8 @@ const G64_B8_WQ: [u32; 48] = [
     157933052, 4075717911, 1627856013, 917569240, 4290461696, 587486927, 2062088088, 3849588241,
 ];
 const G64_B8_SCALES: [f32; 3] = [0.0078124236, 0.007805773, 0.007809522];
-const G64_B8_BIASES: [f32; 3] = [-0.9999902, -0.99913895, -0.9996188];
+// Likewise for groups of 64.
+const G64_BIASES: [f32; 3] = [-0.9999902, -0.99913895, -0.9996188];
 const BF16_G32_B4_WQ: [u32; 24] = [
     3590496248, 3753116863, 419402246, 1346043505, 97428227, 1628953986, 3946850796, 1827221579,
     401580549, 1344994945, 4214246653, 2415468654, 4249889279, 1845178444, 294648096, 3288580071,
@@ -351,24 +308,26 @@ fn weights() -> Array {
     Array::from_slice(&v, &[ROWS, COLS]).unwrap()
 }
 
-/// MLX's `(wq, scales, biases)` for a group size and width.
-fn fixture(gs: usize, bits: u32) -> (&'static [u32], &'static [f32], &'static [f32]) {
-    match (gs, bits) {
-        (32, 2) => (&G32_B2_WQ, &G32_B2_SCALES, &G32_B2_BIASES),
-        (32, 3) => (&G32_B3_WQ, &G32_B3_SCALES, &G32_B3_BIASES),
-        (32, 4) => (&G32_B4_WQ, &G32_B4_SCALES, &G32_B4_BIASES),
-        (32, 5) => (&G32_B5_WQ, &G32_B5_SCALES, &G32_B5_BIASES),
-        (32, 6) => (&G32_B6_WQ, &G32_B6_SCALES, &G32_B6_BIASES),
-        (32, 8) => (&G32_B8_WQ, &G32_B8_SCALES, &G32_B8_BIASES),
-        (64, 2) => (&G64_B2_WQ, &G64_B2_SCALES, &G64_B2_BIASES),
-        (64, 3) => (&G64_B3_WQ, &G64_B3_SCALES, &G64_B3_BIASES),
-        (64, 4) => (&G64_B4_WQ, &G64_B4_SCALES, &G64_B4_BIASES),
-        (64, 5) => (&G64_B5_WQ, &G64_B5_SCALES, &G64_B5_BIASES),
-        (64, 6) => (&G64_B6_WQ, &G64_B6_SCALES, &G64_B6_BIASES),
-        _ => (&G64_B8_WQ, &G64_B8_SCALES, &G64_B8_BIASES),
-    }
-}
+/// MLX's quantization of [`weights`] (f32): group size, width, words, scales and biases.
+type Fixture = (usize, u32, &'static [u32], &'static [f32], &'static [f32]);
 
+/// Every group size and width the script prints.
+const FIXTURES: [Fixture; 12] = [
+    (32, 2, &G32_B2_WQ, &G32_B2_SCALES, &G32_BIASES),
+    (32, 3, &G32_B3_WQ, &G32_B3_SCALES, &G32_BIASES),
+    (32, 4, &G32_B4_WQ, &G32_B4_SCALES, &G32_BIASES),
+    (32, 5, &G32_B5_WQ, &G32_B5_SCALES, &G32_BIASES),
+    (32, 6, &G32_B6_WQ, &G32_B6_SCALES, &G32_BIASES),
+    (32, 8, &G32_B8_WQ, &G32_B8_SCALES, &G32_BIASES),
+    (64, 2, &G64_B2_WQ, &G64_B2_SCALES, &G64_BIASES),
+    (64, 3, &G64_B3_WQ, &G64_B3_SCALES, &G64_BIASES),
+    (64, 4, &G64_B4_WQ, &G64_B4_SCALES, &G64_BIASES),
+    (64, 5, &G64_B5_WQ, &G64_B5_SCALES, &G64_BIASES),
+    (64, 6, &G64_B6_WQ, &G64_B6_SCALES, &G64_BIASES),
+    (64, 8, &G64_B8_WQ, &G64_B8_SCALES, &G64_BIASES),
+];
+
+/// The bits of `a`'s elements as f32.
 fn bits_of(a: &Array) -> Vec<u32> {
     a.astype(DType::F32)
         .unwrap()
@@ -379,6 +338,7 @@ fn bits_of(a: &Array) -> Vec<u32> {
         .collect()
 }
 
+/// The bits of each of `v`.
 fn f32_bits(v: &[f32]) -> Vec<u32> {
     v.iter().map(|v| v.to_bits()).collect()
 }
@@ -386,19 +346,16 @@ fn f32_bits(v: &[f32]) -> Vec<u32> {
 #[test]
 fn quantize_matches_mlx_bit_for_bit() {
     let w = weights();
-    for gs in [32, 64] {
-        for bits in [2, 3, 4, 5, 6, 8] {
-            let (words, scales, biases) = fixture(gs, bits);
-            let (wq, s, b) = quantize(&w, gs, bits).unwrap();
-            assert_eq!(wq.shape(), [ROWS, COLS * bits as usize / 32]);
-            assert_eq!(
-                wq.to_vec::<u32>().unwrap(),
-                words,
-                "gs={gs} bits={bits}: words"
-            );
-            assert_eq!(bits_of(&s), f32_bits(scales), "gs={gs} bits={bits}: scales");
-            assert_eq!(bits_of(&b), f32_bits(biases), "gs={gs} bits={bits}: biases");
-        }
+    for (gs, bits, words, scales, biases) in FIXTURES {
+        let (wq, s, b) = quantize(&w, gs, bits).unwrap();
+        assert_eq!(wq.shape(), [ROWS, COLS * bits as usize / 32]);
+        assert_eq!(
+            wq.to_vec::<u32>().unwrap(),
+            words,
+            "gs={gs} bits={bits}: words"
+        );
+        assert_eq!(bits_of(&s), f32_bits(scales), "gs={gs} bits={bits}: scales");
+        assert_eq!(bits_of(&b), f32_bits(biases), "gs={gs} bits={bits}: biases");
     }
 }
 
@@ -415,17 +372,14 @@ fn quantize_matches_mlx_in_bfloat16() {
 #[test]
 fn dequantize_of_mlx_words_is_close_to_the_matrix() {
     let w = values(&weights());
-    for gs in [32, 64] {
-        for bits in [2, 3, 4, 5, 6, 8] {
-            let (words, scales, biases) = fixture(gs, bits);
-            let wq = Array::from_slice(words, &[ROWS, COLS * bits as usize / 32]).unwrap();
-            let s = Array::from_slice(scales, &[ROWS, COLS / gs]).unwrap();
-            let b = Array::from_slice(biases, &[ROWS, COLS / gs]).unwrap();
-            let back = values(&dequantize(&wq, &s, &b, gs, bits).unwrap());
-            for (i, (x, y)) in w.iter().zip(&back).enumerate() {
-                let step = f64::from(scales[i / gs]).abs();
-                assert!((x - y).abs() <= step * 1.0001, "gs={gs} bits={bits} [{i}]");
-            }
+    for (gs, bits, words, scales, biases) in FIXTURES {
+        let wq = Array::from_slice(words, &[ROWS, COLS * bits as usize / 32]).unwrap();
+        let s = Array::from_slice(scales, &[ROWS, COLS / gs]).unwrap();
+        let b = Array::from_slice(biases, &[ROWS, COLS / gs]).unwrap();
+        let back = values(&dequantize(&wq, &s, &b, gs, bits).unwrap());
+        for (i, (x, y)) in w.iter().zip(&back).enumerate() {
+            let step = f64::from(scales[i / gs]).abs();
+            assert!((x - y).abs() <= step * 1.0001, "gs={gs} bits={bits} [{i}]");
         }
     }
 }
