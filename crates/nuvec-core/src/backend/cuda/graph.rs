@@ -4,9 +4,9 @@
 //! So runs of consecutive nodes that only queue kernels (and device-to-device copies) on one
 //! stream are recorded by stream capture instead of launched one by one, and each run of up
 //! to [`nodes_per_graph`] nodes is launched as one graph. The first few nodes of each
-//! evaluation are launched directly, so that evaluating one or two operations pays no graph. Graph executables are kept per
-//! stream and size and updated in place for the next run of the same shape, which is much
-//! cheaper than building a new one.
+//! evaluation are launched directly, so that evaluating one or two operations pays no graph.
+//! Graph executables are kept per stream and size and updated in place for the next run of
+//! the same shape, which is much cheaper than building a new one.
 //!
 //! A capture is closed and its graph launched ("flushed") before anything that must see the
 //! work queued or that a capture cannot hold: the end of every `eval`, a node that is not
@@ -177,9 +177,11 @@ fn launch(batch: &mut Batch, graph: sys::CUgraph, stream: &CudaStream) -> Result
     let mut exec = None;
     if let Some(at) = batch.execs.iter().position(|e| e.nodes == nodes) {
         let kept = batch.execs.remove(at);
-        // SAFETY: both handles are live; the info struct is plain data the driver fills.
-        // Launches of the executable already queued keep the parameters they had.
+        // SAFETY: the info struct is plain data (integers and handles) for which all zero
+        // bits are a valid value.
         let mut info: sys::CUgraphExecUpdateResultInfo = unsafe { std::mem::zeroed() };
+        // SAFETY: both handles are live and `info` is writable; launches of the executable
+        // already queued keep the parameters they had.
         let updated = unsafe { sys::cuGraphExecUpdate_v2(kept.exec, graph, &mut info) };
         if updated == sys::CUresult::CUDA_SUCCESS {
             exec = Some(kept);
