@@ -180,8 +180,8 @@ pub(crate) fn map_same_wide<T: Element>(
         return Ok(out);
     }
     if !x.layout.is_row_contiguous() {
-        // Gather into a fresh row-major buffer, then run the wide loop over it in place.
-        let mut copy = map(x, op, |v: T| v)?;
+        // A row-major copy (the tiled one), then the wide loop over it in place.
+        let mut copy = super::copy::to_contiguous(x);
         if let Some(out) = in_place(&mut copy, &|chunk| apply_wide(chunk, None, &f)) {
             return Ok(out);
         }
