@@ -276,10 +276,12 @@ fn launch_rows(place: &Place, l: &RowLaunch<'_>) -> Result<()> {
         type_names(l.dtype).expect("real").1,
         type_names(l.out_dtype).expect("real").1,
     );
-    let name = format!("reduce_rows_{}_{tn}_{on}", l.op.name());
-    let f = kernel(place, "reduce", l.module, reduce_source, &name)?;
     let tasks = l.nrows * l.parts;
     let lanes = run_lanes(l.chunk.min(l.n), l.dtype.size(), tasks);
+    // A warp per run and a block per run are two kernels (see `nv_reduce_rows`).
+    let form = if lanes == 32 { "warp_rows" } else { "rows" };
+    let name = format!("reduce_{form}_{}_{tn}_{on}", l.op.name());
+    let f = kernel(place, "reduce", l.module, reduce_source, &name)?;
     let (t, p, c, n) = (tasks as i64, l.parts as i64, l.chunk as i64, l.n as i64);
     let mut launch = place.stream.launch_builder(&f);
     launch
@@ -289,12 +291,12 @@ fn launch_rows(place: &Place, l: &RowLaunch<'_>) -> Result<()> {
         .arg(&p)
         .arg(&c)
         .arg(&n)
-        .arg(l.rows)
-        .arg(&lanes);
+        .arg(l.rows);
     // SAFETY: `rows` locates, inside the source block, rows of `n` elements of the source
     // type with step 1 (the caller built it from the input's layout or a row-major block of
     // `nrows · n`); each run reads within its row; `out` holds `tasks` elements of the
-    // output type; the arguments match `reduce_rows_*` in `reduce.cu`.
+    // output type; the arguments match `reduce_rows_*` and `reduce_warp_rows_*` in
+    // `reduce.cu`.
     unsafe { launch.launch(config(tasks.div_ceil(groups(lanes)), 1)) }
         .map_err(launch_err(&name))?;
     Ok(())

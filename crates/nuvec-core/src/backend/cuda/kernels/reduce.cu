@@ -1,9 +1,9 @@
 // Reductions, arg-reductions and the fused last-axis kernels (logsumexp, softmax).
 // Needs common.cuh and reduce_ops.cuh first. Every kernel runs with 256 threads per block.
 //
-// Rows (`_rows`, with `lanes` threads per row: 32, a warp, or 256, the block): each row is
-// a contiguous run (of a reduction) or a strided one (arg-reductions, softmax, logsumexp)
-// starting where the `rows` view (the kept axes) locates it. A long row may be split in `parts` of `chunk`
+// Rows (`_rows`, with a warp or the whole block per row): each row is a contiguous run (of a
+// reduction) or a strided one (arg-reductions, softmax, logsumexp) starting where the `rows`
+// view (the kept axes) locates it. A reduction's long row may be split in `parts` of `chunk`
 // elements, each written as a partial result (of the accumulator type) for a second pass.
 // Columns (`_cols`): a thread per output, which folds the elements the `red` view (the
 // reduced axes, offset 0) lists from where `cols` locates it; consecutive outputs read
@@ -13,43 +13,64 @@
 #define NV_THREADS 256
 #define NV_NO_INDEX 0xffffffffu
 
-// The fold of `len` contiguous elements from `p` by lane `lane` of `lanes`, with 16-byte
+// The fold of `len` contiguous elements from `p` by lane `lane` of `LANES`, with 16-byte
 // loads from the first 16-byte boundary on (the elements before it and after the last
-// whole vector are read one by one), `U` vectors in flight per thread.
-template <class Op, typename T, typename A, int U>
-__device__ __forceinline__ A nv_fold_run(const T* __restrict__ p, i64 len, int lane, int lanes) {
+// whole vector are read one by one). Each lane keeps `U` loads in flight, and each of them
+// folds into its own partial result: a warp issues in order, so one chain of joins through
+// all of them would hold back its next loads.
+template <class Op, typename T, typename A, int U, int LANES>
+__device__ __forceinline__ A nv_fold_run(const T* __restrict__ p, i64 len, int lane) {
   constexpr int V = 16 / sizeof(T);
   A acc = Op::template init<A>();
   i64 head = (i64)(((16 - ((u64)p & 15)) & 15) / sizeof(T));
   if (head > len) head = len;
-  for (i64 i = lane; i < head; i += lanes) acc = Op::join(acc, nv_to<A>(p[i]));
+  for (i64 i = lane; i < head; i += LANES) acc = Op::join(acc, nv_to<A>(p[i]));
   const uint4* __restrict__ vp = reinterpret_cast<const uint4*>(p + head);
   const i64 nvec = (len - head) / V;
-  for (i64 i = lane; i < nvec; i += (i64)U * lanes) {
+  // Whole rounds of `U · LANES` vectors load without bounds checks; the vectors after the
+  // last whole round go one at a time (a bounds-checked round of `U` would double the
+  // registers and lower the occupancy that every row relies on).
+  const i64 whole = nvec / (U * LANES) * (U * LANES);
+  A part[U];
+#pragma unroll
+  for (int k = 0; k < U; ++k) part[k] = Op::template init<A>();
+  for (i64 i = lane; i < whole; i += U * LANES) {
     uint4 r[U];
 #pragma unroll
-    for (int k = 0; k < U; ++k)
-      if (i + (i64)k * lanes < nvec) r[k] = __ldg(vp + i + (i64)k * lanes);
+    for (int k = 0; k < U; ++k) r[k] = __ldg(vp + i + k * LANES);
 #pragma unroll
     for (int k = 0; k < U; ++k) {
-      if (i + (i64)k * lanes < nvec) {
-        const T* e = reinterpret_cast<const T*>(&r[k]);
+      const T* e = reinterpret_cast<const T*>(&r[k]);
+      A s = nv_to<A>(e[0]);
 #pragma unroll
-        for (int j = 0; j < V; ++j) acc = Op::join(acc, nv_to<A>(e[j]));
-      }
+      for (int j = 1; j < V; ++j) s = Op::join(s, nv_to<A>(e[j]));
+      part[k] = Op::join(part[k], s);
     }
   }
-  for (i64 i = head + nvec * V + lane; i < len; i += lanes) acc = Op::join(acc, nv_to<A>(p[i]));
+  for (i64 i = whole + lane; i < nvec; i += LANES) {
+    const uint4 r = __ldg(vp + i);
+    const T* e = reinterpret_cast<const T*>(&r);
+#pragma unroll
+    for (int j = 0; j < V; ++j) part[0] = Op::join(part[0], nv_to<A>(e[j]));
+  }
+#pragma unroll
+  for (int k = 0; k < U; ++k) acc = Op::join(acc, part[k]);
+  for (i64 i = head + nvec * V + lane; i < len; i += LANES) acc = Op::join(acc, nv_to<A>(p[i]));
   return acc;
 }
 
-template <class Op, typename T, typename O>
+// `LANES` threads per run: a warp, or the whole block. The two are separate kernels so that
+// each gets the registers it needs (the warp's form holds more loads in flight and would
+// otherwise lower the block's occupancy, and the other way round).
+template <class Op, typename T, typename O, int LANES>
 __device__ __forceinline__ void nv_reduce_rows(const T* __restrict__ x, O* __restrict__ out,
                                                i64 tasks, i64 parts, i64 chunk, i64 n,
-                                               const Strided& rows, int lanes) {
+                                               const Strided& rows) {
   typedef typename Op::template Of<T>::A A;
-  const int groups = NV_THREADS / lanes;
-  const int g = threadIdx.x / lanes, lane = threadIdx.x % lanes;
+  constexpr int groups = NV_THREADS / LANES;
+  // A warp alone on its run keeps more loads in flight to cover the memory's latency.
+  constexpr int U = LANES == 32 ? 8 : 4;
+  const int g = threadIdx.x / LANES, lane = threadIdx.x % LANES;
   // With a group of the whole block every thread runs the same iterations (the group
   // reduction synchronises the block).
   for (i64 t = (i64)blockIdx.x * groups + g; t < tasks; t += (i64)gridDim.x * groups) {
@@ -59,10 +80,8 @@ __device__ __forceinline__ void nv_reduce_rows(const T* __restrict__ x, O* __res
     if (len > chunk) len = chunk;
     if (len < 0) len = 0;
     const T* p = x + nv_locate(rows, row) + start;
-    // A warp alone on its row keeps more loads in flight to cover the memory's latency.
-    A acc = lanes == 32 ? nv_fold_run<Op, T, A, 8>(p, len, lane, lanes)
-                        : nv_fold_run<Op, T, A, 4>(p, len, lane, lanes);
-    acc = nv_group_reduce<Op, A>(acc, lanes);
+    A acc = nv_fold_run<Op, T, A, U, LANES>(p, len, lane);
+    acc = nv_group_reduce<Op, A>(acc, LANES);
     if (lane == 0) out[t] = nv_to<O>(acc);
   }
 }
@@ -90,11 +109,15 @@ __device__ __forceinline__ void nv_reduce_cols(const T* __restrict__ x, O* __res
   }
 }
 
-// `reduce_rows_<op>_<in>_<out>` and `reduce_cols_<op>_<in>_<out>`.
+// `reduce_rows_<op>_<in>_<out>` (a block per run), `reduce_warp_rows_<op>_<in>_<out>` (a
+// warp per run) and `reduce_cols_<op>_<in>_<out>`.
 #define NV_REDUCE_ROWS(op, Op, T, tn, O, on) \
   extern "C" __global__ void __launch_bounds__(NV_THREADS) reduce_rows_##op##_##tn##_##on( \
-      const T* x, O* out, i64 tasks, i64 parts, i64 chunk, i64 n, Strided rows, int lanes) { \
-    nv_reduce_rows<Op, T, O>(x, out, tasks, parts, chunk, n, rows, lanes); }
+      const T* x, O* out, i64 tasks, i64 parts, i64 chunk, i64 n, Strided rows) { \
+    nv_reduce_rows<Op, T, O, NV_THREADS>(x, out, tasks, parts, chunk, n, rows); } \
+  extern "C" __global__ void __launch_bounds__(NV_THREADS) reduce_warp_rows_##op##_##tn##_##on( \
+      const T* x, O* out, i64 tasks, i64 parts, i64 chunk, i64 n, Strided rows) { \
+    nv_reduce_rows<Op, T, O, 32>(x, out, tasks, parts, chunk, n, rows); }
 #define NV_REDUCE_COLS(op, Op, T, tn, O, on) \
   extern "C" __global__ void __launch_bounds__(NV_THREADS) reduce_cols_##op##_##tn##_##on( \
       const T* x, O* out, i64 nout, i64 parts, i64 chunk, i64 nred, Strided cols, Strided red) { \
