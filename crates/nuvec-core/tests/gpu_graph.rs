@@ -91,3 +91,44 @@ fn a_cpu_node_reads_what_a_recorded_graph_computes() {
         .collect();
     assert_eq!(values(&c), want);
 }
+
+/// Threads sharing the GPU's default stream: each evaluates chains longer than a graph,
+/// uploads new inputs and reads values back in between, so that one thread's copies, waits
+/// and direct launches meet another's open capture. Every value read equals the direct
+/// formula computed on the host.
+#[test]
+fn threads_sharing_a_stream_with_graphs_read_right_values() {
+    if !gpu_available() {
+        return;
+    }
+    let workers: Vec<_> = (0..6)
+        .map(|t| {
+            std::thread::spawn(move || {
+                on(Device::gpu(0), || {
+                    for round in 0..40 {
+                        let start = (t * 100 + round) as f32;
+                        // A fresh host input each round: an upload on the shared stream.
+                        let x = Array::from_vec(vec![start; 257], &[257]).unwrap();
+                        let mut y = x.clone();
+                        for _ in 0..70 {
+                            y = add(&y, 1.0f32).unwrap();
+                        }
+                        let total = sum(&y, &[], false).unwrap();
+                        // Reading waits for this thread's work while others record theirs.
+                        let got = y.to_vec::<f32>().unwrap();
+                        assert!(
+                            got.iter().all(|&v| v == start + 70.0),
+                            "thread {t}: {got:?}"
+                        );
+                        let want = 257.0 * f64::from(start + 70.0);
+                        let s = f64::from(total.item::<f32>().unwrap());
+                        assert!((s - want).abs() <= 1e-6 * want, "thread {t}: {s} vs {want}");
+                    }
+                })
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("a worker thread panicked");
+    }
+}

@@ -150,8 +150,10 @@ impl Allocator {
 
     /// Gives cached blocks back to the driver until at most `keep` bytes stay cached.
     pub(crate) fn release_cached(&self, keep: usize) -> Result<()> {
-        // Recorded kernels may use cached blocks: launch them before waiting for the device.
-        super::graph::flush_all()?;
+        // Recorded kernels may use cached blocks: launch them before waiting for the device,
+        // and keep the wait out of any capture.
+        let gpu = super::context::gpu(self.ctx.ordinal())?;
+        let using = super::graph::exclusive(&gpu)?;
         let victims: Vec<Cached> = {
             let mut state = self.lock();
             let mut out = Vec::new();
@@ -170,7 +172,7 @@ impl Allocator {
             out
         };
         if victims.is_empty() {
-            return Ok(());
+            return using.finish();
         }
         self.ctx
             .bind_to_thread()
@@ -182,7 +184,7 @@ impl Allocator {
             // was in the free list) and the device has finished all work that used it.
             unsafe { result::free_sync(block.ptr) }.map_err(driver("free"))?;
         }
-        Ok(())
+        using.finish()
     }
 
     /// Takes back a block that `stream` (last) used.

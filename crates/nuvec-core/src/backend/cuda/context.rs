@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use cudarc::driver::{CudaContext, CudaFunction, CudaStream, result, sys};
 
 use super::alloc::Allocator;
-use super::graph::Batch;
+use super::graph::Batching;
 use super::jit::Jit;
 use crate::{Error, Result};
 
@@ -37,8 +37,8 @@ pub(crate) struct Gpu {
     kernels: Mutex<HashMap<u64, Kernel>>,
     /// Page-locked host memory that large transfers go through (see `mod.rs`).
     pub(crate) staging: Mutex<Option<super::transfer::Staging>>,
-    /// The graph capture state of each stream index (`graph.rs`).
-    batches: Vec<Mutex<Batch>>,
+    /// The graph capture state (`graph.rs`).
+    pub(crate) batching: Batching,
 }
 
 /// A kernel ready to launch, with the most blocks of [`Kernel::THREADS`] threads that the
@@ -76,7 +76,7 @@ impl Gpu {
                 self.ordinal
             )));
         }
-        let mut streams = self.streams.lock().unwrap_or_else(|e| e.into_inner());
+        let mut streams = lock(&self.streams);
         if let Some(s) = &streams[index] {
             return Ok(Arc::clone(s));
         }
@@ -86,6 +86,10 @@ impl Gpu {
             .map_err(|e| Error::Device(format!("cuda: creating a stream: {e}")))?;
         streams[index] = Some(Arc::clone(&s));
         self.alloc.stream_made();
+        drop(streams);
+        // No capture opens once the device has a second stream; launch one already open,
+        // so that no event between streams is recorded into it.
+        super::graph::flush(self)?;
         Ok(s)
     }
 
@@ -108,20 +112,6 @@ impl Gpu {
         };
         lock(&self.kernels).insert(key, k.clone());
         Ok(k)
-    }
-
-    /// The graph capture state of nuvec stream `index` (below [`STREAMS`]) of this device.
-    pub(crate) fn batch(&self, index: usize) -> std::sync::MutexGuard<'_, Batch> {
-        lock(&self.batches[index % STREAMS])
-    }
-
-    /// The streams made so far, with their nuvec indices.
-    pub(crate) fn streams_made(&self) -> Vec<(usize, Arc<CudaStream>)> {
-        lock(&self.streams)
-            .iter()
-            .enumerate()
-            .filter_map(|(i, s)| s.clone().map(|s| (i, s)))
-            .collect()
     }
 
     /// The allocator's id of nuvec stream `index` of this device.
@@ -202,7 +192,7 @@ fn open(ordinal: usize) -> std::result::Result<Arc<Gpu>, String> {
         sms: sms.max(1) as u32,
         kernels: Mutex::new(HashMap::new()),
         staging: Mutex::new(None),
-        batches: (0..STREAMS).map(|_| Mutex::default()).collect(),
+        batching: Batching::default(),
     }))
 }
 

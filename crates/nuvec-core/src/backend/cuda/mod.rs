@@ -62,17 +62,20 @@ impl DeviceCopy {
         gpu.ctx
             .bind_to_thread()
             .map_err(driver("bind the context"))?;
-        // Kernels still recorded in a capture have not run yet.
-        graph::flush_all()?;
         let stream = context::stream_by_id(self.stream_id)
             .ok_or_else(|| Error::Device("cuda: a buffer's stream is gone".into()))?;
-        crate::with_dtype!(dtype, T => {
+        // Kernels still recorded in a capture have not run yet: this launches them, and no
+        // capture records the copy.
+        let using = graph::exclusive(&gpu)?;
+        let host = crate::with_dtype!(dtype, T => {
             let mut v = crate::array::pool::alloc::<T>(len);
             // After the work queued on the producing stream; large buffers go through
             // page-locked staging memory (`transfer.rs`).
             transfer::download(&gpu, &stream, transfer::bytes_mut(&mut v), self.buf.ptr())?;
-            Ok(<T as crate::dtype::Element>::into_host(v))
-        })
+            <T as crate::dtype::Element>::into_host(v)
+        });
+        using.finish()?;
+        Ok(host)
     }
 }
 
@@ -91,12 +94,10 @@ pub(crate) fn finish() -> Result<()> {
     graph::finished()
 }
 
-/// Where a node runs: the device, its CUDA stream, that stream's nuvec index and its
-/// allocator id.
+/// Where a node runs: the device, its CUDA stream and that stream's allocator id.
 pub(crate) struct Place {
     pub(crate) gpu: Arc<Gpu>,
     pub(crate) stream: Arc<CudaStream>,
-    index: usize,
     pub(crate) stream_id: usize,
 }
 
@@ -108,7 +109,6 @@ impl Place {
             .map_err(driver("bind the context"))?;
         let cuda = gpu.stream(stream.index)?;
         Ok(Place {
-            index: stream.index,
             stream_id: gpu.stream_id(stream.index),
             stream: cuda,
             gpu,
@@ -191,24 +191,19 @@ pub(crate) fn eval(
     outputs: &[OutputSpec],
 ) -> Result<Vec<ArrayData>> {
     let place = Place::of(stream)?;
-    // A node that only queues kernels on inputs already here is recorded into the stream's
-    // graph; any other node first launches what was recorded (`graph.rs`).
-    let batched = batchable(primitive)
-        && inputs.iter().all(|d| place.resident(d))
-        && graph::begin(&place.gpu, place.index, &place.stream)?;
-    if !batched {
-        graph::flush_all()?;
-    }
-    let done = run(&place, stream, primitive, inputs, outputs)?;
-    if batched {
-        graph::added(&place.gpu, place.index, &place.stream)?;
-    }
+    // A node that only queues kernels on inputs already here may be recorded into the
+    // device's graph; any other node first launches what was recorded (`graph.rs`).
+    let batchable = batchable(primitive) && inputs.iter().all(|d| place.resident(d));
+    let using = graph::enter(&place.gpu, &place.stream, batchable)?;
+    let done = run(&place, stream, primitive, inputs, outputs);
+    // The node's own error, if any, says more than one from ending the use.
+    let finished = using.finish();
+    let done = done?;
+    finished?;
     match done {
         Some(results) => Ok(results),
-        None => {
-            graph::flush_all()?;
-            on_host(primitive, inputs, outputs)
-        }
+        // The host reads the inputs through `to_host`, which launches what was recorded.
+        None => on_host(primitive, inputs, outputs),
     }
 }
 

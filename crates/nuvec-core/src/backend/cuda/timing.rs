@@ -8,12 +8,13 @@ use std::sync::Arc;
 
 use cudarc::driver::{CudaEvent, CudaStream, sys};
 
-use super::{context, driver};
+use super::{Gpu, context, driver};
 use crate::error::invalid;
 use crate::{DeviceKind, Result, Stream};
 
-/// The CUDA stream behind a GPU `stream`, with its device's context bound to this thread.
-fn cuda_stream(op: &'static str, stream: Stream) -> Result<Arc<CudaStream>> {
+/// The device and the CUDA stream behind a GPU `stream`, with the device's context bound to
+/// this thread.
+fn cuda_stream(op: &'static str, stream: Stream) -> Result<(Arc<Gpu>, Arc<CudaStream>)> {
     if stream.device.kind != DeviceKind::Gpu {
         return Err(invalid(
             op,
@@ -27,7 +28,8 @@ fn cuda_stream(op: &'static str, stream: Stream) -> Result<Arc<CudaStream>> {
     gpu.ctx
         .bind_to_thread()
         .map_err(driver("bind the context"))?;
-    gpu.stream(stream.index)
+    let cuda = gpu.stream(stream.index)?;
+    Ok((gpu, cuda))
 }
 
 /// Waits until the work queued on `stream` so far has finished (as MLX's `mx.synchronize`).
@@ -48,9 +50,11 @@ pub fn synchronize(stream: Stream) -> Result<()> {
     if stream.device.kind == DeviceKind::Cpu {
         return Ok(());
     }
-    let cuda = cuda_stream("synchronize", stream)?;
-    super::graph::flush_all()?;
-    cuda.synchronize().map_err(driver("synchronize"))
+    let (gpu, cuda) = cuda_stream("synchronize", stream)?;
+    // Launches what a capture holds, and keeps the wait out of any capture.
+    let using = super::graph::exclusive(&gpu)?;
+    cuda.synchronize().map_err(driver("synchronize"))?;
+    using.finish()
 }
 
 /// Times the work of a GPU stream with two CUDA events: [`start`](EventTimer::start) waits
@@ -75,6 +79,7 @@ pub fn synchronize(stream: Stream) -> Result<()> {
 /// }
 /// ```
 pub struct EventTimer {
+    gpu: Arc<Gpu>,
     stream: Arc<CudaStream>,
     begin: CudaEvent,
     end: CudaEvent,
@@ -92,13 +97,14 @@ impl std::fmt::Debug for EventTimer {
 impl EventTimer {
     /// A timer for the work of `stream`, a GPU stream.
     pub fn new(stream: Stream) -> Result<EventTimer> {
-        let cuda = cuda_stream("EventTimer", stream)?;
+        let (gpu, cuda) = cuda_stream("EventTimer", stream)?;
         let ctx = cuda.context();
         // Timing needs the default flags (cudarc's own default turns timing off).
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
         let begin = ctx.new_event(flags).map_err(driver("create an event"))?;
         let end = ctx.new_event(flags).map_err(driver("create an event"))?;
         Ok(EventTimer {
+            gpu,
             stream: cuda,
             begin,
             end,
@@ -108,12 +114,14 @@ impl EventTimer {
 
     /// Waits for the work queued so far, then marks the start.
     pub fn start(&mut self) -> Result<()> {
-        // An event queued behind earlier work would start the clock late.
-        super::graph::flush_all()?;
+        // An event queued behind earlier work would start the clock late; and an event
+        // must not be recorded into a capture.
+        let using = super::graph::exclusive(&self.gpu)?;
         self.stream.synchronize().map_err(driver("synchronize"))?;
         self.begin
             .record(&self.stream)
             .map_err(driver("record an event"))?;
+        using.finish()?;
         self.started = true;
         Ok(())
     }
@@ -124,13 +132,14 @@ impl EventTimer {
         if !std::mem::take(&mut self.started) {
             return Err(invalid("EventTimer", "stop called before start"));
         }
-        super::graph::flush_all()?;
+        let using = super::graph::exclusive(&self.gpu)?;
         self.end
             .record(&self.stream)
             .map_err(driver("record an event"))?;
         self.end
             .synchronize()
             .map_err(driver("wait for an event"))?;
+        using.finish()?;
         let ms = self
             .begin
             .elapsed_ms(&self.end)
