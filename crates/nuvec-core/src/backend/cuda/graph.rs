@@ -106,9 +106,9 @@ impl Batching {
 
     /// The state, once no other thread is queuing a node into the open capture.
     fn settled(&self) -> MutexGuard<'_, Batch> {
-        let me = thread::current().id();
         let mut batch = self.state();
-        while batch.holder.is_some_and(|h| h != me) {
+        // Reading this thread's id only when there is a holder keeps it off the common path.
+        while batch.holder.is_some_and(|h| h != thread::current().id()) {
             batch.waiting += 1;
             batch = self.released.wait(batch).unwrap_or_else(|e| e.into_inner());
             batch.waiting -= 1;
@@ -141,17 +141,8 @@ pub(crate) fn enter<'a>(
     batchable: bool,
 ) -> Result<Use<'a>> {
     let mut batch = gpu.batching.settled();
-    let direct = |mut batch: MutexGuard<'_, Batch>| {
-        batch.users += 1;
-        Use {
-            gpu,
-            recording: false,
-            ended: false,
-        }
-    };
     if !(batchable && batch.users == 0 && nodes_per_graph() > 0 && gpu.alloc.streams() <= 1) {
-        close(&mut batch)?;
-        return Ok(direct(batch));
+        return direct(gpu, batch);
     }
     if !batch
         .open
@@ -165,7 +156,7 @@ pub(crate) fn enter<'a>(
         }
         if batch.direct.1 < DIRECT_FIRST {
             batch.direct.1 += 1;
-            return Ok(direct(batch));
+            return direct(gpu, batch);
         }
         let mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
         // SAFETY: the stream is live (its `Arc` is held); relaxed mode lets the nodes that
@@ -190,7 +181,12 @@ pub(crate) fn enter<'a>(
 /// A use of `gpu` that must see everything queued so far and must not be recorded: copies
 /// to the host, waits, events, returning memory to the driver.
 pub(crate) fn exclusive(gpu: &Gpu) -> Result<Use<'_>> {
-    let mut batch = gpu.batching.settled();
+    direct(gpu, gpu.batching.settled())
+}
+
+/// A use that queues its work directly: the open capture (if any) is launched first, and
+/// none opens until the use ends.
+fn direct<'a>(gpu: &'a Gpu, mut batch: MutexGuard<'_, Batch>) -> Result<Use<'a>> {
     close(&mut batch)?;
     batch.users += 1;
     Ok(Use {
