@@ -14,8 +14,10 @@ import sys
 import time
 
 # Warm-ups stop early, and timed runs stop at the budget, for very slow cases
-# (a reference-BLAS matmul takes seconds): at least one of each always runs.
+# (a reference-BLAS matmul takes seconds): at least one of each always runs. Warm-ups of
+# fast cases go on until they add up to WARMUP_S, for an idle GPU to reach its clocks.
 SLOW_WARMUP_S = 2.0
+WARMUP_S = 0.025
 CASE_BUDGET_S = 10.0
 
 
@@ -211,19 +213,22 @@ def batch_size(single_s, limit):
 
 def measure(case, repeat, clock, batch=1):
     """Warm-up, then timed samples of up to `batch` runs each; returns (median seconds of one
-    run, figure, samples). A setup may return `(run, work)` to give the work itself (a ratio
+    run, figure, samples, runs per sample, the fastest sample's seconds per run). A setup may return `(run, work)` to give the work itself (a ratio
     case's reference time)."""
     work, run = case.work, case.setup()
     if isinstance(run, tuple):
         run, work = run
-    single = 0.0
-    for _ in range(max(case.warmup, 1)):
+    # The fastest warm-up run sizes the batches: the first runs also load kernels, and an idle
+    # GPU's clocks take a while to rise, so warm-up goes on for WARMUP_S at least.
+    fastest, spent, done = math.inf, 0.0, 0
+    while True:
         clock.start()
         run()
         single = clock.stop()
-        if single > SLOW_WARMUP_S:
+        fastest, spent, done = min(fastest, single), spent + single, done + 1
+        if single > SLOW_WARMUP_S or (done >= max(case.warmup, 1) and spent >= WARMUP_S):
             break
-    batch = batch_size(single, batch)
+    batch = batch_size(fastest, batch)
     times = []
     for _ in range(repeat or case.runs):
         clock.start()
@@ -233,7 +238,7 @@ def measure(case, repeat, clock, batch=1):
         if sum(times) * batch > CASE_BUDGET_S:
             break
     median = statistics.median(times)
-    return median, figure(case.unit, work, median), len(times)
+    return median, figure(case.unit, work, median), len(times), batch, min(times)
 
 
 def fmt_figure(x):
@@ -288,10 +293,11 @@ def main(runner, cases, info, device="cpu", clock=None, argv=None):
             continue
         obj = {"name": c.name, "device": device, "shape": c.shape, "dtype": c.dtype,
                "median_s": None, "figure": None, "unit": c.unit, "runner": runner,
-               "runs": 0, "status": "ok", "info": info}
+               "runs": 0, "batch": 0, "min_s": None, "status": "ok", "info": info}
         try:
             batch = MAX_BATCH if device == "gpu" else 1
-            obj["median_s"], obj["figure"], obj["runs"] = measure(c, args.repeat, clock, batch)
+            (obj["median_s"], obj["figure"], obj["runs"], obj["batch"],
+             obj["min_s"]) = measure(c, args.repeat, clock, batch)
         except Unavailable as e:
             obj["status"] = f"unavailable: {e}"
         except Exception as e:  # a peer's failure is reported, not fatal to the others

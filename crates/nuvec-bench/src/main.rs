@@ -168,8 +168,11 @@ fn write_json(path: &std::path::Path, outcomes: &[Outcome]) -> Result<(), String
 
 /// A warm-up run slower than this is the last one (a slow case needs no second).
 const SLOW_WARMUP_S: f64 = 2.0;
+/// Warm-up runs go on, past the case's count, until they add up to this: long enough for
+/// an idle GPU to reach its working clocks (triton's `do_bench` warms up for 25 ms too).
+const WARMUP_S: f64 = 0.025;
 /// Timed runs stop once they add up to this by default (at least one runs);
-/// bench/peers/harness.py uses the same two limits.
+/// bench/peers/harness.py uses the same three limits.
 const CASE_BUDGET_S: f64 = 10.0;
 
 /// On a GPU, a timed sample of a run shorter than this holds as many runs queued back to back
@@ -210,23 +213,28 @@ fn measure(
     timer: &mut dyn Timer,
 ) -> Result<Measured, Skip> {
     let mut prepared = (case.prepare)()?;
-    let mut last = Vec::new();
-    let mut single_s = 0.0;
-    for _ in 0..case.warmup.max(1) {
+    let mut last;
+    // The fastest warm-up run sizes the batches: the first runs also load kernels, and an
+    // idle GPU's clocks take a while to rise.
+    let (mut fastest_s, mut spent_s, mut done) = (f64::INFINITY, 0.0, 0);
+    loop {
         let started = Instant::now();
         last = (prepared.build)()?;
         eval(&last)?;
         // A GPU's eval only queues the work.
         synchronize(nuvec_core::default_stream())?;
-        single_s = started.elapsed().as_secs_f64();
-        if single_s > SLOW_WARMUP_S {
+        let single_s = started.elapsed().as_secs_f64();
+        fastest_s = fastest_s.min(single_s);
+        spent_s += single_s;
+        done += 1;
+        if single_s > SLOW_WARMUP_S || (done >= case.warmup.max(1) && spent_s >= WARMUP_S) {
             break;
         }
     }
     (prepared.check)(&last).map_err(|e| Skip::Failed(format!("wrong result: {e}")))?;
     drop(last);
 
-    let batch = batch_size(single_s, batch);
+    let batch = batch_size(fastest_s, batch);
     let mut times = Vec::with_capacity(runs);
     for _ in 0..runs {
         let mut outs = Vec::with_capacity(batch);
@@ -254,6 +262,8 @@ fn measure(
         median_s,
         figure: case.unit.figure(prepared.work, median_s),
         runs: times.len(),
+        batch,
+        min_s: times[0],
     })
 }
 

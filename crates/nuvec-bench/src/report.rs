@@ -27,8 +27,12 @@ pub struct Measured {
     pub median_s: f64,
     /// The figure in the case's unit.
     pub figure: f64,
-    /// How many timed runs.
+    /// How many timed samples.
     pub runs: usize,
+    /// Runs queued back to back in each sample (see `BATCH_S` in main.rs).
+    pub batch: usize,
+    /// The fastest sample's seconds per run.
+    pub min_s: f64,
 }
 
 impl Outcome {
@@ -56,9 +60,15 @@ impl Outcome {
     /// The JSON object: name, device, shape, dtype, median_s, figure, unit (null figures when
     /// the case did not run), plus runner, runs and status.
     pub fn to_json(&self) -> Value {
-        let (median, figure, runs) = match &self.result {
-            Ok(m) => (json!(m.median_s), json!(m.figure), json!(m.runs)),
-            Err(_) => (Value::Null, Value::Null, json!(0)),
+        let (median, figure, runs, batch, min) = match &self.result {
+            Ok(m) => (
+                json!(m.median_s),
+                json!(m.figure),
+                json!(m.runs),
+                json!(m.batch),
+                json!(m.min_s),
+            ),
+            Err(_) => (Value::Null, Value::Null, json!(0), json!(0), Value::Null),
         };
         json!({
             "name": self.name,
@@ -70,6 +80,8 @@ impl Outcome {
             "unit": self.unit,
             "runner": "nuvec",
             "runs": runs,
+            "batch": batch,
+            "min_s": min,
             "status": self.status(),
         })
     }
