@@ -19,10 +19,9 @@ mod timer;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
 
 use clap::Parser;
-use nuvec_core::{Device, Stream, eval, synchronize, with_stream};
+use nuvec_core::{Device, Stream, eval, with_stream};
 
 use crate::case::{Case, Skip, Target};
 use crate::report::{Measured, Outcome};
@@ -213,17 +212,16 @@ fn measure(
     timer: &mut dyn Timer,
 ) -> Result<Measured, Skip> {
     let mut prepared = (case.prepare)()?;
-    let mut last;
-    // The fastest warm-up run sizes the batches: the first runs also load kernels, and an
-    // idle GPU's clocks take a while to rise.
+    let mut last = Vec::new();
+    // Warm-up runs are timed as the samples are. The fastest sizes the batches: the first
+    // runs also load kernels, and an idle GPU's clocks take a while to rise.
     let (mut fastest_s, mut spent_s, mut done) = (f64::INFINITY, 0.0, 0);
     loop {
-        let started = Instant::now();
+        drop(std::mem::take(&mut last));
+        timer.start()?;
         last = (prepared.build)()?;
         eval(&last)?;
-        // A GPU's eval only queues the work.
-        synchronize(nuvec_core::default_stream())?;
-        let single_s = started.elapsed().as_secs_f64();
+        let single_s = timer.stop()?;
         fastest_s = fastest_s.min(single_s);
         spent_s += single_s;
         done += 1;
