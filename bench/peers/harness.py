@@ -218,15 +218,20 @@ def measure(case, repeat, clock, batch=1):
     work, run = case.work, case.setup()
     if isinstance(run, tuple):
         run, work = run
-    # The fastest warm-up run sizes the batches: the first runs also load kernels, and an idle
-    # GPU's clocks take a while to rise, so warm-up goes on for WARMUP_S at least.
+    # The fastest warm-up run sizes the batches: the first run also compiles and loads kernels,
+    # and an idle GPU's clocks take a while to rise, so warm-up goes on for WARMUP_S at least
+    # after the first run, and the first ends it by being slow only for a single warm-up.
+    warmup = max(case.warmup, 1)
     fastest, spent, done = math.inf, 0.0, 0
     while True:
         clock.start()
         run()
         single = clock.stop()
-        fastest, spent, done = min(fastest, single), spent + single, done + 1
-        if single > SLOW_WARMUP_S or (done >= max(case.warmup, 1) and spent >= WARMUP_S):
+        fastest, done = min(fastest, single), done + 1
+        if done > 1:
+            spent += single
+        slow = single > SLOW_WARMUP_S and (done > 1 or warmup == 1)
+        if slow or (done >= warmup and (warmup == 1 or spent >= WARMUP_S)):
             break
     batch = batch_size(fastest, batch)
     times = []

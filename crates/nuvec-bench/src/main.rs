@@ -165,7 +165,8 @@ fn write_json(path: &std::path::Path, outcomes: &[Outcome]) -> Result<(), String
     std::fs::write(path, text + "\n").map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// A warm-up run slower than this is the last one (a slow case needs no second).
+/// A warm-up run slower than this is the last one (a slow case needs no more), the first
+/// excepted (see `measure`).
 const SLOW_WARMUP_S: f64 = 2.0;
 /// Warm-up runs go on, past the case's count, until they add up to this: long enough for
 /// an idle GPU to reach its working clocks (triton's `do_bench` warms up for 25 ms too).
@@ -214,7 +215,10 @@ fn measure(
     let mut prepared = (case.prepare)()?;
     let mut last = Vec::new();
     // Warm-up runs are timed as the samples are. The fastest sizes the batches: the first
-    // runs also load kernels, and an idle GPU's clocks take a while to rise.
+    // run also compiles and loads kernels (seconds, with an empty kernel cache), and an idle
+    // GPU's clocks take a while to rise. So the first run neither counts towards `WARMUP_S`
+    // nor, unless the case asks for a single warm-up run, ends the warm-up by being slow.
+    let warmup = case.warmup.max(1);
     let (mut fastest_s, mut spent_s, mut done) = (f64::INFINITY, 0.0, 0);
     loop {
         drop(std::mem::take(&mut last));
@@ -223,9 +227,12 @@ fn measure(
         eval(&last)?;
         let single_s = timer.stop()?;
         fastest_s = fastest_s.min(single_s);
-        spent_s += single_s;
         done += 1;
-        if single_s > SLOW_WARMUP_S || (done >= case.warmup.max(1) && spent_s >= WARMUP_S) {
+        if done > 1 {
+            spent_s += single_s;
+        }
+        let slow = single_s > SLOW_WARMUP_S && (done > 1 || warmup == 1);
+        if slow || (done >= warmup && (warmup == 1 || spent_s >= WARMUP_S)) {
             break;
         }
     }
