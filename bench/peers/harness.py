@@ -213,8 +213,8 @@ def batch_size(single_s, limit):
 
 def measure(case, repeat, clock, batch=1):
     """Warm-up, then timed samples of up to `batch` runs each; returns (median seconds of one
-    run, figure, samples, runs per sample, the fastest sample's seconds per run). A setup may return `(run, work)` to give the work itself (a ratio
-    case's reference time)."""
+    run, figure, samples, runs per sample, the fastest sample's seconds per run). A setup may
+    return `(run, work)` to give the work itself (a ratio case's reference time)."""
     work, run = case.work, case.setup()
     if isinstance(run, tuple):
         run, work = run

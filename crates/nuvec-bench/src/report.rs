@@ -58,7 +58,7 @@ impl Outcome {
     }
 
     /// The JSON object: name, device, shape, dtype, median_s, figure, unit (null figures when
-    /// the case did not run), plus runner, runs and status.
+    /// the case did not run), plus runner, runs, batch, min_s and status.
     pub fn to_json(&self) -> Value {
         let (median, figure, runs, batch, min) = match &self.result {
             Ok(m) => (
