@@ -153,38 +153,42 @@ impl Allocator {
         // Recorded kernels may use cached blocks: launch them before waiting for the device,
         // and keep the wait out of any capture.
         let gpu = super::context::gpu(self.ctx.ordinal())?;
-        let using = super::graph::exclusive(&gpu)?;
-        let victims: Vec<Cached> = {
-            let mut state = self.lock();
-            let mut out = Vec::new();
-            while state.stats.cached > keep {
-                let Some((&class, _)) = state.free.iter().next_back() else {
-                    break;
-                };
-                let list = state.free.get_mut(&class).expect("listed class");
-                let block = list.pop().expect("non-empty lists only");
-                if list.is_empty() {
-                    state.free.remove(&class);
-                }
-                state.stats.cached -= class;
-                out.push(block);
+        super::graph::exclusively(&gpu, || {
+            let victims = self.take_beyond(keep);
+            if victims.is_empty() {
+                return Ok(());
             }
-            out
-        };
-        if victims.is_empty() {
-            return using.finish();
+            self.ctx
+                .bind_to_thread()
+                .map_err(driver("bind the context"))?;
+            // Queued work may still read these blocks: wait for the device before freeing.
+            self.ctx.synchronize().map_err(driver("synchronize"))?;
+            for block in victims {
+                // SAFETY: the block came from `malloc_sync` in this context, nothing holds it (it
+                // was in the free list) and the device has finished all work that used it.
+                unsafe { result::free_sync(block.ptr) }.map_err(driver("free"))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Takes cached blocks out of the cache, largest first, until at most `keep` bytes stay.
+    fn take_beyond(&self, keep: usize) -> Vec<Cached> {
+        let mut state = self.lock();
+        let mut out = Vec::new();
+        while state.stats.cached > keep {
+            let Some((&class, _)) = state.free.iter().next_back() else {
+                break;
+            };
+            let list = state.free.get_mut(&class).expect("listed class");
+            let block = list.pop().expect("non-empty lists only");
+            if list.is_empty() {
+                state.free.remove(&class);
+            }
+            state.stats.cached -= class;
+            out.push(block);
         }
-        self.ctx
-            .bind_to_thread()
-            .map_err(driver("bind the context"))?;
-        // Queued work may still read these blocks: wait for the device before freeing.
-        self.ctx.synchronize().map_err(driver("synchronize"))?;
-        for block in victims {
-            // SAFETY: the block came from `malloc_sync` in this context, nothing holds it (it
-            // was in the free list) and the device has finished all work that used it.
-            unsafe { result::free_sync(block.ptr) }.map_err(driver("free"))?;
-        }
-        using.finish()
+        out
     }
 
     /// Takes back a block that `stream` (last) used.

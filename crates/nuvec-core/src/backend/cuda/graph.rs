@@ -121,8 +121,8 @@ fn driver(what: &'static str) -> impl Fn(result::DriverError) -> Error {
     move |e| Error::Device(format!("cuda: {what}: {e}"))
 }
 
-/// One thread's use of a device for one node, transfer or wait: from [`enter`] or
-/// [`exclusive`] to [`Use::finish`] (or the drop, after an error).
+/// One thread's use of a device for one node, transfer or wait: from [`enter`] (or within
+/// [`exclusively`]) to [`Use::finish`] (or the drop, after an error).
 pub(crate) struct Use<'a> {
     gpu: &'a Gpu,
     /// Whether the node is being recorded (this thread holds the capture).
@@ -178,10 +178,17 @@ pub(crate) fn enter<'a>(
     })
 }
 
-/// A use of `gpu` that must see everything queued so far and must not be recorded: copies
-/// to the host, waits, events, returning memory to the driver.
-pub(crate) fn exclusive(gpu: &Gpu) -> Result<Use<'_>> {
-    direct(gpu, gpu.batching.settled())
+/// Runs `work`, a use of `gpu` that must see everything queued so far and must not be
+/// recorded (copies to the host, waits, events, returning memory to the driver): the open
+/// capture is launched first, and none opens until `work` returns. An error of `work`
+/// comes before one from ending the use.
+pub(crate) fn exclusively<R>(gpu: &Gpu, work: impl FnOnce() -> Result<R>) -> Result<R> {
+    let using = direct(gpu, gpu.batching.settled())?;
+    let done = work();
+    let ended = using.finish();
+    let value = done?;
+    ended?;
+    Ok(value)
 }
 
 /// A use that queues its work directly: the open capture (if any) is launched first, and

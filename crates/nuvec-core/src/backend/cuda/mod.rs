@@ -66,16 +66,15 @@ impl DeviceCopy {
             .ok_or_else(|| Error::Device("cuda: a buffer's stream is gone".into()))?;
         // Kernels still recorded in a capture have not run yet: this launches them, and no
         // capture records the copy.
-        let using = graph::exclusive(&gpu)?;
-        let host = crate::with_dtype!(dtype, T => {
-            let mut v = crate::array::pool::alloc::<T>(len);
-            // After the work queued on the producing stream; large buffers go through
-            // page-locked staging memory (`transfer.rs`).
-            transfer::download(&gpu, &stream, transfer::bytes_mut(&mut v), self.buf.ptr())?;
-            <T as crate::dtype::Element>::into_host(v)
-        });
-        using.finish()?;
-        Ok(host)
+        graph::exclusively(&gpu, || {
+            crate::with_dtype!(dtype, T => {
+                let mut v = crate::array::pool::alloc::<T>(len);
+                // After the work queued on the producing stream; large buffers go through
+                // page-locked staging memory (`transfer.rs`).
+                transfer::download(&gpu, &stream, transfer::bytes_mut(&mut v), self.buf.ptr())?;
+                Ok(<T as crate::dtype::Element>::into_host(v))
+            })
+        })
     }
 }
 

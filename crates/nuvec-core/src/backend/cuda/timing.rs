@@ -52,9 +52,7 @@ pub fn synchronize(stream: Stream) -> Result<()> {
     }
     let (gpu, cuda) = cuda_stream("synchronize", stream)?;
     // Launches what a capture holds, and keeps the wait out of any capture.
-    let using = super::graph::exclusive(&gpu)?;
-    cuda.synchronize().map_err(driver("synchronize"))?;
-    using.finish()
+    super::graph::exclusively(&gpu, || cuda.synchronize().map_err(driver("synchronize")))
 }
 
 /// Times the work of a GPU stream with two CUDA events: [`start`](EventTimer::start) waits
@@ -116,12 +114,12 @@ impl EventTimer {
     pub fn start(&mut self) -> Result<()> {
         // An event queued behind earlier work would start the clock late; and an event
         // must not be recorded into a capture.
-        let using = super::graph::exclusive(&self.gpu)?;
-        self.stream.synchronize().map_err(driver("synchronize"))?;
-        self.begin
-            .record(&self.stream)
-            .map_err(driver("record an event"))?;
-        using.finish()?;
+        super::graph::exclusively(&self.gpu, || {
+            self.stream.synchronize().map_err(driver("synchronize"))?;
+            self.begin
+                .record(&self.stream)
+                .map_err(driver("record an event"))
+        })?;
         self.started = true;
         Ok(())
     }
@@ -132,14 +130,12 @@ impl EventTimer {
         if !std::mem::take(&mut self.started) {
             return Err(invalid("EventTimer", "stop called before start"));
         }
-        let using = super::graph::exclusive(&self.gpu)?;
-        self.end
-            .record(&self.stream)
-            .map_err(driver("record an event"))?;
-        self.end
-            .synchronize()
-            .map_err(driver("wait for an event"))?;
-        using.finish()?;
+        super::graph::exclusively(&self.gpu, || {
+            self.end
+                .record(&self.stream)
+                .map_err(driver("record an event"))?;
+            self.end.synchronize().map_err(driver("wait for an event"))
+        })?;
         let ms = self
             .begin
             .elapsed_ms(&self.end)
