@@ -1,8 +1,11 @@
 //! [`scaled_dot_product_attention`] and the attention graph the paged form shares.
 
-use super::{AttentionMask, FastOp, check_inputs, floating, wide};
+use super::check::Checker;
+use super::{AttentionMask, FastOp, Fused, check_inputs, floating, one, wide};
+use crate::backend::cpu::fast::CpuKernel;
+use crate::backend::cuda::fast::CudaKernel;
 use crate::error::invalid;
-use crate::primitive::Primitive;
+use crate::primitive::OutputSpec;
 use crate::{Array, DType, Result, promote_types};
 use crate::{add, divide, exp, matmul, multiply, reshape, subtract, sum};
 
@@ -112,52 +115,71 @@ pub fn scaled_dot_product_attention(
         mask: has_mask,
         sinks: sinks.is_some(),
     };
-    if (super::on_gpu(dtype, q.size()) && has_kernel(&inputs, causal, has_mask))
-        || super::on_cpu(&op, &inputs)
-    {
-        Array::op1(Primitive::Fast(op), inputs)
-    } else {
-        Ok(op.fallback(&inputs)?.swap_remove(0))
-    }
+    one(op, inputs)
 }
 
-/// Whether MLX sends these shapes to one of its fused kernels (its `has_fused_kernel` and
-/// `use_fallback` rules, without the NAX kernels and the blocked head size 512 one).
-fn has_kernel(inputs: &[Array], causal: bool, has_mask: bool) -> bool {
-    let (q, k, v) = (&inputs[0], &inputs[1], &inputs[2]);
-    let (lq, lk) = (q.shape()[2], k.shape()[2]);
-    let (d, dv) = (q.shape()[3], v.shape()[3]);
-    let group = q.shape()[1] / k.shape()[1];
-    if lq == 0 || lk == 0 {
-        return false;
-    }
-    if lq <= 8 {
-        // The vector kernels, one query row per simdgroup.
-        let head = (d == dv && matches!(d, 64 | 96 | 128 | 256 | 512))
-            || (d, dv) == (192, 128)
-            || (d, dv) == (96, 64);
-        let wide_head = d != 512 || (lq == 1 && group == 8 && !has_mask && lk >= 1024);
-        return head && lq <= lk && lq * group <= 32 && wide_head;
-    }
-    // The tiled kernel.
-    let head = (d == dv && matches!(d, 64 | 72 | 80 | 96 | 128 | 192 | 256)) || (d, dv) == (96, 64);
-    // MLX finds the composition faster for these head sizes, except long causal
-    // self-attention in half precision at 256.
-    let composition_wins = match d {
-        192 => true,
-        256 => !(q.dtype() != DType::F32 && causal && lq >= 2048 && lq == lk),
-        _ => false,
-    };
-    head && (!causal || lq <= lk) && !composition_wins
-}
-
-/// The shape of one attention node: its parameters and which optional inputs it has.
+/// [`FastOp::Attention`]: `(q, k, v[, mask][, sinks])`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Form {
+pub(crate) struct Attention {
+    /// The score scale.
     pub(crate) scale: f32,
+    /// Causal masking, aligned at the end.
     pub(crate) causal: bool,
+    /// Whether an array mask is the fourth input.
     pub(crate) mask: bool,
+    /// Whether per-head sinks are the last input.
     pub(crate) sinks: bool,
+}
+
+impl Fused for Attention {
+    fn name(&self) -> &'static str {
+        "scaled_dot_product_attention"
+    }
+
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        let c = Checker { op: self.name(), inputs };
+        let n = 3 + usize::from(self.mask) + usize::from(self.sinks);
+        c.count(n, n)?;
+        let (q, k, v) = (c.rank(0, Some(4))?, c.rank(1, Some(4))?, c.rank(2, Some(4))?);
+        c.float(0)?;
+        c.same_dtype(0, 1)?;
+        c.same_dtype(0, 2)?;
+        let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
+        c.holds(
+            ks[0] == qs[0]
+                && vs[0] == qs[0]
+                && ks[3] == qs[3]
+                && ks[1] == vs[1]
+                && ks[2] == vs[2]
+                && ks[1] > 0
+                && qs[1] % ks[1] == 0,
+            || format!("incompatible shapes {qs:?}, {ks:?} and {vs:?}"),
+        )?;
+        if self.mask {
+            c.shape(3, &[qs[0], qs[1], qs[2], ks[2]])?;
+            if inputs[3].dtype() != DType::Bool {
+                c.same_dtype(0, 3)?;
+            }
+        }
+        if self.sinks {
+            let last = inputs.len() - 1;
+            c.shape(last, &[qs[1]])?;
+            c.same_dtype(0, last)?;
+        }
+        Ok(vec![(vec![qs[0], qs[1], qs[2], vs[3]], q.dtype())])
+    }
+
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        Ok(vec![attention_graph(inputs, *self)?])
+    }
+
+    fn cpu(&self) -> Option<&dyn CpuKernel> {
+        Some(self)
+    }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
+    }
 }
 
 /// The smallest finite value of a float type: what a boolean mask puts over hidden scores
@@ -169,7 +191,7 @@ fn lowest(dtype: DType) -> f64 {
 /// [`FastOp::Attention`]'s fallback, `(q, k, v[, mask][, sinks])`: MLX's composition, with
 /// the sinks folded into the softmax. Grouped heads become an extra axis of `q` that `k`
 /// and `v` broadcast over, so no key is copied per query head.
-pub(crate) fn attention_graph(inputs: &[Array], form: Form) -> Result<Array> {
+pub(crate) fn attention_graph(inputs: &[Array], form: Attention) -> Result<Array> {
     let (q, k, v) = (&inputs[0], &inputs[1], &inputs[2]);
     let dtype = q.dtype();
     let (b, hq, lq, d) = (q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3]);

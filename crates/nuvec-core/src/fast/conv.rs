@@ -1,7 +1,11 @@
-//! The depthwise 1-D convolution as a fused operation: [`crate::conv1d`] records it on a GPU
-//! stream; its fallback is built from padding, strided slices and products.
+//! The depthwise 1-D convolution as a fused operation ([`FastOp::DepthwiseConv1d`]):
+//! [`crate::conv1d`] records it where a kernel takes it; its fallback is built from padding,
+//! strided slices and products.
 
-use super::{FastOp, one};
+use super::check::Checker;
+use super::{FastOp, Fused, fused_here};
+use crate::backend::cuda::fast::CudaKernel;
+use crate::primitive::OutputSpec;
 use crate::{Array, Result, SliceArg};
 
 /// The number of outputs of a convolution over `l` positions with `k` taps (0 when the
@@ -22,21 +26,21 @@ pub(crate) fn output_length(
     }
 }
 
-/// The depthwise convolution of checked arguments (`x`: `[N, L, C]`, `w`: `[C, K, 1]`, one
-/// floating type): one fused node on the GPU, else its fallback.
+/// The fused node of the depthwise convolution of checked arguments (`x`: `[N, L, C]`, `w`:
+/// `[C, K, 1]`, one floating type) where a kernel takes it, else `None`.
 pub(crate) fn depthwise_conv1d(
     x: &Array,
     w: &Array,
     stride: usize,
     padding: usize,
     dilation: usize,
-) -> Result<Array> {
+) -> Result<Option<Array>> {
     let op = FastOp::DepthwiseConv1d {
         stride,
         padding,
         dilation,
     };
-    one(op, vec![x.clone(), w.clone()])
+    fused_here(op, vec![x.clone(), w.clone()])
 }
 
 /// The `K` strided windows of the padded `x` (`[N, L, C]`), stacked as `[N, L_out, K, C]`:
@@ -66,7 +70,7 @@ fn taps(x: &Array, k: usize, stride: usize, padding: usize, dilation: usize) -> 
 }
 
 /// [`FastOp::DepthwiseConv1d`]'s fallback: each channel's taps times its weights, summed.
-pub(super) fn depthwise_graph(
+fn depthwise_graph(
     x: &Array,
     w: &Array,
     stride: usize,
@@ -89,4 +93,47 @@ pub(super) fn depthwise_graph(
     // [C, K, 1] -> [K, C], aligned with the windows' last two axes.
     let weights = crate::transpose(&crate::reshape(&wide(w)?, &super::dims(&[c, k]))?, &[1, 0])?;
     crate::sum(&crate::multiply(&windows, &weights)?, &[2], false)?.astype(dtype)
+}
+
+/// [`FastOp::DepthwiseConv1d`]: `(x, w)`.
+pub(crate) struct DepthwiseConv1d {
+    /// Input positions between consecutive outputs.
+    pub(crate) stride: usize,
+    /// Zeros added before and after the input.
+    pub(crate) padding: usize,
+    /// Input positions between consecutive taps.
+    pub(crate) dilation: usize,
+}
+
+impl Fused for DepthwiseConv1d {
+    fn name(&self) -> &'static str {
+        "conv1d"
+    }
+
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        let c = Checker { op: self.name(), inputs };
+        c.count(2, 2)?;
+        let (x, w) = (c.rank(0, Some(3))?, c.rank(1, Some(3))?);
+        c.float(0)?;
+        c.same_dtype(0, 1)?;
+        let (n, l, ch) = (x.shape()[0], x.shape()[1], x.shape()[2]);
+        let k = w.shape()[1];
+        c.holds(w.shape() == [ch, k, 1] && k > 0, || {
+            format!("weights of shape {:?} for {ch} channels", w.shape())
+        })?;
+        c.holds(self.stride > 0 && self.dilation > 0, || {
+            "stride and dilation must be positive".into()
+        })?;
+        let l_out = output_length(l, k, self.stride, self.padding, self.dilation);
+        Ok(vec![(vec![n, l_out, ch], x.dtype())])
+    }
+
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        let (x, w) = (&inputs[0], &inputs[1]);
+        Ok(vec![depthwise_graph(x, w, self.stride, self.padding, self.dilation)?])
+    }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
+    }
 }

@@ -2,9 +2,11 @@
 //! ([`gated_delta_steps`]) and states kept in a pool addressed by slot
 //! ([`gated_delta_slots`]).
 
-use super::{FastOp, check_inputs, floating, integral, pair, span};
+use super::check::{Checker, like};
+use super::{FastOp, Fused, check_inputs, floating, integral, pair, record_or_fallback, span};
+use crate::backend::cuda::fast::CudaKernel;
 use crate::error::invalid;
-use crate::primitive::Primitive;
+use crate::primitive::OutputSpec;
 use crate::{Array, DType, Result, SliceArg};
 use crate::{add, expand_dims, multiply, reshape, squeeze, subtract, sum};
 
@@ -139,12 +141,7 @@ pub fn gated_delta_slots(
         slots.astype(DType::I32)?,
     ];
     let op = FastOp::GatedDeltaSlots;
-    let outs = if has_kernel(&inputs) {
-        Array::from_op(Primitive::Fast(op), inputs)?
-    } else {
-        op.fallback(&inputs)?
-    };
-    Ok(pair(outs))
+    Ok(pair(record_or_fallback(op, inputs)?))
 }
 
 /// The checks shared by the gated delta operations (all but the state's shape):
@@ -226,28 +223,12 @@ fn recurrence(
         state.clone(),
     ];
     let op = FastOp::GatedDelta { steps };
-    let outs = if has_kernel(&inputs) {
-        Array::from_op(Primitive::Fast(op), inputs)?
-    } else {
-        op.fallback(&inputs)?
-    };
-    Ok(pair(outs))
-}
-
-/// Whether the kernel takes these inputs: a GPU stream, `q` and `v` of one kernel type,
-/// the gates and state of kernel types, and `Dk` a multiple of 32.
-fn has_kernel(inputs: &[Array]) -> bool {
-    let q = &inputs[0];
-    let kernel_type = |a: &Array| matches!(a.dtype(), DType::F16 | DType::BF16 | DType::F32);
-    super::on_gpu(q.dtype(), q.size())
-        && q.dtype() == inputs[2].dtype()
-        && q.shape()[3].is_multiple_of(32)
-        && inputs[3..6].iter().all(kernel_type)
+    Ok(pair(record_or_fallback(op, inputs)?))
 }
 
 /// [`FastOp::GatedDelta`]'s fallback, `(q, k, v, g, beta, state)`: the recurrence step by
 /// step from ordinary operations (mlx-lm's `gated_delta_ops`).
-pub(super) fn gated_delta_graph(inputs: &[Array], steps: bool) -> Result<Vec<Array>> {
+fn gated_delta_graph(inputs: &[Array], steps: bool) -> Result<Vec<Array>> {
     let [q, k, v, g, beta, state] = inputs else {
         unreachable!("the gated delta node has six inputs")
     };
@@ -308,7 +289,7 @@ pub(super) fn gated_delta_graph(inputs: &[Array], steps: bool) -> Result<Vec<Arr
 
 /// [`FastOp::GatedDeltaSlots`]'s fallback, `(q, k, v, g, beta, pool, slots)`: the states
 /// taken from the pool, the recurrence, and the final states scattered back.
-pub(super) fn slots_graph(inputs: &[Array]) -> Result<Vec<Array>> {
+fn slots_graph(inputs: &[Array]) -> Result<Vec<Array>> {
     let (pool, slots) = (&inputs[5], &inputs[6]);
     let state = crate::take(pool, slots, Some(0))?;
     let mut sequence = inputs[..5].to_vec();
@@ -320,4 +301,88 @@ pub(super) fn slots_graph(inputs: &[Array]) -> Result<Vec<Array>> {
     let windows = expand_dims(&last, 1)?;
     let new_pool = crate::scatter(pool, std::slice::from_ref(slots), &windows, &[0])?;
     Ok(vec![y, new_pool])
+}
+
+/// [`FastOp::GatedDelta`]: `(q, k, v, g, beta, state)` to `(y, state)`.
+pub(crate) struct GatedDelta {
+    /// Every step's state instead of the last one.
+    pub(crate) steps: bool,
+}
+
+/// [`FastOp::GatedDeltaSlots`]: `(q, k, v, g, beta, pool, slots)` to `(y, pool)`.
+pub(crate) struct GatedDeltaSlots;
+
+/// `y`'s spec for the gated delta nodes: `v`'s shape in `q`'s type.
+fn like_y(inputs: &[Array]) -> OutputSpec {
+    (inputs[2].shape().to_vec(), inputs[0].dtype())
+}
+
+/// The checks shared by the gated delta nodes (all but the state); `(B, T, Hv, Dv, Dk)`.
+fn node_checks(c: &Checker<'_>) -> Result<(usize, usize, usize, usize, usize)> {
+    let (q, v) = (c.rank(0, Some(4))?, c.rank(2, Some(4))?);
+    for i in 0..6 {
+        c.float(i)?;
+    }
+    c.shape(1, q.shape())?;
+    let (b, t, hk, dk) = (q.shape()[0], q.shape()[1], q.shape()[2], q.shape()[3]);
+    let (hv, dv) = (v.shape()[2], v.shape()[3]);
+    c.holds(v.shape()[..2] == [b, t] && hk > 0 && hv % hk == 0, || {
+        format!("v of shape {:?} for q of shape {:?}", v.shape(), q.shape())
+    })?;
+    c.shape(3, &[b, t, hv])?;
+    c.shape(4, &[b, t, hv])?;
+    Ok((b, t, hv, dv, dk))
+}
+
+impl Fused for GatedDelta {
+    fn name(&self) -> &'static str {
+        "gated_delta"
+    }
+
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        let c = Checker { op: self.name(), inputs };
+        c.count(6, 6)?;
+        let (b, t, hv, dv, dk) = node_checks(&c)?;
+        let state = c.rank(5, Some(4))?;
+        c.shape(5, &[b, hv, dv, dk])?;
+        let mut shape = state.shape().to_vec();
+        if self.steps {
+            shape.insert(1, t);
+        }
+        Ok(vec![like_y(inputs), (shape, state.dtype())])
+    }
+
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        gated_delta_graph(inputs, self.steps)
+    }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
+    }
+}
+
+impl Fused for GatedDeltaSlots {
+    fn name(&self) -> &'static str {
+        "gated_delta_slots"
+    }
+
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        let c = Checker { op: self.name(), inputs };
+        c.count(7, 7)?;
+        let (b, _, hv, dv, dk) = node_checks(&c)?;
+        let pool = c.rank(5, Some(4))?;
+        c.holds(pool.shape()[1..] == [hv, dv, dk], || {
+            format!(
+                "a pool of shape {:?} for states [{hv}, {dv}, {dk}]",
+                pool.shape()
+            )
+        })?;
+        c.integer(6)?;
+        c.shape(6, &[b])?;
+        Ok(vec![like_y(inputs), like(pool)])
+    }
+
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        slots_graph(inputs)
+    }
 }

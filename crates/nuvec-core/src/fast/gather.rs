@@ -1,9 +1,10 @@
 //! [`gather_mm`]: matrix products of gathered batches (a mixture of experts' layers).
 
-use super::{FastOp, check_inputs, integral, on_gpu};
+use super::check::Checker;
+use super::{FastOp, Fused, check_inputs, integral};
 use crate::error::invalid;
-use crate::primitive::Primitive;
-use crate::{Array, DType, Result, promote_types};
+use crate::primitive::{OutputSpec, Primitive};
+use crate::{Array, DType, Result, default_stream, promote_types};
 
 /// Matrix products of batches picked by index, as MLX's `gather_mm`: with `a` of shape
 /// `[..., M, K]` and `b` of shape `[..., K, N]`, output `[i.., :, :]` is
@@ -64,20 +65,13 @@ pub fn gather_mm(
     let shape = crate::ops::broadcast_shapes(OP, lhs.shape(), rhs.shape())?;
     let lhs = crate::broadcast_to(&lhs, &shape)?;
     let rhs = crate::broadcast_to(&rhs, &shape)?;
-    let mut inputs = vec![a.astype(dtype)?, b.astype(dtype)?, lhs, rhs];
-    if !on_gpu(dtype, a.size()) {
-        return gather_mm_graph(&inputs);
-    }
-    if sorted_indices {
-        // Where each weight batch's rows start in the sorted rows.
-        inputs.push(sorted_offsets(&inputs[3], b)?);
-    }
-    Array::op1(Primitive::Fast(FastOp::GatherMm), inputs)
+    let inputs = vec![a.astype(dtype)?, b.astype(dtype)?, lhs, rhs];
+    Ok(record(FastOp::GatherMm, inputs, sorted_indices, b)?.swap_remove(0))
 }
 
 /// [`FastOp::GatherMm`]'s fallback, `(a, b, lhs, rhs[, offsets])`: the indexed matrices of
 /// both operands taken out, then one batched product.
-pub(super) fn gather_mm_graph(inputs: &[Array]) -> Result<Array> {
+fn gather_mm_graph(inputs: &[Array]) -> Result<Array> {
     crate::matmul(
         &matrices(&inputs[0], &inputs[2])?,
         &matrices(&inputs[1], &inputs[3])?,
@@ -203,7 +197,7 @@ pub fn gather_qmm(
     let shape = crate::ops::broadcast_shapes(OP, lhs.shape(), rhs.shape())?;
     let lhs = crate::broadcast_to(&lhs, &shape)?;
     let rhs = crate::broadcast_to(&rhs, &shape)?;
-    let mut inputs = vec![
+    let inputs = vec![
         x.astype(dtype)?,
         w.clone(),
         scales.astype(dtype)?,
@@ -216,13 +210,22 @@ pub fn gather_qmm(
         bits: bits as u8,
         transpose,
     };
-    if !on_gpu(dtype, x.size()) {
-        return gather_qmm_graph(&inputs, group_size, bits, transpose);
+    Ok(record(op, inputs, sorted_indices, w)?.swap_remove(0))
+}
+
+/// The fused node of `op` where a kernel takes it (with the offsets of the weight batches'
+/// rows when the rows are sorted by `weights`' batch index), else its fallback.
+fn record(op: FastOp, mut inputs: Vec<Array>, sorted: bool, weights: &Array) -> Result<Vec<Array>> {
+    if !op.takes(default_stream().device.kind, &inputs) {
+        return op.fallback(&inputs);
     }
-    if sorted_indices {
-        inputs.push(sorted_offsets(&inputs[5], w)?);
+    if sorted {
+        // Where each weight batch's rows start in the sorted rows.
+        let rhs = &inputs[inputs.len() - 1];
+        let offsets = sorted_offsets(rhs, weights)?;
+        inputs.push(offsets);
     }
-    Array::op1(Primitive::Fast(op), inputs)
+    Array::from_op(Primitive::Fast(op), inputs)
 }
 
 /// The uint32 batch indices of one operand: the given ones (checked to be integers), or
@@ -259,7 +262,7 @@ fn sorted_offsets(rhs: &Array, m: &Array) -> Result<Array> {
 /// [`FastOp::GatherQmm`]'s fallback, `(x, w, scales, biases, lhs, rhs[, offsets])`: the
 /// indexed matrices of `x` and of the packed weights with their scales and biases taken
 /// out, then one batched quantized product.
-pub(super) fn gather_qmm_graph(
+fn gather_qmm_graph(
     inputs: &[Array],
     group_size: usize,
     bits: u32,
@@ -285,4 +288,120 @@ fn matrices(m: &Array, at: &Array) -> Result<Array> {
         &[-1, m.shape()[nd - 2] as isize, m.shape()[nd - 1] as isize],
     )?;
     crate::take(&flat, at, Some(0))
+}
+
+/// [`FastOp::GatherMm`]: `(a, b, lhs_indices, rhs_indices[, offsets])`.
+pub(crate) struct GatherMm;
+
+/// [`FastOp::GatherQmm`]: `(x, w, scales, biases, lhs_indices, rhs_indices[, offsets])`.
+pub(crate) struct GatherQmm {
+    /// Values per scale and bias.
+    pub(crate) group_size: usize,
+    /// Bits per value.
+    pub(crate) bits: u32,
+    /// `x · wᵀ` (else `x · w`).
+    pub(crate) transpose: bool,
+}
+
+impl Fused for GatherMm {
+    fn name(&self) -> &'static str {
+        "gather_mm"
+    }
+
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        let c = Checker { op: self.name(), inputs };
+        c.count(4, 5)?;
+        let (a, b) = (&inputs[0], &inputs[1]);
+        c.holds(a.ndim() >= 2 && b.ndim() >= 2, || {
+            format!("matrices expected, got {:?} and {:?}", a.shape(), b.shape())
+        })?;
+        c.float(0)?;
+        c.same_dtype(0, 1)?;
+        let (m, k) = (a.shape()[a.ndim() - 2], a.shape()[a.ndim() - 1]);
+        let (k2, n) = (b.shape()[b.ndim() - 2], b.shape()[b.ndim() - 1]);
+        c.holds(k == k2, || format!("inner sizes {k} and {k2} differ"))?;
+        c.integer(2)?;
+        c.integer(3)?;
+        c.shape(3, inputs[2].shape())?;
+        if inputs.len() == 5 {
+            c.rank(4, Some(1))?;
+            c.integer(4)?;
+        }
+        let mut shape = inputs[2].shape().to_vec();
+        shape.extend([m, n]);
+        Ok(vec![(shape, a.dtype())])
+    }
+
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        Ok(vec![gather_mm_graph(inputs)?])
+    }
+}
+
+impl Fused for GatherQmm {
+    fn name(&self) -> &'static str {
+        "gather_qmm"
+    }
+
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        let c = Checker { op: self.name(), inputs };
+        c.count(6, 7)?;
+        let (x, w, scales) = (&inputs[0], &inputs[1], &inputs[2]);
+        c.holds(x.ndim() >= 2 && w.ndim() >= 2, || {
+            format!("matrices expected, got {:?} and {:?}", x.shape(), w.shape())
+        })?;
+        c.float(0)?;
+        c.same_dtype(0, 2)?;
+        c.same_dtype(0, 3)?;
+        c.holds(w.dtype() == DType::U32, || {
+            format!("the packed matrix must be uint32, got {}", w.dtype())
+        })?;
+        let nd = w.ndim();
+        let (g, b) = (self.group_size, self.bits as usize);
+        let words = w.shape()[nd - 1];
+        c.holds(
+            matches!(g, 32 | 64 | 128)
+                && matches!(b, 2 | 3 | 4 | 5 | 6 | 8)
+                && scales.shape() == inputs[3].shape()
+                && scales.ndim() == nd
+                && scales.shape()[..nd - 1] == w.shape()[..nd - 1]
+                && (words * 32).is_multiple_of(b)
+                && words * 32 / b == scales.shape()[nd - 1] * g,
+            || {
+                format!(
+                    "scales of shape {:?} do not fit a packed matrix of shape {:?} \
+                     with group_size={g} and bits={b}",
+                    scales.shape(),
+                    w.shape()
+                )
+            },
+        )?;
+        let unpacked = scales.shape()[nd - 1] * g;
+        let rows = w.shape()[nd - 2];
+        let (k, n) = if self.transpose {
+            (unpacked, rows)
+        } else {
+            (rows, unpacked)
+        };
+        let kx = x.shape()[x.ndim() - 1];
+        c.holds(kx == k, || format!("inner sizes {kx} and {k} differ"))?;
+        c.integer(4)?;
+        c.integer(5)?;
+        c.shape(5, inputs[4].shape())?;
+        if inputs.len() == 7 {
+            c.rank(6, Some(1))?;
+            c.integer(6)?;
+        }
+        let mut shape = inputs[4].shape().to_vec();
+        shape.extend([x.shape()[x.ndim() - 2], n]);
+        Ok(vec![(shape, x.dtype())])
+    }
+
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        Ok(vec![gather_qmm_graph(
+            inputs,
+            self.group_size,
+            self.bits,
+            self.transpose,
+        )?])
+    }
 }

@@ -6,12 +6,29 @@
 //! recurrent states addressed by slot ([`gated_delta_slots`]). [`crate::softmax`] and
 //! [`crate::logsumexp`] over the last axis join them on the GPU.
 //!
-//! Every operation here is meant to be one GPU kernel, and each also has a *fallback*: the
-//! same computation written with ordinary operations. On the CPU stream (and for dtypes or
-//! shapes no kernel takes) the fallback is what gets recorded; on a GPU stream the fused
-//! [`FastOp`] is recorded as [`crate::Primitive::Fast`]. The fallback also defines forward
-//! derivatives and batching; reverse mode has dedicated rules where MLX has them (the norms,
-//! cross entropy, the inverse rotation).
+//! Every operation here is meant to be one kernel, and each also has a *fallback*: the same
+//! computation written with ordinary operations. A fused node ([`FastOp`], recorded as
+//! [`crate::Primitive::Fast`]) is recorded only where a kernel of the current stream's device
+//! takes the inputs; everywhere else the fallback graph is recorded instead, so its ordinary
+//! nodes run (and, on a GPU, are batched into CUDA graphs) like any others. The fallback also
+//! defines forward derivatives and batching; reverse mode has dedicated rules where MLX has
+//! them (the norms, cross entropy, the inverse rotation).
+//!
+//! # One operation, one unit
+//!
+//! Each operation is a *unit*: a type implementing the crate's `Fused` trait, with its name,
+//! its input checks and output specs, its fallback, its rules (reverse and forward mode and
+//! batching default to the fallback's) and its kernels. The kernels live in the backends, one
+//! file per family: `backend/cpu/fast/X.rs` implements the CPU's `CpuKernel` for the unit and
+//! `backend/cuda/fast/X.rs` (with `backend/cuda/kernels/fast/X.cu`) the GPU's `CudaKernel`.
+//! Each kernel says in one `takes` which inputs (shapes and dtypes) it computes; the builder
+//! asks it before recording a fused node, and the backend asks it again before running the
+//! kernel, so the two decisions cannot disagree. To add an operation `X`:
+//!
+//! 1. a variant of [`FastOp`] and its arm in `FastOp::unit` (the one line of registration);
+//! 2. `fast/X.rs`: the public function, the unit and its `Fused` implementation;
+//! 3. where it has kernels: `backend/cpu/fast/X.rs`, `backend/cuda/fast/X.rs` and
+//!    `backend/cuda/kernels/fast/X.cu`, and the unit's `cpu`/`cuda` methods returning them.
 //!
 //! ```
 //! use nuvec_core::{Array, Result, fast};
@@ -26,24 +43,32 @@
 //! # }
 //! ```
 
-mod attention;
+pub(crate) mod attention;
+mod check;
 pub(crate) mod conv;
-mod gated_delta;
+pub(crate) mod gated_delta;
 mod gather;
-mod norms;
-mod paged;
-mod rope;
-mod specs;
+mod norm_grads;
+pub(crate) mod norms;
+pub(crate) mod paged;
+pub(crate) mod rope;
+mod rules;
+pub(crate) mod softmax;
 
 pub use attention::scaled_dot_product_attention;
 pub use gated_delta::{gated_delta, gated_delta_slots, gated_delta_steps};
 pub use gather::{gather_mm, gather_qmm};
-pub use norms::{add_rms_norm, cross_entropy, layer_norm, rms_norm};
+pub use norms::{add_rms_norm, layer_norm, rms_norm};
 pub use paged::{paged_attention, paged_write};
 pub use rope::{Rotation, norm_rope, rope};
+pub use softmax::cross_entropy;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::backend::cpu::fast::CpuKernel;
+use crate::backend::cuda::fast::CudaKernel;
 use crate::dtype::Canon;
-use crate::primitive::Primitive;
+use crate::primitive::{Batched, OutputSpec, Primitive};
 use crate::{Array, Category, DType, DeviceKind, Error, Result, default_stream};
 
 /// A fused operation: the payload of [`Primitive::Fast`]. Float parameters are kept as
@@ -190,6 +215,237 @@ pub enum AttentionMask<'a> {
     Array(&'a Array),
 }
 
+/// One input as a kernel's `takes` sees it: its shape and element type (layouts are the
+/// kernel's own business: it copies what it cannot read in place).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Arg<'a> {
+    pub(crate) shape: &'a [usize],
+    pub(crate) dtype: DType,
+}
+
+impl Arg<'_> {
+    /// The number of elements.
+    pub(crate) fn size(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The length of the last axis (1 for a 0-D input).
+    pub(crate) fn last(&self) -> usize {
+        self.shape.last().copied().unwrap_or(1)
+    }
+
+    /// Whether the element type is one the fused kernels compute (f32, f16, bf16).
+    pub(crate) fn kernel_float(&self) -> bool {
+        matches!(self.dtype, DType::F32 | DType::F16 | DType::BF16)
+    }
+}
+
+/// The inputs of a node as [`Arg`]s.
+pub(crate) fn args_of(inputs: &[Array]) -> Vec<Arg<'_>> {
+    inputs
+        .iter()
+        .map(|a| Arg {
+            shape: a.shape(),
+            dtype: a.dtype(),
+        })
+        .collect()
+}
+
+/// Whether the first input is a non-empty array of a kernel type with fewer than 2³²
+/// elements: what every fused kernel asks of its main input.
+pub(crate) fn kernel_sized(args: &[Arg<'_>]) -> bool {
+    args.first()
+        .is_some_and(|x| x.kernel_float() && x.size() > 0 && x.size() < u32::MAX as usize)
+}
+
+/// One fused operation: everything the crate needs to know about it, in one place (see the
+/// [module documentation](self)). Reverse mode, forward mode and batching default to the
+/// fallback graph's.
+pub(crate) trait Fused {
+    /// The operation's name, as errors and graph dumps show it.
+    fn name(&self) -> &'static str;
+
+    /// The checks a node's inputs must pass (the public functions check and convert their
+    /// arguments first; these keep a node built by hand from reaching a fallback that cannot
+    /// take it), and the shape and type of each output.
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>>;
+
+    /// The same computation from ordinary operations, recorded on the current stream.
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>>;
+
+    /// The cotangents of the inputs `argnums`.
+    fn vjp(
+        &self,
+        inputs: &[Array],
+        _outputs: &[Option<Array>],
+        cotangents: &[Option<Array>],
+        argnums: &[usize],
+    ) -> Result<Vec<Array>> {
+        rules::vjp_of_fallback(self, inputs, cotangents, argnums)
+    }
+
+    /// The tangent of each output.
+    fn jvp(&self, inputs: &[Array], tangents: &[Option<Array>]) -> Result<Vec<Array>> {
+        rules::jvp_of_fallback(self, inputs, tangents)
+    }
+
+    /// The operation over batched inputs.
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
+        rules::vmap_of_fallback(self, inputs, axes)
+    }
+
+    /// The CPU kernel, where there is one.
+    fn cpu(&self) -> Option<&dyn CpuKernel> {
+        None
+    }
+
+    /// The CUDA kernel, where there is one.
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        None
+    }
+}
+
+/// Whether a kernel of `device` computes `unit` on inputs like `args`.
+pub(crate) fn kernel_takes(unit: &dyn Fused, device: DeviceKind, args: &[Arg<'_>]) -> bool {
+    match device {
+        DeviceKind::Cpu => unit.cpu().is_some_and(|k| k.takes(args)),
+        DeviceKind::Gpu => unit.cuda().is_some_and(|k| k.takes(args)),
+    }
+}
+
+impl FastOp {
+    /// The operation's unit: the one place that maps each variant to its code.
+    pub(crate) fn unit(&self) -> Box<dyn Fused> {
+        match *self {
+            FastOp::RmsNorm { eps } => Box::new(norms::RmsNorm { eps: float(eps) }),
+            FastOp::AddRmsNorm { eps } => Box::new(norms::AddRmsNorm { eps: float(eps) }),
+            FastOp::RmsNormVjp { eps } => Box::new(norm_grads::RmsNormVjp { eps: float(eps) }),
+            FastOp::LayerNorm { eps } => Box::new(norms::LayerNorm { eps: float(eps) }),
+            FastOp::LayerNormVjp { eps } => Box::new(norm_grads::LayerNormVjp { eps: float(eps) }),
+            FastOp::Rope {
+                dims,
+                traditional,
+                base,
+                scale,
+                forward,
+            } => Box::new(rope::Rope {
+                angles: rope::Angles::new(dims, traditional, base, scale),
+                forward,
+            }),
+            FastOp::NormRope {
+                eps,
+                dims,
+                traditional,
+                base,
+                scale,
+                offset,
+                cache,
+            } => Box::new(rope::NormRope {
+                eps: eps.map(float),
+                angles: rope::Angles::new(dims, traditional, base, scale),
+                offset,
+                cache,
+            }),
+            FastOp::DepthwiseConv1d {
+                stride,
+                padding,
+                dilation,
+            } => Box::new(conv::DepthwiseConv1d {
+                stride,
+                padding,
+                dilation,
+            }),
+            FastOp::Softmax => Box::new(softmax::Softmax),
+            FastOp::LogSumExp => Box::new(softmax::LogSumExp),
+            FastOp::CrossEntropy => Box::new(softmax::CrossEntropy),
+            FastOp::CrossEntropyVjp => Box::new(softmax::CrossEntropyVjp),
+            FastOp::Attention {
+                scale,
+                causal,
+                mask,
+                sinks,
+            } => Box::new(attention::Attention {
+                scale: float(scale),
+                causal,
+                mask,
+                sinks,
+            }),
+            FastOp::GatedDelta { steps } => Box::new(gated_delta::GatedDelta { steps }),
+            FastOp::GatedDeltaSlots => Box::new(gated_delta::GatedDeltaSlots),
+            FastOp::PagedAttention { scale } => {
+                Box::new(paged::PagedAttention { scale: float(scale) })
+            }
+            FastOp::PagedWrite => Box::new(paged::PagedWrite),
+            FastOp::GatherMm => Box::new(gather::GatherMm),
+            FastOp::GatherQmm {
+                group_size,
+                bits,
+                transpose,
+            } => Box::new(gather::GatherQmm {
+                group_size,
+                bits: u32::from(bits),
+                transpose,
+            }),
+        }
+    }
+
+    /// The operation's name, as errors and graph dumps show it.
+    pub fn name(&self) -> &'static str {
+        self.unit().name()
+    }
+
+    /// The shape and type of each output for these inputs, or the error that makes them
+    /// invalid.
+    pub fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        self.unit().output_specs(inputs)
+    }
+
+    /// The same computation from ordinary operations, recorded on the current stream: what
+    /// runs where no kernel does, and what defines forward derivatives and batching (and
+    /// the reference the kernels are tested against).
+    ///
+    /// ```
+    /// use nuvec_core::{Array, fast::FastOp};
+    ///
+    /// # fn main() -> nuvec_core::Result<()> {
+    /// let x = Array::from_slice(&[3.0f32, 4.0], &[1, 2])?;
+    /// let op = FastOp::RmsNorm { eps: 0.0f32.to_bits() };
+    /// let y = op.fallback(&[x, Array::scalar(1.0f32)])?.remove(0);
+    /// let rms = 12.5f32.sqrt();
+    /// assert_eq!(y.to_vec::<f32>()?, [3.0 / rms, 4.0 / rms]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        self.unit().fallback(inputs)
+    }
+
+    /// Whether a kernel of `device` computes this operation on these inputs: what decides
+    /// between recording the fused node and its fallback.
+    pub(crate) fn takes(&self, device: DeviceKind, inputs: &[Array]) -> bool {
+        kernel_takes(&*self.unit(), device, &args_of(inputs))
+    }
+}
+
+/// The number of fused nodes that ran their fallback graph inside the node, this process.
+static NESTED_FALLBACKS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many fused nodes have run their fallback graph inside the node (as a nested
+/// evaluation) in this process. The public functions record a fused node only where a kernel
+/// takes it, so this grows only for nodes built by hand ([`Array::from_op`]) for inputs no
+/// kernel takes, and for the operations whose GPU kernels are still pending (attention
+/// beyond the decoding kernel's shapes, the gated delta rule and the depthwise convolution,
+/// which the seeds record as fused nodes on the GPU). Tests read it to check that the
+/// kernels really ran.
+pub fn nested_fallbacks() -> usize {
+    NESTED_FALLBACKS.load(Ordering::Relaxed)
+}
+
+/// Counts one nested fallback run (see [`nested_fallbacks`]).
+pub(crate) fn count_nested_fallback() {
+    NESTED_FALLBACKS.fetch_add(1, Ordering::Relaxed);
+}
+
 /// An `f32` parameter stored as its bits.
 pub(crate) fn float(bits: u32) -> f32 {
     f32::from_bits(bits)
@@ -200,38 +456,31 @@ pub(crate) fn scalar(value: f64, dtype: DType) -> Array {
     Array::scalar_of(Canon::Float(value), dtype)
 }
 
-/// Whether fused kernels take work of this dtype and size on the current stream.
-pub(crate) fn on_gpu(dtype: DType, size: usize) -> bool {
-    default_stream().device.kind == DeviceKind::Gpu
-        && matches!(dtype, DType::F16 | DType::BF16 | DType::F32)
-        && size > 0
-        && size < u32::MAX as usize
-}
-
-/// Whether a CPU kernel takes `op` on these inputs on the current stream (see
-/// [`crate::backend::cpu::fast::takes`]).
-pub(crate) fn on_cpu(op: &FastOp, inputs: &[Array]) -> bool {
-    if default_stream().device.kind != DeviceKind::Cpu {
-        return false;
-    }
-    let shapes: Vec<&[usize]> = inputs.iter().map(Array::shape).collect();
-    let dtypes: Vec<DType> = inputs.iter().map(Array::dtype).collect();
-    crate::backend::cpu::fast::takes(op, &shapes, &dtypes)
-}
-
-/// Records `op` as one fused node when a kernel takes it (a GPU stream, a supported dtype,
-/// a non-empty first input; or a CPU kernel's cases), else builds its fallback graph.
+/// Records `op` as one fused node where a kernel of the current stream's device takes the
+/// inputs, else builds its fallback graph.
 pub(crate) fn record_or_fallback(op: FastOp, inputs: Vec<Array>) -> Result<Vec<Array>> {
-    if on_gpu(inputs[0].dtype(), inputs[0].size()) || on_cpu(&op, &inputs) {
+    let unit = op.unit();
+    let device = default_stream().device.kind;
+    if kernel_takes(&*unit, device, &args_of(&inputs)) {
         Array::from_op(Primitive::Fast(op), inputs)
     } else {
-        op.fallback(&inputs)
+        unit.fallback(&inputs)
     }
 }
 
 /// [`record_or_fallback`] for single-output operations.
 pub(crate) fn one(op: FastOp, inputs: Vec<Array>) -> Result<Array> {
     Ok(record_or_fallback(op, inputs)?.swap_remove(0))
+}
+
+/// The fused node of `op` where a kernel of the current stream's device takes the inputs,
+/// else `None` (for operations whose callers have another graph to record).
+pub(crate) fn fused_here(op: FastOp, inputs: Vec<Array>) -> Result<Option<Array>> {
+    if op.takes(default_stream().device.kind, &inputs) {
+        Ok(Some(Array::op1(Primitive::Fast(op), inputs)?))
+    } else {
+        Ok(None)
+    }
 }
 
 /// The first two outputs as a pair.
@@ -290,115 +539,4 @@ pub(crate) fn dims(shape: &[usize]) -> Vec<isize> {
 /// The range `start..stop` of one axis as a slice argument.
 pub(crate) fn span(start: usize, stop: usize) -> crate::SliceArg {
     crate::SliceArg::new(Some(start as isize), Some(stop as isize), 1)
-}
-
-impl FastOp {
-    /// The operation's name, as errors and graph dumps show it.
-    pub fn name(&self) -> &'static str {
-        match self {
-            FastOp::RmsNorm { .. } => "rms_norm",
-            FastOp::AddRmsNorm { .. } => "add_rms_norm",
-            FastOp::RmsNormVjp { .. } => "rms_norm_vjp",
-            FastOp::LayerNorm { .. } => "layer_norm",
-            FastOp::LayerNormVjp { .. } => "layer_norm_vjp",
-            FastOp::Rope { .. } => "rope",
-            FastOp::NormRope { .. } => "norm_rope",
-            FastOp::DepthwiseConv1d { .. } => "conv1d",
-            FastOp::Softmax => "softmax",
-            FastOp::LogSumExp => "logsumexp",
-            FastOp::CrossEntropy => "cross_entropy",
-            FastOp::CrossEntropyVjp => "cross_entropy_vjp",
-            FastOp::Attention { .. } => "scaled_dot_product_attention",
-            FastOp::GatedDelta { .. } => "gated_delta",
-            FastOp::GatedDeltaSlots => "gated_delta_slots",
-            FastOp::PagedAttention { .. } => "paged_attention",
-            FastOp::PagedWrite => "paged_write",
-            FastOp::GatherMm => "gather_mm",
-            FastOp::GatherQmm { .. } => "gather_qmm",
-        }
-    }
-
-    /// The same computation from ordinary operations, recorded on the current stream: what
-    /// runs where no kernel does, and what defines forward derivatives and batching (and
-    /// the reference the kernels are tested against).
-    ///
-    /// ```
-    /// use nuvec_core::{Array, fast::FastOp};
-    ///
-    /// # fn main() -> nuvec_core::Result<()> {
-    /// let x = Array::from_slice(&[3.0f32, 4.0], &[1, 2])?;
-    /// let op = FastOp::RmsNorm { eps: 0.0f32.to_bits() };
-    /// let y = op.fallback(&[x, Array::scalar(1.0f32)])?.remove(0);
-    /// let rms = 12.5f32.sqrt();
-    /// assert_eq!(y.to_vec::<f32>()?, [3.0 / rms, 4.0 / rms]);
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
-        match self {
-            FastOp::RmsNorm { eps } => Ok(vec![norms::rms_graph(inputs, float(*eps))?]),
-            FastOp::AddRmsNorm { eps } => norms::add_rms_graph(inputs, *eps),
-            FastOp::RmsNormVjp { eps } => norms::rms_vjp_graph(inputs, float(*eps)),
-            FastOp::LayerNorm { eps } => Ok(vec![norms::layer_graph(inputs, float(*eps))?]),
-            FastOp::LayerNormVjp { eps } => norms::layer_vjp_graph(inputs, float(*eps)),
-            FastOp::Softmax => Ok(vec![norms::softmax_graph(&inputs[0])?]),
-            FastOp::LogSumExp => Ok(vec![norms::logsumexp_graph(&inputs[0])?]),
-            FastOp::CrossEntropy => Ok(vec![norms::cross_entropy_graph(inputs)?]),
-            FastOp::CrossEntropyVjp => Ok(vec![norms::cross_entropy_vjp_graph(inputs)?]),
-            FastOp::Rope {
-                dims,
-                traditional,
-                base,
-                scale,
-                forward,
-            } => {
-                let angles = rope::Angles {
-                    dims: *dims,
-                    traditional: *traditional,
-                    base: float(*base),
-                    scale: float(*scale),
-                };
-                Ok(vec![rope::rope_graph(inputs, angles, *forward)?])
-            }
-            FastOp::NormRope { .. } => Ok(vec![rope::norm_rope_fallback(self, inputs)?]),
-            FastOp::DepthwiseConv1d {
-                stride,
-                padding,
-                dilation,
-            } => Ok(vec![conv::depthwise_graph(
-                &inputs[0], &inputs[1], *stride, *padding, *dilation,
-            )?]),
-            FastOp::Attention {
-                scale,
-                causal,
-                mask,
-                sinks,
-            } => {
-                let form = attention::Form {
-                    scale: float(*scale),
-                    causal: *causal,
-                    mask: *mask,
-                    sinks: *sinks,
-                };
-                Ok(vec![attention::attention_graph(inputs, form)?])
-            }
-            FastOp::GatedDelta { steps } => gated_delta::gated_delta_graph(inputs, *steps),
-            FastOp::GatedDeltaSlots => gated_delta::slots_graph(inputs),
-            FastOp::PagedAttention { scale } => {
-                Ok(vec![paged::paged_attention_graph(inputs, float(*scale))?])
-            }
-            FastOp::PagedWrite => Ok(vec![paged::paged_write_graph(inputs)?]),
-            FastOp::GatherMm => Ok(vec![gather::gather_mm_graph(inputs)?]),
-            FastOp::GatherQmm {
-                group_size,
-                bits,
-                transpose,
-            } => Ok(vec![gather::gather_qmm_graph(
-                inputs,
-                *group_size,
-                u32::from(*bits),
-                *transpose,
-            )?]),
-        }
-    }
 }

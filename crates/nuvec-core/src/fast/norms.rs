@@ -1,14 +1,17 @@
-//! The normalisations ([`rms_norm`], [`add_rms_norm`], [`layer_norm`]), [`cross_entropy`],
-//! and the fallbacks of the fused softmax and log-sum-exp, with the graphs of their
-//! dedicated gradients.
+//! The normalisations over the last axis: [`rms_norm`], [`add_rms_norm`] and [`layer_norm`],
+//! and their units ([`FastOp::RmsNorm`], [`FastOp::AddRmsNorm`], [`FastOp::LayerNorm`]); their
+//! gradients' units are in `norm_grads.rs`.
 
-use super::wide;
-use super::{FastOp, check_inputs, check_param, floating, one, pair, record_or_fallback, scalar};
+use super::check::{Checker, like};
+use super::rules::{single, vmap_rows};
+use super::{FastOp, Fused, check_inputs, check_param, floating, one, pair, record_or_fallback};
+use super::{scalar, wide};
+use crate::backend::cpu::fast::CpuKernel;
+use crate::backend::cuda::fast::CudaKernel;
 use crate::error::invalid;
-use crate::ops::reduce::ReduceOp;
-use crate::primitive::Primitive;
-use crate::{Array, Category, DType, Result, promote_types};
-use crate::{add, arange, equal, expand_dims, less, mean, multiply, rsqrt, subtract, sum, where_};
+use crate::primitive::{Batched, OutputSpec};
+use crate::{Array, Category, Result, promote_types};
+use crate::{add, mean, multiply, rsqrt, subtract};
 
 /// Root-mean-square normalisation over the last axis, `x / sqrt(mean(x²) + eps) · weight`,
 /// as MLX's `fast.rms_norm`: the statistics in float32 (or float64), the result in the
@@ -146,69 +149,155 @@ pub fn layer_norm(
     one(FastOp::LayerNorm { eps: eps.to_bits() }, inputs)
 }
 
-/// Cross entropy of `logits` over their last axis against integer class indices `targets`
-/// (of the logits' shape without that axis; negative indices count from the end), as
-/// MLX's `fast.cross_entropy`: `logsumexp(logits) − logits[target]` per row, as float32.
-///
-/// ```
-/// use nuvec_core::{Array, fast};
-///
-/// # fn main() -> nuvec_core::Result<()> {
-/// let logits = Array::from_slice(&[0.0f32, 0.0, 0.0, 0.0], &[1, 4])?;
-/// let targets = Array::from_slice(&[2i32], &[1])?;
-/// let loss = fast::cross_entropy(&logits, &targets)?.to_vec::<f32>()?;
-/// assert!((loss[0] - 4f32.ln()).abs() < 1e-6);
-/// # Ok(())
-/// # }
-/// ```
-pub fn cross_entropy(logits: &Array, targets: &Array) -> Result<Array> {
-    const OP: &str = "cross_entropy";
-    check_inputs(&[logits, targets])?;
-    if logits.ndim() == 0 || targets.shape() != &logits.shape()[..logits.ndim() - 1] {
-        return Err(invalid(
-            OP,
-            format!(
-                "targets of shape {:?} do not match logits of shape {:?}",
-                targets.shape(),
-                logits.shape()
-            ),
-        ));
-    }
-    floating(OP, logits.dtype())?;
-    if !super::integral(targets.dtype()) {
-        return Err(invalid(
-            OP,
-            format!(
-                "targets must be integer class indices, got {}",
-                targets.dtype()
-            ),
-        ));
-    }
-    let inputs = vec![logits.clone(), targets.astype(DType::I32)?];
-    one(FastOp::CrossEntropy, inputs)
+
+/// [`FastOp::RmsNorm`]: `(x, w)`.
+pub(crate) struct RmsNorm {
+    pub(crate) eps: f32,
 }
 
-/// `g` summed over every axis but the last.
-fn sum_rows(g: &Array) -> Result<Array> {
-    if g.ndim() <= 1 {
-        return Ok(g.clone());
+/// [`FastOp::AddRmsNorm`]: `(x, r, w)` to `(x + r, rms_norm(x + r))`.
+pub(crate) struct AddRmsNorm {
+    pub(crate) eps: f32,
+}
+
+/// [`FastOp::LayerNorm`]: `(x, w, b)`.
+pub(crate) struct LayerNorm {
+    pub(crate) eps: f32,
+}
+
+/// The checks of a normalisation's node: `x` (at least 1-D, floating), then `residual`
+/// inputs of its shape and type, then `params` parameters of the last axis. One output like
+/// `x` per `outputs`.
+pub(super) fn norm_specs(
+    c: &Checker<'_>,
+    residual: usize,
+    params: usize,
+    outputs: usize,
+) -> Result<Vec<OutputSpec>> {
+    c.count(1 + residual + params, 1 + residual + params)?;
+    let x = c.rank(0, None)?;
+    c.float(0)?;
+    let d = x.shape()[x.ndim() - 1];
+    for i in 1..=residual {
+        c.shape(i, x.shape())?;
+        c.same_dtype(0, i)?;
     }
-    let axes: Vec<isize> = (0..g.ndim() as isize - 1).collect();
-    sum(g, &axes, false)
+    for i in 1 + residual..=residual + params {
+        c.param(i, d)?;
+    }
+    Ok(vec![like(x); outputs])
+}
+
+impl Fused for RmsNorm {
+    fn name(&self) -> &'static str {
+        "rms_norm"
+    }
+
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        norm_specs(&Checker { op: self.name(), inputs }, 0, 1, 1)
+    }
+
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        Ok(vec![rms_graph(inputs, self.eps)?])
+    }
+
+    /// The dedicated gradient node, [`FastOp::RmsNormVjp`].
+    fn vjp(
+        &self,
+        inputs: &[Array],
+        _outputs: &[Option<Array>],
+        cotangents: &[Option<Array>],
+        argnums: &[usize],
+    ) -> Result<Vec<Array>> {
+        let node = vec![inputs[0].clone(), inputs[1].clone(), single(cotangents)?.clone()];
+        let all = record_or_fallback(FastOp::RmsNormVjp { eps: self.eps.to_bits() }, node)?;
+        Ok(argnums.iter().map(|&i| all[i].clone()).collect())
+    }
+
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
+        let op = FastOp::RmsNorm { eps: self.eps.to_bits() };
+        vmap_rows(self, op, &[0], inputs, axes)
+    }
+
+    fn cpu(&self) -> Option<&dyn CpuKernel> {
+        Some(self)
+    }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
+    }
+}
+
+impl Fused for AddRmsNorm {
+    fn name(&self) -> &'static str {
+        "add_rms_norm"
+    }
+
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        norm_specs(&Checker { op: self.name(), inputs }, 1, 1, 2)
+    }
+
+    /// The sum, and its norm (fused itself where a kernel takes it).
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        let h = add(&inputs[0], &inputs[1])?;
+        let norm = FastOp::RmsNorm { eps: self.eps.to_bits() };
+        let y = one(norm, vec![h.clone(), inputs[2].clone()])?;
+        Ok(vec![h, y])
+    }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
+    }
+}
+
+impl Fused for LayerNorm {
+    fn name(&self) -> &'static str {
+        "layer_norm"
+    }
+
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        norm_specs(&Checker { op: self.name(), inputs }, 0, 2, 1)
+    }
+
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        Ok(vec![layer_graph(inputs, self.eps)?])
+    }
+
+    /// The dedicated gradient node, [`FastOp::LayerNormVjp`].
+    fn vjp(
+        &self,
+        inputs: &[Array],
+        _outputs: &[Option<Array>],
+        cotangents: &[Option<Array>],
+        argnums: &[usize],
+    ) -> Result<Vec<Array>> {
+        let mut node = inputs.to_vec();
+        node.push(single(cotangents)?.clone());
+        let all = record_or_fallback(FastOp::LayerNormVjp { eps: self.eps.to_bits() }, node)?;
+        Ok(argnums.iter().map(|&i| all[i].clone()).collect())
+    }
+
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
+        let op = FastOp::LayerNorm { eps: self.eps.to_bits() };
+        vmap_rows(self, op, &[0], inputs, axes)
+    }
+
+    fn cpu(&self) -> Option<&dyn CpuKernel> {
+        Some(self)
+    }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
+    }
 }
 
 /// `1 / sqrt(mean(x²) + eps)` over the last axis, kept.
-fn inverse_rms(x: &Array, eps: f32) -> Result<Array> {
+pub(super) fn inverse_rms(x: &Array, eps: f32) -> Result<Array> {
     rsqrt(&add(mean(&multiply(x, x)?, &[-1], true)?, f64::from(eps))?)
 }
 
-/// `x · n³`.
-fn times_cube(x: &Array, n: &Array) -> Result<Array> {
-    multiply(x, multiply(&multiply(n, n)?, n)?)
-}
-
 /// [`FastOp::RmsNorm`]'s fallback, `(x, w)`.
-pub(super) fn rms_graph(inputs: &[Array], eps: f32) -> Result<Array> {
+fn rms_graph(inputs: &[Array], eps: f32) -> Result<Array> {
     let (x, w) = (&inputs[0], &inputs[1]);
     let xf = wide(x)?;
     // Rounded to the input's type before the weight, as MLX's kernels do.
@@ -220,15 +309,8 @@ pub(super) fn rms_graph(inputs: &[Array], eps: f32) -> Result<Array> {
     }
 }
 
-/// [`FastOp::AddRmsNorm`]'s fallback, `(x, r, w)`: the sum and its norm.
-pub(super) fn add_rms_graph(inputs: &[Array], eps: u32) -> Result<Vec<Array>> {
-    let h = add(&inputs[0], &inputs[1])?;
-    let y = one(FastOp::RmsNorm { eps }, vec![h.clone(), inputs[2].clone()])?;
-    Ok(vec![h, y])
-}
-
 /// [`FastOp::LayerNorm`]'s fallback, `(x, w, b)`.
-pub(super) fn layer_graph(inputs: &[Array], eps: f32) -> Result<Array> {
+fn layer_graph(inputs: &[Array], eps: f32) -> Result<Array> {
     let (x, w, b) = (&inputs[0], &inputs[1], &inputs[2]);
     let xf = wide(x)?;
     let centred = subtract(&xf, mean(&xf, &[-1], true)?)?;
@@ -241,115 +323,4 @@ pub(super) fn layer_graph(inputs: &[Array], eps: f32) -> Result<Array> {
         y = add(&y, b)?;
     }
     Ok(y)
-}
-
-/// [`FastOp::RmsNormVjp`]'s fallback, `(x, w, g)` to `(dx, dw)`, computed in float32 for
-/// the half types. A 0-D weight (no weight) gets a zero cotangent: it does not enter the
-/// forward computation.
-pub(super) fn rms_vjp_graph(inputs: &[Array], eps: f32) -> Result<Vec<Array>> {
-    let (x, w, g) = (&inputs[0], &inputs[1], &inputs[2]);
-    let xf = wide(x)?;
-    let gf = g.astype(xf.dtype())?;
-    let n = inverse_rms(&xf, eps)?;
-    let gw = if w.ndim() == 0 {
-        gf.clone()
-    } else {
-        multiply(&gf, w.astype(xf.dtype())?)?
-    };
-    let proj = mean(&multiply(&gw, &xf)?, &[-1], true)?;
-    let dx = subtract(multiply(&gw, &n)?, times_cube(&multiply(&xf, &proj)?, &n)?)?;
-    let dw = if w.ndim() == 0 {
-        scalar(0.0, w.dtype())
-    } else {
-        sum_rows(&multiply(&gf, multiply(&xf, &n)?)?)?.astype(w.dtype())?
-    };
-    Ok(vec![dx.astype(x.dtype())?, dw])
-}
-
-/// [`FastOp::LayerNormVjp`]'s fallback, `(x, w, b, g)` to `(dx, dw, db)`.
-pub(super) fn layer_vjp_graph(inputs: &[Array], eps: f32) -> Result<Vec<Array>> {
-    let (x, w, b, g) = (&inputs[0], &inputs[1], &inputs[2], &inputs[3]);
-    let xf = wide(x)?;
-    let gf = g.astype(xf.dtype())?;
-    let centred = subtract(&xf, mean(&xf, &[-1], true)?)?;
-    let n = inverse_rms(&centred, eps)?;
-    let wg = if w.ndim() == 0 {
-        gf.clone()
-    } else {
-        multiply(&gf, w.astype(xf.dtype())?)?
-    };
-    let wg_mean = mean(&wg, &[-1], true)?;
-    let proj = mean(&multiply(&wg, &centred)?, &[-1], true)?;
-    let dx = subtract(
-        multiply(subtract(&wg, &wg_mean)?, &n)?,
-        times_cube(&multiply(&centred, &proj)?, &n)?,
-    )?;
-    let dw = if w.ndim() == 0 {
-        scalar(0.0, w.dtype())
-    } else {
-        sum_rows(&multiply(&gf, multiply(&centred, &n)?)?)?.astype(w.dtype())?
-    };
-    let db = if b.ndim() == 0 {
-        scalar(0.0, b.dtype())
-    } else {
-        sum_rows(&gf)?.astype(b.dtype())?
-    };
-    Ok(vec![dx.astype(x.dtype())?, dw, db])
-}
-
-/// [`FastOp::Softmax`]'s fallback: the crate's own softmax primitive over the last axis
-/// (accumulating half types in float32). Not [`crate::softmax`], which on a GPU stream
-/// records [`FastOp::Softmax`] again.
-pub(super) fn softmax_graph(x: &Array) -> Result<Array> {
-    if x.size() == 0 {
-        return Ok(x.clone());
-    }
-    Array::op1(Primitive::Softmax, vec![x.clone()])
-}
-
-/// [`FastOp::LogSumExp`]'s fallback: the crate's log-sum-exp reduction of the last axis
-/// (kept with size 1).
-pub(super) fn logsumexp_graph(x: &Array) -> Result<Array> {
-    let reduce = Primitive::Reduce {
-        op: ReduceOp::LogSumExp,
-        axes: vec![x.ndim() - 1],
-    };
-    Array::op1(reduce, vec![x.clone()])
-}
-
-/// Class indices `t` (int32) with negative ones counted from the end, and the boolean
-/// `[..., classes]` rows marking each.
-fn hits(t: &Array, classes: usize) -> Result<(Array, Array)> {
-    let t = where_(less(t, 0)?, add(t, classes)?, t)?;
-    let all = arange(0.0, classes as f64, 1.0, DType::I32)?;
-    let hit = equal(expand_dims(&t, -1)?, &all)?;
-    Ok((t, hit))
-}
-
-/// [`FastOp::CrossEntropy`]'s fallback, `(logits, targets)`, in float32 for the half types.
-pub(super) fn cross_entropy_graph(inputs: &[Array]) -> Result<Array> {
-    let x = wide(&inputs[0])?;
-    let classes = x.shape()[x.ndim() - 1];
-    let (_, hit) = hits(&inputs[1], classes)?;
-    let picked = sum(&where_(&hit, &x, 0.0)?, &[-1], false)?;
-    let lse = crate::logsumexp(&x, &[-1], false)?;
-    subtract(&lse, &picked)?.astype(DType::F32)
-}
-
-/// [`FastOp::CrossEntropyVjp`]'s fallback, `(logits, targets, loss, g)`:
-/// `g · (softmax(logits) − onehot(target))`. The log-sum-exp is computed again rather than
-/// recovered from the float32 loss, so float64 logits keep their precision.
-pub(super) fn cross_entropy_vjp_graph(inputs: &[Array]) -> Result<Array> {
-    let (logits, g) = (&inputs[0], &inputs[3]);
-    let x = wide(logits)?;
-    let classes = x.shape()[x.ndim() - 1];
-    let (_, hit) = hits(&inputs[1], classes)?;
-    let lse = crate::logsumexp(&x, &[-1], true)?;
-    let p = crate::exp(&subtract(&x, &lse)?)?;
-    let target = hit.astype(x.dtype())?;
-    let gx = multiply(
-        expand_dims(&g.astype(x.dtype())?, -1)?,
-        subtract(&p, &target)?,
-    )?;
-    gx.astype(logits.dtype())
 }

@@ -6,9 +6,12 @@
 //! `block_table[s, p / block_size]`, row `p % block_size`; a writer addresses it by its
 //! *slot*, `block · block_size + row`.
 
-use super::attention::{Form, attention_graph};
-use super::{FastOp, check_inputs, floating, integral, one};
+use super::attention::{Attention, attention_graph};
+use super::check::{Checker, like};
+use super::{FastOp, Fused, check_inputs, floating, integral, one};
+use crate::backend::cuda::fast::CudaKernel;
 use crate::error::invalid;
+use crate::primitive::OutputSpec;
 use crate::{Array, DType, Result, promote_types};
 
 /// Attention of `q` (`[B, Hq, Lq, D]`) over keys and values held in paged caches
@@ -119,7 +122,7 @@ pub fn paged_attention(
 /// [`FastOp::PagedAttention`]'s fallback, `(q, k_cache, v_cache, table, lengths)`: each
 /// sequence's blocks gathered into contiguous keys and values, and a mask hiding the
 /// positions past each query's.
-pub(super) fn paged_attention_graph(inputs: &[Array], scale: f32) -> Result<Array> {
+fn paged_attention_graph(inputs: &[Array], scale: f32) -> Result<Array> {
     let (q, table, lengths) = (&inputs[0], &inputs[3], &inputs[4]);
     let (b, hq, lq) = (q.shape()[0], q.shape()[1], q.shape()[2]);
     let (blocks, hkv, size) = {
@@ -153,7 +156,7 @@ pub(super) fn paged_attention_graph(inputs: &[Array], scale: f32) -> Result<Arra
     )?;
     let visible = crate::less_equal(&position, &last)?;
     let mask = crate::broadcast_to(&visible, &[b, hq, lq, positions])?;
-    let form = Form {
+    let form = Attention {
         scale,
         causal: false,
         mask: true,
@@ -231,7 +234,7 @@ pub fn paged_write(cache: &Array, new: &Array, slots: &Array) -> Result<Array> {
 
 /// [`FastOp::PagedWrite`]'s fallback, `(cache, new, slots)`: one scatter of `[1, Hkv, 1,
 /// D]` windows at `(block, row)`, which writes in place when it owns the cache.
-pub(super) fn paged_write_graph(inputs: &[Array]) -> Result<Array> {
+fn paged_write_graph(inputs: &[Array]) -> Result<Array> {
     let (cache, new, slots) = (&inputs[0], &inputs[1], &inputs[2]);
     let (blocks, heads, size, d) = {
         let s = cache.shape();
@@ -248,4 +251,73 @@ pub(super) fn paged_write_graph(inputs: &[Array]) -> Result<Array> {
     let row = crate::remainder(&slots, size)?;
     let windows = reshape_to(new, &[n, 1, heads, 1, d])?;
     crate::scatter(cache, &[block, row], &windows, &[0, 2])
+}
+
+/// [`FastOp::PagedAttention`]: `(q, k_cache, v_cache, block_table, lengths)`.
+pub(crate) struct PagedAttention {
+    /// The score scale.
+    pub(crate) scale: f32,
+}
+
+impl Fused for PagedAttention {
+    fn name(&self) -> &'static str {
+        "paged_attention"
+    }
+
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        let c = Checker { op: self.name(), inputs };
+        c.count(5, 5)?;
+        let (q, kc, vc) = (c.rank(0, Some(4))?, c.rank(1, Some(4))?, c.rank(2, Some(4))?);
+        c.float(0)?;
+        c.same_dtype(0, 1)?;
+        c.same_dtype(0, 2)?;
+        let (qs, ks, vs) = (q.shape(), kc.shape(), vc.shape());
+        c.holds(
+            ks[..3] == vs[..3] && ks[3] == qs[3] && ks[1] > 0 && qs[1] % ks[1] == 0,
+            || format!("incompatible shapes {qs:?}, {ks:?} and {vs:?}"),
+        )?;
+        let table = c.rank(3, Some(2))?;
+        c.integer(3)?;
+        c.integer(4)?;
+        c.holds(table.shape()[0] == qs[0], || {
+            format!("a block table of shape {:?}", table.shape())
+        })?;
+        c.shape(4, &[qs[0]])?;
+        Ok(vec![(vec![qs[0], qs[1], qs[2], vs[3]], q.dtype())])
+    }
+
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        Ok(vec![paged_attention_graph(inputs, self.scale)?])
+    }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
+    }
+}
+
+/// [`FastOp::PagedWrite`]: `(cache, new, slots)`.
+pub(crate) struct PagedWrite;
+
+impl Fused for PagedWrite {
+    fn name(&self) -> &'static str {
+        "paged_write"
+    }
+
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        let c = Checker { op: self.name(), inputs };
+        c.count(3, 3)?;
+        let cache = c.rank(0, Some(4))?;
+        c.float(0)?;
+        let new = c.rank(1, Some(3))?;
+        c.same_dtype(0, 1)?;
+        let cs = cache.shape();
+        c.shape(1, &[new.shape()[0], cs[1], cs[3]])?;
+        c.integer(2)?;
+        c.shape(2, &[new.shape()[0]])?;
+        Ok(vec![like(cache)])
+    }
+
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        Ok(vec![paged_write_graph(inputs)?])
+    }
 }

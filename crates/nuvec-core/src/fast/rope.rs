@@ -1,8 +1,13 @@
 //! Rotary position embeddings: [`rope`], and [`norm_rope`] (an attention layer's query or
 //! key preparation: norm, rotation and cache write in one step).
 
-use super::{FastOp, check_inputs, floating, one, scalar, span};
+use super::check::{Checker, like};
+use super::rules::{single, substituted, vjp_of_fallback, vmap_of_fallback, vmap_rows};
+use super::{Arg, FastOp, Fused, check_inputs, floating, kernel_sized, one, scalar, span};
+use crate::backend::cpu::fast::CpuKernel;
+use crate::backend::cuda::fast::CudaKernel;
 use crate::error::invalid;
+use crate::primitive::{Batched, OutputSpec};
 use crate::{Array, Category, DType, Result, SliceArg};
 use crate::{add, concatenate, cos, divide, multiply, reshape, sin, slice, stack, subtract};
 
@@ -111,17 +116,134 @@ pub fn rope(
 
 /// The angle parameters of a rotation.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Angles {
-    pub(super) dims: usize,
-    pub(super) traditional: bool,
-    pub(super) base: f32,
-    pub(super) scale: f32,
+pub(crate) struct Angles {
+    /// How many leading features rotate (even).
+    pub(crate) dims: usize,
+    /// Interleaved pairs instead of halves.
+    pub(crate) traditional: bool,
+    /// The frequency base (unused with explicit frequencies).
+    pub(crate) base: f32,
+    /// The position scale.
+    pub(crate) scale: f32,
+}
+
+impl Angles {
+    /// The angles of a node's parameters (floats as their bits).
+    pub(super) fn new(dims: usize, traditional: bool, base: u32, scale: u32) -> Angles {
+        Angles {
+            dims,
+            traditional,
+            base: f32::from_bits(base),
+            scale: f32::from_bits(scale),
+        }
+    }
+}
+
+/// [`FastOp::Rope`]: `(x, offset[, freqs])`.
+pub(crate) struct Rope {
+    pub(crate) angles: Angles,
+    /// The rotation itself (else its inverse).
+    pub(crate) forward: bool,
+}
+
+impl Rope {
+    /// The inputs both devices' rotation kernels take: `(x, offset[, freqs])`, `x` of a kernel
+    /// type with at least 3 axes, 32-bit integer offsets (one, or one per batch entry), float32
+    /// frequencies of `dims / 2`.
+    pub(crate) fn kernel_takes(&self, inputs: &[Arg<'_>]) -> bool {
+        let dims = self.angles.dims;
+        if !kernel_sized(inputs) || !(2..=3).contains(&inputs.len()) {
+            return false;
+        }
+        let (x, offsets) = (inputs[0], inputs[1]);
+        x.shape.len() >= 3
+            && matches!(offsets.dtype, DType::I32 | DType::U32)
+            && offsets.shape.len() <= 1
+            && (offsets.size() == 1 || offsets.size() == x.shape[0])
+            && dims > 0
+            && dims.is_multiple_of(2)
+            && dims <= x.last()
+            && inputs
+                .get(2)
+                .is_none_or(|f| f.shape == [dims / 2] && f.dtype == DType::F32)
+    }
+
+    /// The node of this rotation, forwards or backwards.
+    fn op(&self, forward: bool) -> FastOp {
+        FastOp::Rope {
+            dims: self.angles.dims,
+            traditional: self.angles.traditional,
+            base: self.angles.base.to_bits(),
+            scale: self.angles.scale.to_bits(),
+            forward,
+        }
+    }
+}
+
+impl Fused for Rope {
+    fn name(&self) -> &'static str {
+        "rope"
+    }
+
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        let c = Checker { op: self.name(), inputs };
+        c.count(2, 3)?;
+        let x = c.rank(0, None)?;
+        c.float(0)?;
+        c.holds(x.ndim() >= 3, || {
+            format!("the input needs 3 dimensions, got {:?}", x.shape())
+        })?;
+        c.rotation(0, 2, self.angles.dims)?;
+        let offset = &inputs[1];
+        c.integer(1)?;
+        c.holds(
+            offset.ndim() <= 1 && (offset.size() == 1 || offset.size() == x.shape()[0]),
+            || format!("offset of shape {:?} for {:?}", offset.shape(), x.shape()),
+        )?;
+        Ok(vec![like(x)])
+    }
+
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        Ok(vec![rope_graph(inputs, self.angles, self.forward)?])
+    }
+
+    /// The rotation is orthogonal: its transpose is the rotation backwards.
+    fn vjp(
+        &self,
+        inputs: &[Array],
+        _outputs: &[Option<Array>],
+        cotangents: &[Option<Array>],
+        argnums: &[usize],
+    ) -> Result<Vec<Array>> {
+        if argnums != [0] {
+            return vjp_of_fallback(self, inputs, cotangents, argnums);
+        }
+        let node = substituted(inputs, &[0], std::slice::from_ref(single(cotangents)?));
+        Ok(vec![one(self.op(!self.forward), node)?])
+    }
+
+    /// The node again with the batch first, unless offsets per batch entry would then mean
+    /// the wrong rows.
+    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
+        if inputs[1].size() != 1 {
+            return vmap_of_fallback(self, inputs, axes);
+        }
+        vmap_rows(self, self.op(self.forward), &[0], inputs, axes)
+    }
+
+    fn cpu(&self) -> Option<&dyn CpuKernel> {
+        Some(self)
+    }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
+    }
 }
 
 /// [`FastOp::Rope`]'s fallback, `(x, offset[, freqs])`: the rotated pairs rebuilt into the
 /// feature axis (the inverse rotation when `forward` is false). The angles are computed in
 /// float32 (float64 for float64 inputs) and rounded to `x`'s type, as MLX's fallback.
-pub(super) fn rope_graph(inputs: &[Array], angles: Angles, forward: bool) -> Result<Array> {
+fn rope_graph(inputs: &[Array], angles: Angles, forward: bool) -> Result<Array> {
     let x = &inputs[0];
     if x.size() == 0 {
         return Ok(x.clone());
@@ -351,40 +473,64 @@ fn norm_rope_composed(
     }
 }
 
-/// [`FastOp::NormRope`]'s fallback, `([cache,] x, w[, freqs])`: the norm and rotation
-/// nodes (fused themselves where kernels take them), then the cache write.
-pub(super) fn norm_rope_fallback(op: &FastOp, inputs: &[Array]) -> Result<Array> {
-    let FastOp::NormRope {
-        eps,
-        dims,
-        traditional,
-        base,
-        scale,
-        offset,
-        cache,
-    } = *op
-    else {
-        unreachable!("norm_rope_fallback takes NormRope only")
-    };
-    let at = usize::from(cache);
-    let (x, w) = (&inputs[at], &inputs[at + 1]);
-    let h = match eps {
-        Some(eps) => one(FastOp::RmsNorm { eps }, vec![x.clone(), w.clone()])?,
-        None => x.clone(),
-    };
-    let mut rope_inputs = vec![h, Array::scalar(offset as i32)];
-    rope_inputs.extend(inputs.get(at + 2).cloned());
-    let rope_op = FastOp::Rope {
-        dims,
-        traditional,
-        base,
-        scale,
-        forward: true,
-    };
-    let r = one(rope_op, rope_inputs)?;
-    if cache {
-        write_rows(&inputs[0], &r, offset)
-    } else {
-        Ok(r)
+/// [`FastOp::NormRope`]: `([cache,] x, w[, freqs])`.
+pub(crate) struct NormRope {
+    /// The norm's epsilon, or no norm.
+    pub(crate) eps: Option<f32>,
+    pub(crate) angles: Angles,
+    /// The position of the first row.
+    pub(crate) offset: usize,
+    /// Whether the first input is a cache the rows are written into.
+    pub(crate) cache: bool,
+}
+
+impl Fused for NormRope {
+    fn name(&self) -> &'static str {
+        "norm_rope"
+    }
+
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        let c = Checker { op: self.name(), inputs };
+        let at = usize::from(self.cache);
+        c.count(2 + at, 3 + at)?;
+        let x = c.rank(at, Some(4))?;
+        c.float(at)?;
+        let s = x.shape();
+        c.param(at + 1, s[3])?;
+        c.rotation(at, at + 2, self.angles.dims)?;
+        if self.cache {
+            let cache = c.rank(0, Some(4))?;
+            c.same_dtype(0, at)?;
+            let cs = cache.shape();
+            let offset = self.offset;
+            c.holds(
+                cs[..2] == s[..2] && cs[3] == s[3] && cs[2] >= offset + s[2],
+                || format!("a cache of shape {cs:?} cannot take {s:?} at {offset}"),
+            )?;
+        }
+        Ok(vec![like(&inputs[0])])
+    }
+
+    /// The norm and rotation nodes (fused themselves where kernels take them), then the cache
+    /// write.
+    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+        let at = usize::from(self.cache);
+        let (x, w) = (&inputs[at], &inputs[at + 1]);
+        let h = match self.eps {
+            Some(eps) => one(FastOp::RmsNorm { eps: eps.to_bits() }, vec![x.clone(), w.clone()])?,
+            None => x.clone(),
+        };
+        let mut rope_inputs = vec![h, Array::scalar(self.offset as i32)];
+        rope_inputs.extend(inputs.get(at + 2).cloned());
+        let rotation = Rope {
+            angles: self.angles,
+            forward: true,
+        };
+        let r = one(rotation.op(true), rope_inputs)?;
+        Ok(vec![if self.cache {
+            write_rows(&inputs[0], &r, self.offset)?
+        } else {
+            r
+        }])
     }
 }

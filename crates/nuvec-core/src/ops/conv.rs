@@ -405,20 +405,20 @@ pub fn conv1d(
 ) -> Result<Array> {
     let params = (stride.into(), padding.into(), dilation.into());
     let conv = conv_nd::<1>("conv1d", x, w, params, groups)?;
-    // On a GPU stream the depthwise case (LLMs' short convolutions) is one fused kernel.
+    // The depthwise case (LLMs' short convolutions) is one fused kernel where one takes it.
     let channels = x.shape()[2];
-    if crate::fast::on_gpu(conv.dtype(), conv.size())
-        && groups == channels
-        && w.shape()[0] == channels
-    {
+    if groups == channels && w.shape()[0] == channels {
         let dtype = conv.dtype();
-        return crate::fast::conv::depthwise_conv1d(
+        let fused = crate::fast::conv::depthwise_conv1d(
             &x.astype(dtype)?,
             &w.astype(dtype)?,
             stride,
             padding,
             dilation,
-        );
+        )?;
+        if let Some(fused) = fused {
+            return Ok(fused);
+        }
     }
     Ok(conv)
 }

@@ -1,5 +1,6 @@
-//! Graphs recorded on a GPU stream (built only, never evaluated here): fused nodes where a
-//! kernel takes the work, the fallback elsewhere, and the fused rules' own nodes.
+//! Graphs recorded on a GPU stream (built only, never evaluated here): fused nodes exactly
+//! where a CUDA kernel takes the work, the fallback graph elsewhere, and the fused rules' own
+//! nodes where those have kernels.
 
 use super::*;
 use nuvec_core::fast::FastOp;
@@ -38,8 +39,9 @@ fn kernels_record_fused_nodes_and_the_rest_falls_back() {
         let x64 = x.astype(DType::F64).unwrap();
         assert!(fused(&fast::rms_norm(&x64, None, 1e-5).unwrap()).is_none());
         let t = Array::from_slice(&[1i32, 2, 3, 4], &[4]).unwrap();
+        // No CUDA kernel yet: the fallback graph's ordinary nodes, not a fused node.
         let ce = fast::cross_entropy(&x, &t).unwrap();
-        assert_eq!(fused(&ce), Some(&FastOp::CrossEntropy));
+        assert!(fused(&ce).is_none());
         // Attention: a kernel's head size records the fused node, another runs the
         // composition.
         let q = zeros(&[1, 4, 1, 64], DType::F16).unwrap();
@@ -68,8 +70,22 @@ fn kernels_record_fused_nodes_and_the_rest_falls_back() {
         );
         let b = swapaxes(&a, -1, -2).unwrap();
         let mm = gather_mm(&a, &b, Some(&lhs), Some(&rhs), true).unwrap();
-        assert_eq!(fused(&mm), Some(&FastOp::GatherMm));
-        assert_eq!(mm.inputs().len(), 5, "sorted indices bring their offsets");
+        assert!(fused(&mm).is_none());
+        // Nor for the others without CUDA kernels.
+        let cache = zeros(&[2, 1, 4, 8], DType::F32).unwrap();
+        let new = zeros(&[1, 1, 8], DType::F32).unwrap();
+        let slots = Array::from_slice(&[3i32], &[1]).unwrap();
+        assert!(fused(&fast::paged_write(&cache, &new, &slots).unwrap()).is_none());
+        let x4 = zeros(&[1, 2, 3, 8], DType::F32).unwrap();
+        let rotation = fast::Rotation {
+            dims: 8,
+            traditional: false,
+            base: Some(1e4),
+            scale: 1.0,
+            freqs: None,
+        };
+        let nr = fast::norm_rope(&x4, None, rotation, 0, None).unwrap();
+        assert!(!matches!(fused(&nr), Some(FastOp::NormRope { .. })));
     });
 }
 
@@ -81,14 +97,12 @@ fn rules_on_a_gpu_stream_record_their_own_fused_nodes() {
     let g = rand(&mut rng, &[3, 16], DType::F32);
     on_gpu(|| {
         let rms = |xs: &[Array]| Ok(vec![fast::rms_norm(&xs[0], Some(&xs[1]), 1e-5)?]);
+        // The norms' gradient nodes have no CUDA kernel yet: their graphs are recorded.
         let (_, grads) = vjp(rms, &[x.clone(), w.clone()], std::slice::from_ref(&g)).unwrap();
-        assert!(matches!(fused(&grads[0]), Some(FastOp::RmsNormVjp { .. })));
+        assert!(fused(&grads[0]).is_none());
         let ln = |xs: &[Array]| Ok(vec![fast::layer_norm(&xs[0], Some(&xs[1]), None, 1e-5)?]);
         let (_, grads) = vjp(ln, &[x.clone(), w.clone()], std::slice::from_ref(&g)).unwrap();
-        assert!(matches!(
-            fused(&grads[1]),
-            Some(FastOp::LayerNormVjp { .. })
-        ));
+        assert!(fused(&grads[1]).is_none());
         // Batching a row-wise node keeps it fused, with the batch first.
         let xs = rand(&mut rng, &[3, 16, 2], DType::F32);
         let out = vmap(rms, &[Some(2), None], &[0])(&[xs, w.clone()]).unwrap();

@@ -11,19 +11,17 @@
 //! stream while kernels are added family by family.
 
 mod alloc;
-mod attention;
 mod context;
 mod conv;
 mod creation;
 mod elementwise;
+pub(crate) mod fast;
 mod graph;
 mod index;
 mod jit;
 mod matmul;
-mod norms;
 mod random;
 mod reduce;
-mod rope;
 mod shape;
 mod sort;
 pub(crate) mod timing;
@@ -95,6 +93,8 @@ pub(crate) fn finish() -> Result<()> {
 
 /// Where a node runs: the device, its CUDA stream and that stream's allocator id.
 pub(crate) struct Place {
+    /// The nuvec stream the node runs on.
+    pub(crate) node_stream: Stream,
     pub(crate) gpu: Arc<Gpu>,
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) stream_id: usize,
@@ -108,6 +108,7 @@ impl Place {
             .map_err(driver("bind the context"))?;
         let cuda = gpu.stream(stream.index)?;
         Ok(Place {
+            node_stream: stream,
             stream_id: gpu.stream_id(stream.index),
             stream: cuda,
             gpu,
@@ -192,9 +193,9 @@ pub(crate) fn eval(
     let place = Place::of(stream)?;
     // A node that only queues kernels on inputs already here may be recorded into the
     // device's graph; any other node first launches what was recorded (`graph.rs`).
-    let batchable = batchable(primitive) && inputs.iter().all(|d| place.resident(d));
+    let batchable = batchable(primitive, inputs) && inputs.iter().all(|d| place.resident(d));
     let using = graph::enter(&place.gpu, &place.stream, batchable)?;
-    let done = run(&place, stream, primitive, inputs, outputs);
+    let done = run(&place, primitive, inputs, outputs);
     // The node's own error, if any, says more than one from ending the use.
     let finished = using.finish();
     let done = done?;
@@ -208,7 +209,10 @@ pub(crate) fn eval(
 
 /// Whether a node of `primitive` only queues kernels and device copies on its stream (when
 /// its inputs are on the device): no cuBLAS call, no transfer, no nested evaluation.
-fn batchable(primitive: &Primitive) -> bool {
+fn batchable(primitive: &Primitive, inputs: &[ArrayData]) -> bool {
+    if let Primitive::Fast(op) = primitive {
+        return fast::batchable(op, inputs);
+    }
     matches!(
         primitive,
         Primitive::Unary(_)
@@ -228,7 +232,6 @@ fn batchable(primitive: &Primitive) -> bool {
 /// Runs a node's kernels, or `None` where the primitive has none for these inputs.
 fn run(
     place: &Place,
-    stream: Stream,
     primitive: &Primitive,
     inputs: &mut [ArrayData],
     outputs: &[OutputSpec],
@@ -262,85 +265,12 @@ fn run(
             outputs,
         )?,
         Primitive::Softmax => reduce::softmax(place, &inputs[0])?,
-        Primitive::Fast(op) => fast(place, stream, op, inputs, outputs)?,
+        Primitive::Fast(op) => Some(fast::eval(place, op, inputs, outputs)?),
         Primitive::StopGradient | Primitive::Identity => Some(vec![inputs[0].clone()]),
         // The outputs of the custom function's own graph, handed on where they are.
         Primitive::Custom(op) => Some(op.forward(inputs)),
         _ => None,
     })
-}
-
-/// A fused operation on the GPU: the norms, the rotary embedding and attention with their
-/// kernels; softmax and log-sum-exp over the last axis with the reduction kernels; the
-/// depthwise convolution on the host (its result must equal the CPU convolution's bit for
-/// bit, which the device's reduction order does not give); every other case runs its
-/// fallback graph on this stream, so its work stays on the device.
-fn fast(
-    place: &Place,
-    stream: Stream,
-    op: &crate::fast::FastOp,
-    inputs: &mut [ArrayData],
-    outputs: &[OutputSpec],
-) -> Result<Option<Vec<ArrayData>>> {
-    use crate::fast::FastOp;
-    let last = inputs[0].layout.shape.len().saturating_sub(1);
-    let done = match op {
-        FastOp::Softmax => reduce::softmax(place, &inputs[0])?,
-        FastOp::LogSumExp => reduce::reduce(
-            place,
-            crate::ops::reduce::ReduceOp::LogSumExp,
-            &[last],
-            &inputs[0],
-            outputs,
-        )?,
-        FastOp::DepthwiseConv1d { .. } => return Ok(None),
-        FastOp::RmsNorm { eps } => norms::norm(
-            place,
-            &inputs[0],
-            None,
-            &inputs[1],
-            None,
-            f32::from_bits(*eps),
-        )?,
-        FastOp::AddRmsNorm { eps } => {
-            let (x, r, w) = (&inputs[0], &inputs[1], &inputs[2]);
-            norms::norm(place, x, Some(r), w, None, f32::from_bits(*eps))?
-        }
-        FastOp::LayerNorm { eps } => {
-            let (x, w, b) = (&inputs[0], &inputs[1], &inputs[2]);
-            norms::norm(place, x, None, w, Some(b), f32::from_bits(*eps))?
-        }
-        FastOp::Rope {
-            dims,
-            traditional,
-            base,
-            scale,
-            forward,
-        } => {
-            let params = rope::Params {
-                dims: *dims,
-                traditional: *traditional,
-                base: f32::from_bits(*base),
-                scale: f32::from_bits(*scale),
-                forward: *forward,
-            };
-            rope::rope(place, inputs, params)?
-        }
-        FastOp::Attention {
-            scale,
-            causal,
-            mask: false,
-            sinks: false,
-        } => attention::attention(place, f32::from_bits(*scale), *causal, inputs, outputs)?,
-        FastOp::PagedAttention { scale } => {
-            attention::paged(place, f32::from_bits(*scale), inputs, outputs)?
-        }
-        _ => None,
-    };
-    match done {
-        Some(results) => Ok(Some(results)),
-        None => crate::backend::cpu::fast::fallback_on(stream, op, inputs, outputs).map(Some),
-    }
 }
 
 /// Runs a primitive that has no CUDA kernel yet (or not for these types) with the CPU
@@ -405,9 +335,7 @@ fn all_sources() -> Vec<(String, String)> {
     sources.extend(index::all_sources());
     sources.extend(creation::all_sources());
     sources.extend(reduce::all_sources());
-    sources.extend(norms::all_sources());
-    sources.extend(rope::all_sources());
-    sources.extend(attention::all_sources());
+    sources.extend(fast::all_sources());
     sources
 }
 

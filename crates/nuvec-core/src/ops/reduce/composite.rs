@@ -150,9 +150,10 @@ pub fn logsumexp(a: &Array, axes: &[isize], keepdims: bool) -> Result<Array> {
     if reduced_count(a.shape(), &ax) == 1 {
         return finish_dims(reshape_to(&x, &kept_shape(a.shape(), &ax))?, &ax, keepdims);
     }
-    if last_axis(&ax, x.ndim()) && crate::fast::on_gpu(x.dtype(), x.size()) {
-        // One fused GPU kernel for the common case.
-        let out = Array::op1(Primitive::Fast(FastOp::LogSumExp), vec![x])?;
+    if last_axis(&ax, x.ndim())
+        && let Some(out) = crate::fast::fused_here(FastOp::LogSumExp, vec![x.clone()])?
+    {
+        // One fused kernel for the common case.
         return finish_dims(out, &ax, keepdims);
     }
     let (flat, _, _) = axes_last(&x, &ax)?;
@@ -191,8 +192,10 @@ pub fn softmax(a: &Array, axes: &[isize]) -> Result<Array> {
     if x.size() == 0 {
         return Ok(x);
     }
-    if last_axis(&ax, x.ndim()) && crate::fast::on_gpu(x.dtype(), x.size()) {
-        return Array::op1(Primitive::Fast(FastOp::Softmax), vec![x]);
+    if last_axis(&ax, x.ndim())
+        && let Some(out) = crate::fast::fused_here(FastOp::Softmax, vec![x.clone()])?
+    {
+        return Ok(out);
     }
     let (flat, moved_shape, perm) = axes_last(&x, &ax)?;
     let y = Array::op1(Primitive::Softmax, vec![flat])?;

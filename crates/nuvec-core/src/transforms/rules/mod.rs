@@ -3,7 +3,6 @@
 
 mod conv;
 mod elementwise;
-mod fast;
 mod index;
 mod linalg;
 mod quantized;
@@ -76,7 +75,7 @@ pub(crate) fn vjp(
         Primitive::Index(op) => index::vjp(op, inputs, outputs, cotangents, argnums),
         Primitive::Sort(op) => sort::vjp(op, inputs, outputs, cotangents, argnums),
         Primitive::Random(_) => random::vjp(inputs, argnums),
-        Primitive::Fast(op) => fast::vjp(op, inputs, outputs, cotangents, argnums),
+        Primitive::Fast(op) => op.unit().vjp(inputs, outputs, cotangents, argnums),
         Primitive::Conv(op) => conv::vjp(op, inputs, cotangents, argnums),
         Primitive::Custom(op) => {
             crate::transforms::custom_vjp_rule(op, inputs, cotangents, argnums)
@@ -129,7 +128,7 @@ pub(crate) fn jvp(
         Primitive::Index(op) => index::jvp(op, inputs, outputs, tangents),
         Primitive::Sort(op) => sort::jvp(op, inputs, outputs, tangents),
         Primitive::Random(op) => random::jvp(op, inputs),
-        Primitive::Fast(op) => fast::jvp(op, inputs, tangents),
+        Primitive::Fast(op) => op.unit().jvp(inputs, tangents),
         Primitive::Conv(op) => conv::jvp(op, inputs, tangents),
         Primitive::Custom(op) => crate::transforms::custom_jvp(op, inputs, tangents),
         Primitive::Quantized(op) => quantized::jvp(op, inputs, tangents),
@@ -163,7 +162,7 @@ pub(crate) fn vmap(p: &Primitive, inputs: &[Array], axes: &[Option<usize>]) -> R
         Primitive::Index(op) => index::vmap(op, inputs, axes),
         Primitive::Sort(op) => sort::vmap(op, inputs, axes),
         Primitive::Random(op) => random::vmap(op, inputs, axes),
-        Primitive::Fast(op) => fast::vmap(op, inputs, axes),
+        Primitive::Fast(op) => op.unit().vmap(inputs, axes),
         Primitive::Conv(op) => conv::vmap(op, inputs, axes),
         Primitive::Custom(op) => crate::transforms::custom_vmap(op, inputs, axes),
         Primitive::Quantized(op) => quantized::vmap(op, inputs, axes),

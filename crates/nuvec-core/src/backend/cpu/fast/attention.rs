@@ -5,18 +5,53 @@
 //! when there are too few heads to keep every thread busy, and the tasks' partial sums are
 //! merged at the end.
 
-use super::{Lane, dot, par_map, widest};
+use super::{CpuKernel, Lane, dot, par_map, widest};
 use crate::array::{ArrayData, Layout};
 use crate::backend::cpu::math::exp_f32;
+use crate::fast::attention::Attention;
+use crate::fast::{Arg, kernel_sized};
+use crate::primitive::OutputSpec;
 use crate::{DType, Result, bf16, f16};
 
 const OP: &str = "scaled_dot_product_attention";
 
 /// The most query rows per head the kernel takes (decoding and short verification
 /// windows); longer queries are products of matrices, which the fallback does better.
-pub(super) const MAX_QUERY_ROWS: usize = 16;
+const MAX_QUERY_ROWS: usize = 16;
 /// The most query rows one task carries (query heads per key head times query rows).
-pub(super) const MAX_GROUP_ROWS: usize = 256;
+const MAX_GROUP_ROWS: usize = 256;
+
+impl CpuKernel for Attention {
+    /// `(q, k, v)` of one kernel type without an array mask or sinks, at most
+    /// [`MAX_QUERY_ROWS`] query rows per head.
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
+        if self.mask || self.sinks || inputs.len() != 3 || !kernel_sized(inputs) {
+            return false;
+        }
+        let dtype = inputs[0].dtype;
+        if inputs.iter().any(|a| a.shape.len() != 4 || a.dtype != dtype) {
+            return false;
+        }
+        let (q, k, v) = (inputs[0].shape, inputs[1].shape, inputs[2].shape);
+        let (lq, lk) = (q[2], k[2]);
+        k[0] == q[0]
+            && v[0] == q[0]
+            && k[3] == q[3]
+            && k[1] == v[1]
+            && k[2] == v[2]
+            && k[1] > 0
+            && q[1] % k[1] == 0
+            && lk > 0
+            && v[3] > 0
+            && lq <= MAX_QUERY_ROWS
+            && (q[1] / k[1]) * lq <= MAX_GROUP_ROWS
+            && (!self.causal || lq <= lk)
+    }
+
+    fn eval(&self, inputs: &[ArrayData], _: &[OutputSpec]) -> Result<Vec<ArrayData>> {
+        Ok(vec![eval(inputs, self.scale, self.causal)?])
+    }
+}
 /// Keys scored together before their probabilities are folded into the sums.
 const BLOCK: usize = 64;
 /// The fewest keys worth a task of their own.
@@ -84,7 +119,7 @@ struct Partial {
 }
 
 /// `(q, k, v)` attended.
-pub(super) fn eval(inputs: &[ArrayData], scale: f32, causal: bool) -> Result<ArrayData> {
+fn eval(inputs: &[ArrayData], scale: f32, causal: bool) -> Result<ArrayData> {
     let (q, k, v) = (
         unit_rows(&inputs[0]),
         unit_rows(&inputs[1]),

@@ -1,12 +1,13 @@
 //! The fused operations ([`FastOp`]) on the CPU.
 //!
-//! Fused kernels run the normalisations ([`FastOp::RmsNorm`], [`FastOp::LayerNorm`]), the
+//! Kernels compute the normalisations ([`FastOp::RmsNorm`], [`FastOp::LayerNorm`]), the
 //! rotary embedding ([`FastOp::Rope`]) and decoding attention ([`FastOp::Attention`] with a
-//! few query rows per head, no array mask nor sinks) in float32, float16 and bfloat16; see
-//! [`takes`]. The public operations record a fused node on the CPU stream only for those;
-//! everything else is recorded as its fallback graph, and any other fused node evaluated here
-//! (built by hand, or from a GPU stream without a kernel) runs its fallback graph on the
-//! evaluated inputs.
+//! few query rows per head, no array mask nor sinks) in float32, float16 and bfloat16. Each
+//! is a [`CpuKernel`] implemented for its operation's unit, in the file of its family; its
+//! [`CpuKernel::takes`] is what the public operations ask before recording a fused node on the
+//! CPU stream, so everything else is recorded as its fallback graph. A fused node evaluated
+//! here that no kernel takes (one built by hand, or moved from a GPU stream) runs its fallback
+//! graph on the evaluated inputs.
 //!
 //! The kernels read one row (or one key block) at a time into float32, accumulate in float32,
 //! and split their rows over the rayon pool; the inner loops are written so that the compiler
@@ -21,174 +22,93 @@ use rayon::prelude::*;
 use super::math::FloatElem;
 use crate::array::{ArrayData, HostData, Layout};
 use crate::dtype::Element;
-use crate::fast::FastOp;
+use crate::fast::{Arg, FastOp, Fused};
 use crate::primitive::OutputSpec;
-use crate::{Array, DType, Device, Error, Result, Stream, bf16, f16};
+use crate::{Array, Device, Error, Result, Stream, bf16, f16};
 
-/// Computes a fused node's outputs: with a CPU kernel where [`takes`] says one exists, else
+/// A fused operation's CPU kernel.
+pub(crate) trait CpuKernel {
+    /// Whether the kernel computes the operation for inputs of these shapes and types (any
+    /// layouts).
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool;
+
+    /// The outputs, from inputs the kernel takes, their data on the host.
+    fn eval(&self, inputs: &[ArrayData], outputs: &[OutputSpec]) -> Result<Vec<ArrayData>>;
+}
+
+/// The inputs of a node being evaluated as [`Arg`]s.
+pub(crate) fn args_of_data(inputs: &[ArrayData]) -> Vec<Arg<'_>> {
+    inputs
+        .iter()
+        .map(|d| Arg {
+            shape: &d.layout.shape,
+            dtype: d.dtype(),
+        })
+        .collect()
+}
+
+/// Computes a fused node's outputs: with its CPU kernel where that takes the inputs, else
 /// through the fallback graph.
 pub(super) fn eval(
     op: &FastOp,
     inputs: &mut [ArrayData],
     outputs: &[OutputSpec],
 ) -> Result<Vec<ArrayData>> {
-    let shapes: Vec<&[usize]> = inputs.iter().map(|d| d.layout.shape.as_slice()).collect();
-    let dtypes: Vec<DType> = inputs.iter().map(ArrayData::dtype).collect();
-    if !takes(op, &shapes, &dtypes) {
-        return fallback(op, inputs, outputs);
-    }
-    for data in inputs.iter() {
-        data.buffer.ensure_host()?;
-    }
-    let out = match op {
-        FastOp::RmsNorm { eps } => norms::eval(inputs, None, f32::from_bits(*eps))?,
-        FastOp::LayerNorm { eps } => norms::eval(inputs, Some(&inputs[2]), f32::from_bits(*eps))?,
-        FastOp::Rope {
-            dims,
-            traditional,
-            base,
-            scale,
-            forward,
-        } => {
-            let params = rope::Params {
-                dims: *dims,
-                traditional: *traditional,
-                base: f32::from_bits(*base),
-                scale: f32::from_bits(*scale),
-                forward: *forward,
-            };
-            rope::eval(inputs, params)?
-        }
-        FastOp::Attention { scale, causal, .. } => {
-            attention::eval(inputs, f32::from_bits(*scale), *causal)?
-        }
-        _ => return fallback(op, inputs, outputs),
-    };
-    Ok(vec![out])
-}
-
-/// Whether a CPU kernel computes `op` for inputs of these shapes and types. The public
-/// operations ask this (through [`crate::fast`]) when they choose between recording the
-/// fused node and its fallback graph, so the two decisions always agree.
-pub(crate) fn takes(op: &FastOp, shapes: &[&[usize]], dtypes: &[DType]) -> bool {
-    let Some((&x, &dtype)) = shapes.first().zip(dtypes.first()) else {
-        return false;
-    };
-    let half_or_single = matches!(dtype, DType::F32 | DType::F16 | DType::BF16);
-    let size: usize = x.iter().product();
-    if !half_or_single || size == 0 {
-        return false;
-    }
-    match op {
-        FastOp::RmsNorm { .. } | FastOp::LayerNorm { .. } => {
-            let params = if matches!(op, FastOp::RmsNorm { .. }) {
-                1
-            } else {
-                2
-            };
-            let d = x.last().copied().unwrap_or(0);
-            shapes.len() == 1 + params
-                && dtypes[1..].iter().all(|&t| t == dtype)
-                && shapes[1..]
-                    .iter()
-                    .all(|p| p.is_empty() || (p.len() == 1 && p[0] == d))
-        }
-        FastOp::Rope { dims, .. } => {
-            let d = x.last().copied().unwrap_or(0);
-            let offsets = shapes.get(1).map_or(0, |s| s.iter().product::<usize>());
-            (2..=3).contains(&shapes.len())
-                && x.len() >= 3
-                && matches!(dtypes[1], DType::I32 | DType::U32)
-                && shapes[1].len() <= 1
-                && (offsets == 1 || offsets == x[0])
-                && *dims > 0
-                && dims.is_multiple_of(2)
-                && *dims <= d
-                && shapes
-                    .get(2)
-                    .is_none_or(|f| *f == [dims / 2] && dtypes[2] == DType::F32)
-        }
-        FastOp::Attention {
-            causal,
-            mask: false,
-            sinks: false,
-            ..
-        } => {
-            if shapes.len() != 3 || shapes.iter().any(|s| s.len() != 4) || dtypes[..3] != [dtype; 3]
-            {
-                return false;
+    let unit = op.unit();
+    match unit.cpu() {
+        Some(kernel) if kernel.takes(&args_of_data(inputs)) => {
+            for data in inputs.iter() {
+                data.buffer.ensure_host()?;
             }
-            let (q, k, v) = (shapes[0], shapes[1], shapes[2]);
-            let (lq, lk) = (q[2], k[2]);
-            k[0] == q[0]
-                && v[0] == q[0]
-                && k[3] == q[3]
-                && k[1] == v[1]
-                && k[2] == v[2]
-                && k[1] > 0
-                && q[1] % k[1] == 0
-                && lk > 0
-                && v[3] > 0
-                && lq <= attention::MAX_QUERY_ROWS
-                && (q[1] / k[1]) * lq <= attention::MAX_GROUP_ROWS
-                && (!causal || lq <= lk)
+            kernel.eval(inputs, outputs)
         }
-        _ => false,
+        _ => fallback_on(Stream::default_for(Device::cpu()), &*unit, inputs, outputs),
     }
 }
 
-/// Runs `op`'s fallback graph, on the CPU stream, over arrays made from the inputs' data.
-/// The inputs are moved into those arrays, so that a buffer this node owned alone (a
-/// cache written in place, say) can still be donated inside the graph.
-fn fallback(
-    op: &FastOp,
-    inputs: &mut [ArrayData],
-    outputs: &[OutputSpec],
-) -> Result<Vec<ArrayData>> {
-    fallback_on(Stream::default_for(Device::cpu()), op, inputs, outputs)
-}
-
-/// Runs `op`'s fallback graph on `stream` over arrays made from the inputs' data (the GPU
-/// backend uses it for fused operations without a CUDA kernel, so that their graphs run
-/// on the device).
+/// Runs a fused node's fallback graph on `stream` over arrays made from the inputs' data:
+/// for nodes no kernel takes (built by hand) and the GPU operations whose kernels are
+/// pending. The inputs are moved into those arrays, so that a buffer this node owned alone
+/// (a cache written in place, say) can still be donated inside the graph.
 pub(crate) fn fallback_on(
     stream: Stream,
-    op: &FastOp,
+    unit: &dyn Fused,
     inputs: &mut [ArrayData],
     outputs: &[OutputSpec],
 ) -> Result<Vec<ArrayData>> {
+    crate::fast::count_nested_fallback();
     let empty = || ArrayData::from_host(HostData::Bool(Vec::new()), &[0]);
     crate::with_stream(stream, || {
         let leaves: Vec<Array> = inputs
             .iter_mut()
             .map(|data| Array::from_data(std::mem::replace(data, empty())))
             .collect();
-        let results = op.fallback(&leaves)?;
+        let results = unit.fallback(&leaves)?;
         // Only the graph holds the leaves now.
         drop(leaves);
         crate::eval(&results)?;
         if results.len() != outputs.len() {
-            return Err(mismatch(op, "a different number of outputs"));
+            return Err(mismatch(unit, "a different number of outputs"));
         }
         results
             .iter()
             .zip(outputs)
             .map(|(a, (shape, dtype))| {
                 if a.shape() != shape.as_slice() || a.dtype() != *dtype {
-                    return Err(mismatch(op, "an output of another shape or type"));
+                    return Err(mismatch(unit, "an output of another shape or type"));
                 }
                 a.data().cloned().ok_or_else(|| {
-                    Error::Device(format!("{}: an output was not computed", op.name()))
+                    Error::Device(format!("{}: an output was not computed", unit.name()))
                 })
             })
             .collect()
     })
 }
 
-fn mismatch(op: &FastOp, what: &str) -> Error {
+fn mismatch(unit: &dyn Fused, what: &str) -> Error {
     Error::Device(format!(
         "{}: the fallback graph produced {what} than the node declares",
-        op.name()
+        unit.name()
     ))
 }
 

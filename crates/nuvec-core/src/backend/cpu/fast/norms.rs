@@ -4,10 +4,45 @@
 //! float32 and the result written with the fallback's roundings (normalised value rounded to
 //! the element type, then the weight, then the bias).
 
-use super::{Lane, fill_rows, param, rows_of, sum, sum_sq_dev, widest};
+use super::{CpuKernel, Lane, fill_rows, param, rows_of, sum, sum_sq_dev, widest};
 use crate::Result;
 use crate::array::ArrayData;
+use crate::fast::norms::{LayerNorm, RmsNorm};
+use crate::fast::{Arg, kernel_sized};
+use crate::primitive::OutputSpec;
 use crate::{DType, bf16, f16};
+
+/// Whether the kernel takes `(x, params..)`: `x` of a kernel type, the parameters of its
+/// type, each 0-D or 1-D of the row's length.
+fn takes_norm(args: &[Arg<'_>], params: usize) -> bool {
+    if !kernel_sized(args) || args.len() != 1 + params {
+        return false;
+    }
+    let (dtype, d) = (args[0].dtype, args[0].last());
+    args[1..]
+        .iter()
+        .all(|p| p.dtype == dtype && (p.shape.is_empty() || p.shape == [d]))
+}
+
+impl CpuKernel for RmsNorm {
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
+        takes_norm(inputs, 1)
+    }
+
+    fn eval(&self, inputs: &[ArrayData], _: &[OutputSpec]) -> Result<Vec<ArrayData>> {
+        Ok(vec![eval(inputs, None, self.eps)?])
+    }
+}
+
+impl CpuKernel for LayerNorm {
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
+        takes_norm(inputs, 2)
+    }
+
+    fn eval(&self, inputs: &[ArrayData], _: &[OutputSpec]) -> Result<Vec<ArrayData>> {
+        Ok(vec![eval(inputs, Some(&inputs[2]), self.eps)?])
+    }
+}
 
 const OP: &str = "rms_norm";
 
@@ -25,7 +60,7 @@ struct Rows<'a, T> {
 
 /// `(x, w)` RMS-normalised, or `(x, w, b)` layer-normalised when `bias` is given (0-D
 /// parameters stand for none).
-pub(super) fn eval(inputs: &[ArrayData], bias: Option<&ArrayData>, eps: f32) -> Result<ArrayData> {
+fn eval(inputs: &[ArrayData], bias: Option<&ArrayData>, eps: f32) -> Result<ArrayData> {
     let (x, starts) = rows_of(&inputs[0]);
     match x.dtype() {
         DType::F32 => typed::<f32>(&x, &starts, &inputs[1], bias, eps),

@@ -2,24 +2,29 @@
 //! position, frequency) computed once into a table (as the fallback computes them, in
 //! float32), then each row rotated in one pass.
 
-use super::{Lane, fill_rows, rows_of, widest};
+use super::{CpuKernel, Lane, fill_rows, rows_of, widest};
 use crate::array::ArrayData;
+use crate::fast::rope::Rope;
+use crate::fast::Arg;
+use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result, bf16, f16};
 
 const OP: &str = "rope";
 
-/// The rotation's parameters.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Params {
-    pub(super) dims: usize,
-    pub(super) traditional: bool,
-    pub(super) base: f32,
-    pub(super) scale: f32,
-    pub(super) forward: bool,
+impl CpuKernel for Rope {
+    /// `(x, offset[, freqs])`: `x` of a kernel type with at least 3 axes, 32-bit integer
+    /// offsets (one, or one per batch entry), float32 frequencies of `dims / 2`.
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
+        self.kernel_takes(inputs)
+    }
+
+    fn eval(&self, inputs: &[ArrayData], _: &[OutputSpec]) -> Result<Vec<ArrayData>> {
+        Ok(vec![eval(inputs, self)?])
+    }
 }
 
 /// `(x, offset[, freqs])` rotated.
-pub(super) fn eval(inputs: &[ArrayData], p: Params) -> Result<ArrayData> {
+fn eval(inputs: &[ArrayData], p: &Rope) -> Result<ArrayData> {
     let (x, starts) = rows_of(&inputs[0]);
     let shape = &x.layout.shape;
     let nd = shape.len();
@@ -42,12 +47,12 @@ pub(super) fn eval(inputs: &[ArrayData], p: Params) -> Result<ArrayData> {
             });
         }
     };
-    let half = p.dims / 2;
+    let half = p.angles.dims / 2;
     let inverse_freqs: Vec<f32> = match inputs.get(2) {
         Some(f) => f.to_vec::<f32>(OP)?.iter().map(|&f| 1.0 / f).collect(),
         None => {
             // As the fallback: exp(i · step) in float32, step = −ln(base) / half.
-            let step = (-f64::from(p.base).ln() / half as f64) as f32;
+            let step = (-f64::from(p.angles.base).ln() / half as f64) as f32;
             (0..half).map(|i| (i as f32 * step).exp()).collect()
         }
     };
@@ -57,7 +62,7 @@ pub(super) fn eval(inputs: &[ArrayData], p: Params) -> Result<ArrayData> {
         for (i, row) in chunk.chunks_exact_mut(2 * half).enumerate() {
             let at = first + i;
             let position = (at % t) as f32 + offsets[at / t];
-            let position = position * p.scale;
+            let position = position * p.angles.scale;
             let (c, s) = row.split_at_mut(half);
             for ((c, s), &f) in c.iter_mut().zip(s.iter_mut()).zip(&inverse_freqs) {
                 let (sin, cos) = (position * f).sin_cos();
@@ -76,7 +81,7 @@ pub(super) fn eval(inputs: &[ArrayData], p: Params) -> Result<ArrayData> {
         per_batch,
         shared: offsets.len() == 1,
         table: &table,
-        traditional: p.traditional,
+        traditional: p.angles.traditional,
     };
     match x.dtype() {
         DType::F32 => typed::<f32>(&x, &job),

@@ -4,22 +4,74 @@
 //! with the CPU kernels' formula and roundings (`backend/cpu/fast/norms.rs`): statistics in
 //! float32, the normalised value rounded to the element type, then the weight, then the
 //! bias. A warp or a block per row; rows of up to 8192 elements are read from memory once.
-//! Inputs are read through their strides (no copy).
+//! Inputs are read through their strides; leading axes that do not merge into eight are
+//! copied first.
 //!
-//! Cases left to the fallback graph (`Ok(None)`): element types other than float32,
-//! float16 and bfloat16; inputs of different types (the public operations cast them
-//! first); parameters that are neither 0-D nor 1-D of the row's length; a residual of
-//! another shape; leading axes that do not merge into at most eight.
+//! The kernels take float32, float16 and bfloat16 inputs of one type, parameters 0-D (none)
+//! or 1-D of the row's length, and a residual of the input's shape.
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use super::Place;
-use super::elementwise::{Strided, type_names};
+use super::{CudaKernel, Place, with_copies};
 use crate::array::{ArrayData, Layout};
+use crate::backend::cuda::elementwise::{Strided, type_names};
+use crate::fast::norms::{AddRmsNorm, LayerNorm, RmsNorm};
+use crate::fast::{Arg, kernel_sized};
+use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result};
 
-const COMMON: &str = include_str!("kernels/common.cuh");
-const NORMS: &str = include_str!("kernels/norms.cu");
+/// Whether the kernel takes `(x, residuals.., params..)`: one kernel type, residuals of
+/// `x`'s shape, parameters 0-D or 1-D of the row's length.
+fn takes_norm(args: &[Arg<'_>], residuals: usize, params: usize) -> bool {
+    if !kernel_sized(args) || args.len() != 1 + residuals + params {
+        return false;
+    }
+    let x = args[0];
+    let (r, p) = args[1..].split_at(residuals);
+    args.iter().all(|a| a.dtype == x.dtype)
+        && r.iter().all(|r| r.shape == x.shape)
+        && p.iter()
+            .all(|p| p.shape.is_empty() || p.shape == [x.last()])
+}
+
+impl CudaKernel for RmsNorm {
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
+        takes_norm(inputs, 0, 1)
+    }
+
+    fn eval(&self, place: &Place, inputs: &mut [ArrayData], _: &[OutputSpec]) -> Result<Vec<ArrayData>> {
+        with_copies(place, "rms_norm", inputs, |i| {
+            norm(place, &i[0], None, &i[1], None, self.eps)
+        })
+    }
+}
+
+impl CudaKernel for AddRmsNorm {
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
+        takes_norm(inputs, 1, 1)
+    }
+
+    fn eval(&self, place: &Place, inputs: &mut [ArrayData], _: &[OutputSpec]) -> Result<Vec<ArrayData>> {
+        with_copies(place, "add_rms_norm", inputs, |i| {
+            norm(place, &i[0], Some(&i[1]), &i[2], None, self.eps)
+        })
+    }
+}
+
+impl CudaKernel for LayerNorm {
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
+        takes_norm(inputs, 0, 2)
+    }
+
+    fn eval(&self, place: &Place, inputs: &mut [ArrayData], _: &[OutputSpec]) -> Result<Vec<ArrayData>> {
+        with_copies(place, "layer_norm", inputs, |i| {
+            norm(place, &i[0], None, &i[1], Some(&i[2]), self.eps)
+        })
+    }
+}
+
+const COMMON: &str = include_str!("../kernels/common.cuh");
+const NORMS: &str = include_str!("../kernels/fast/norms.cu");
 
 /// Threads per block (`NV_THREADS` in `norms.cu`).
 const THREADS: usize = 256;
@@ -27,11 +79,6 @@ const THREADS: usize = 256;
 const WARP_ROW: usize = 1024;
 /// Blocks launched at most (the kernel loops over the rest).
 const MAX_BLOCKS: usize = 1 << 20;
-
-/// The types the kernels take.
-pub(super) fn takes_dtype(dtype: DType) -> bool {
-    matches!(dtype, DType::F32 | DType::F16 | DType::BF16)
-}
 
 /// The module of the norm kernel of elements of `dtype`.
 fn source(dtype: DType) -> String {
@@ -41,7 +88,7 @@ fn source(dtype: DType) -> String {
 
 /// The rows (all axes but the last) of `layout` as a view, and the step along the last
 /// axis; `None` past eight unmergeable axes.
-pub(super) fn rows_view(layout: &Layout) -> Option<(Strided, i64)> {
+pub(crate) fn rows_view(layout: &Layout) -> Option<(Strided, i64)> {
     let nd = layout.shape.len();
     if nd == 0 {
         return None;
@@ -72,7 +119,7 @@ fn param(place: &Place, p: &ArrayData, n: usize) -> Result<Option<(u64, i64)>> {
 /// possibly 0-D), with the residual `r` added first (add_rms_norm: the outputs are then
 /// `[h, y]`). `None` where the fallback graph runs instead (see the module's
 /// documentation).
-pub(super) fn norm(
+fn norm(
     place: &Place,
     x: &ArrayData,
     r: Option<&ArrayData>,
@@ -82,7 +129,7 @@ pub(super) fn norm(
 ) -> Result<Option<Vec<ArrayData>>> {
     let dtype = x.dtype();
     let same = |d: Option<&ArrayData>| d.is_none_or(|d| d.dtype() == dtype);
-    if !takes_dtype(dtype) || !same(r) || !same(Some(w)) || !same(bias) {
+    if !same(r) || !same(Some(w)) || !same(bias) {
         return Ok(None);
     }
     let shape = x.layout.shape.clone();
@@ -177,7 +224,7 @@ pub(super) fn norm(
 
 /// Every kernel source of this family, complete, for compiling ahead of time (CI).
 #[cfg(test)]
-pub(crate) fn all_sources() -> Vec<(String, String)> {
+pub(super) fn all_sources() -> Vec<(String, String)> {
     [DType::F32, DType::F16, DType::BF16]
         .into_iter()
         .map(|d| {

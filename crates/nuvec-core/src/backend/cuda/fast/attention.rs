@@ -6,12 +6,12 @@
 //! The kernel takes f32, f16 and bf16 (f32 accumulation, online softmax), head sizes that
 //! are multiples of 32 up to 256 with equal key and value sizes, 1 to [`MAX_ROWS`] query rows
 //! per head, any grouping of query heads over key heads, and no mask or the causal one
-//! aligned with the last keys. `None` (the fallback graph on the device stream) for:
-//! - an array mask or sinks;
-//! - another dtype, a head size not a multiple of 32 or above 256, `Dv != D`;
-//! - more than [`MAX_ROWS`] query rows, a causal mask with more queries than keys;
-//! - empty inputs (the fallback's zeros), features not contiguous (last stride not 1);
-//! - more than 65,535 sequences or row chunks of key heads (the grid's limits).
+//! aligned with the last keys, up to 65,535 sequences and row chunks of key heads (the
+//! grid's limits). Inputs whose features are not contiguous are copied first.
+//!
+//! `FastOp::Attention` records a fused node for every shape MLX sends to a kernel (the seeds
+//! test that); the shapes beyond this decoding kernel (prefill, array masks, sinks) run the
+//! fallback graph inside the node on this stream until their kernels land.
 //!
 //! Sequences of at least [`SINGLE`] keys may be split over several blocks (when the batch
 //! and heads alone do not fill the device) and merged by a second kernel; the paged kernel
@@ -19,19 +19,134 @@
 
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 
-use super::Place;
-use super::elementwise::type_names;
+use super::{CudaKernel, Place, nested, with_copies};
 use crate::array::ArrayData;
+use crate::backend::cuda::elementwise::type_names;
+use crate::fast::attention::Attention;
+use crate::fast::paged::PagedAttention;
+use crate::fast::{Arg, kernel_sized};
 use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result};
 
-const COMMON: &str = include_str!("kernels/common.cuh");
-const ATTENTION: &str = include_str!("kernels/attention.cu");
+impl CudaKernel for Attention {
+    /// The shapes MLX sends to its kernels (its `has_fused_kernel` and `use_fallback` rules,
+    /// without the NAX kernels and the blocked head size 512 one).
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
+        if !kernel_sized(inputs) {
+            return false;
+        }
+        let (q, k, v) = (inputs[0], inputs[1], inputs[2]);
+        let (lq, lk) = (q.shape[2], k.shape[2]);
+        let (d, dv) = (q.shape[3], v.shape[3]);
+        let group = q.shape[1] / k.shape[1].max(1);
+        if lq == 0 || lk == 0 {
+            return false;
+        }
+        if lq <= 8 {
+            // The vector kernels, one query row per simdgroup.
+            let head = (d == dv && matches!(d, 64 | 96 | 128 | 256 | 512))
+                || (d, dv) == (192, 128)
+                || (d, dv) == (96, 64);
+            let wide_head = d != 512 || (lq == 1 && group == 8 && !self.mask && lk >= 1024);
+            return head && lq <= lk && lq * group <= 32 && wide_head;
+        }
+        // The tiled kernel.
+        let head =
+            (d == dv && matches!(d, 64 | 72 | 80 | 96 | 128 | 192 | 256)) || (d, dv) == (96, 64);
+        // MLX finds the composition faster for these head sizes, except long causal
+        // self-attention in half precision at 256.
+        let composition_wins = match d {
+            192 => true,
+            256 => !(q.dtype != DType::F32 && self.causal && lq >= 2048 && lq == lk),
+            _ => false,
+        };
+        head && (!self.causal || lq <= lk) && !composition_wins
+    }
+
+    fn batchable(&self, _: &[Arg<'_>]) -> bool {
+        false
+    }
+
+    fn eval(
+        &self,
+        place: &Place,
+        inputs: &mut [ArrayData],
+        outputs: &[OutputSpec],
+    ) -> Result<Vec<ArrayData>> {
+        let shapes: Vec<&[usize]> = inputs.iter().map(|d| d.layout.shape.as_slice()).collect();
+        if self.mask || self.sinks || !covers(&shapes, inputs[0].dtype(), self.causal) {
+            // Pending its kernel (see the module's documentation).
+            return nested(place, self, inputs, outputs);
+        }
+        with_copies(place, "scaled_dot_product_attention", inputs, |i| {
+            attention(place, self.scale, self.causal, i, outputs)
+        })
+    }
+}
+
+/// Whether the decoding kernel computes contiguous attention over `(q, k, v)` of these
+/// shapes.
+fn covers(shapes: &[&[usize]], dtype: DType, causal: bool) -> bool {
+    let (q, k, v) = (shapes[0], shapes[1], shapes[2]);
+    let (batch, hq, lq, d) = (q[0], q[1], q[2], q[3]);
+    let (hkv, lk) = (k[1], k[2]);
+    takes(dtype, d, v[3], lq)
+        && ![batch, hq, lq, lk, hkv].contains(&0)
+        && (!causal || lq <= lk)
+        && fits_grid(batch, hq, hkv, lq, d)
+}
+
+/// Whether the grid of `batch` sequences of `hkv` key heads fits the launch limits.
+fn fits_grid(batch: usize, hq: usize, hkv: usize, lq: usize, d: usize) -> bool {
+    let group = hq / hkv.max(1);
+    let nchunks = (group * lq).div_ceil(rows_per_block(d));
+    hkv * nchunks <= 65_535 && batch <= 65_535 && group <= i32::MAX as usize
+}
+
+impl CudaKernel for PagedAttention {
+    /// `(q, k_cache, v_cache, table, lengths)` of one kernel type within the decoding
+    /// kernel's head sizes and query rows, int32 tables and lengths.
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
+        if !kernel_sized(inputs) || inputs.len() != 5 {
+            return false;
+        }
+        let (q, kc, vc, table, lengths) = (inputs[0], inputs[1], inputs[2], inputs[3], inputs[4]);
+        let (batch, hq, lq, d) = (q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
+        let (blocks, hkv, block_size) = (kc.shape[0], kc.shape[1], kc.shape[2]);
+        let capacity = table.shape[1] * block_size;
+        takes(q.dtype, d, vc.shape[3], lq)
+            && kc.dtype == q.dtype
+            && vc.dtype == q.dtype
+            && ![batch, hq, lq, hkv, blocks, capacity].contains(&0)
+            && block_size <= i32::MAX as usize
+            && table.dtype == DType::I32
+            && lengths.dtype == DType::I32
+            && fits_grid(batch, hq, hkv, lq, d)
+    }
+
+    fn batchable(&self, _: &[Arg<'_>]) -> bool {
+        false
+    }
+
+    fn eval(
+        &self,
+        place: &Place,
+        inputs: &mut [ArrayData],
+        outputs: &[OutputSpec],
+    ) -> Result<Vec<ArrayData>> {
+        with_copies(place, "paged_attention", inputs, |i| {
+            paged(place, self.scale, i, outputs)
+        })
+    }
+}
+
+const COMMON: &str = include_str!("../kernels/common.cuh");
+const ATTENTION: &str = include_str!("../kernels/fast/attention.cu");
 
 /// Sequences with fewer keys run in one pass (`NV_ATTN_SINGLE` in the kernel).
-pub(crate) const SINGLE: usize = 1024;
+const SINGLE: usize = 1024;
 /// The most query rows per head the kernel takes.
-pub(crate) const MAX_ROWS: usize = 16;
+const MAX_ROWS: usize = 16;
 /// Threads per block (`NV_ATTN_THREADS`).
 const THREADS: u32 = 128;
 /// The fewest keys a split of a long sequence gets.
@@ -149,7 +264,7 @@ fn takes(dtype: DType, d: usize, dv: usize, lq: usize) -> bool {
 }
 
 /// `FastOp::Attention` without mask array or sinks: `(q, k, v)`, `[B, H, L, D]` each.
-pub(crate) fn attention(
+fn attention(
     place: &Place,
     scale: f32,
     causal: bool,
@@ -204,7 +319,7 @@ pub(crate) fn attention(
 
 /// `FastOp::PagedAttention`: `(q, k_cache, v_cache, table, lengths)`, the caches
 /// `[blocks, Hkv, block_size, D]`, the table `[B, max_blocks]` and lengths `[B]` int32.
-pub(crate) fn paged(
+fn paged(
     place: &Place,
     scale: f32,
     inputs: &[ArrayData],
@@ -375,7 +490,7 @@ fn launch(
 
 /// Every kernel source of this family, complete, for compiling ahead of time (CI).
 #[cfg(test)]
-pub(crate) fn all_sources() -> Vec<(String, String)> {
+pub(super) fn all_sources() -> Vec<(String, String)> {
     let mut out = Vec::new();
     for dtype in TYPES {
         for d in (32..=256).step_by(32) {

@@ -3,21 +3,32 @@
 //! each rotated value rounded once. A warp per row, the input read through its strides (a
 //! transposed `[B, H, L, D]` view of `[B, L, H, D]` needs no copy), the output row-major.
 //!
-//! Cases left to the fallback graph (`Ok(None)`): element types other than float32,
-//! float16 and bfloat16; offsets that are not int32/uint32 scalars or one per batch entry;
-//! frequencies that are not float32 `[dims / 2]`; an odd, zero or too large `dims`; fewer
-//! than three axes; leading axes that do not merge into at most eight.
+//! The kernel takes what the CPU's does ([`Rope::kernel_takes`]); leading axes that do not
+//! merge into eight are copied first.
 
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
-use super::Place;
-use super::elementwise::type_names;
-use super::norms::{rows_view, takes_dtype};
+use super::norms::rows_view;
+use super::{CudaKernel, Place, with_copies};
 use crate::array::ArrayData;
+use crate::backend::cuda::elementwise::type_names;
+use crate::fast::Arg;
+use crate::fast::rope::Rope;
+use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result};
 
-const COMMON: &str = include_str!("kernels/common.cuh");
-const ROPE: &str = include_str!("kernels/rope.cu");
+impl CudaKernel for Rope {
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
+        self.kernel_takes(inputs)
+    }
+
+    fn eval(&self, place: &Place, inputs: &mut [ArrayData], _: &[OutputSpec]) -> Result<Vec<ArrayData>> {
+        with_copies(place, "rope", inputs, |i| rope(place, i, self))
+    }
+}
+
+const COMMON: &str = include_str!("../kernels/common.cuh");
+const ROPE: &str = include_str!("../kernels/fast/rope.cu");
 
 /// Threads per block (`NV_THREADS` in `rope.cu`), a warp per row.
 const THREADS: usize = 256;
@@ -30,33 +41,19 @@ fn source(dtype: DType) -> String {
     format!("{COMMON}\n{ROPE}\nNV_ROPE({ct}, {tn})\n")
 }
 
-/// The parameters of [`FastOp::Rope`](crate::fast::FastOp::Rope).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Params {
-    pub(super) dims: usize,
-    pub(super) traditional: bool,
-    pub(super) base: f32,
-    pub(super) scale: f32,
-    pub(super) forward: bool,
-}
-
 /// `(x, offset[, freqs])` rotated, or `None` where the fallback graph runs instead (see
 /// the module's documentation).
-pub(super) fn rope(
-    place: &Place,
-    inputs: &[ArrayData],
-    p: Params,
-) -> Result<Option<Vec<ArrayData>>> {
+fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<ArrayData>>> {
     let x = &inputs[0];
     let dtype = x.dtype();
     let shape = x.layout.shape.clone();
     let nd = shape.len();
-    if !takes_dtype(dtype) || nd < 3 || !(2..=3).contains(&inputs.len()) {
+    if nd < 3 || !(2..=3).contains(&inputs.len()) {
         return Ok(None);
     }
     let (b, t, d) = (shape[0], shape[nd - 2], shape[nd - 1]);
-    let half = p.dims / 2;
-    if p.dims == 0 || !p.dims.is_multiple_of(2) || p.dims > d {
+    let half = p.angles.dims / 2;
+    if p.angles.dims == 0 || !p.angles.dims.is_multiple_of(2) || p.angles.dims > d {
         return Ok(None);
     }
     let off = &inputs[1];
@@ -98,7 +95,7 @@ pub(super) fn rope(
         None => (0u64, 0i64),
     };
     // As the CPU kernel: inv_freq[i] = exp(i · step) in float32, step = −ln(base) / half.
-    let step = (-f64::from(p.base).ln() / half as f64) as f32;
+    let step = (-f64::from(p.angles.base).ln() / half as f64) as f32;
     let tn = type_names(dtype).expect("a float type").1;
     let name = format!("rope_rows_{tn}");
     let f = place
@@ -108,7 +105,7 @@ pub(super) fn rope(
     let (nr, d64, t64) = (nrows as i64, d as i64, t as i64);
     let per_batch = (nrows / b) as i64;
     let half64 = half as i64;
-    let (trad, fwd) = (i32::from(p.traditional), i32::from(p.forward));
+    let (trad, fwd) = (i32::from(p.angles.traditional), i32::from(p.forward));
     let mut launch = place.stream.launch_builder(&f);
     launch
         .arg(&xp)
@@ -125,7 +122,7 @@ pub(super) fn rope(
         .arg(&fp)
         .arg(&fstride)
         .arg(&step)
-        .arg(&p.scale)
+        .arg(&p.angles.scale)
         .arg(&half64)
         .arg(&trad)
         .arg(&fwd);
@@ -151,7 +148,7 @@ pub(super) fn rope(
 
 /// Every kernel source of this family, complete, for compiling ahead of time (CI).
 #[cfg(test)]
-pub(crate) fn all_sources() -> Vec<(String, String)> {
+pub(super) fn all_sources() -> Vec<(String, String)> {
     [DType::F32, DType::F16, DType::BF16]
         .into_iter()
         .map(|d| {
