@@ -18,6 +18,7 @@
 //!
 //! [`eval`]: crate::eval
 
+mod constant;
 mod data;
 mod display;
 pub(crate) mod operand;
