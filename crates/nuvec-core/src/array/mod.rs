@@ -27,9 +27,9 @@ pub mod pool;
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+pub use crate::dtype::HostData;
 pub use data::{
-    ArrayData, Buffer, HostData, Layout, collapse, for_each_strided, gather_row_major,
-    row_major_strides,
+    ArrayData, Buffer, Layout, collapse, for_each_strided, gather_row_major, row_major_strides,
 };
 pub use operand::{Operand, Scalar};
 
