@@ -26,6 +26,7 @@ pub mod fast;
 pub mod ops;
 pub mod primitive;
 pub mod random;
+mod scheduler;
 pub mod transforms;
 
 /// CUDA-specific tools: timing a GPU stream's work with events (see also [`synchronize`]).
@@ -44,7 +45,7 @@ pub use error::{Error, Result};
 pub use fast::{gather_mm, gather_qmm};
 pub use ops::*;
 pub use primitive::Primitive;
+pub use scheduler::{async_eval, eval};
 pub use transforms::{
-    CustomFunction, async_eval, custom_function, custom_vjp, eval, grad, jvp, value_and_grad, vjp,
-    vmap,
+    CustomFunction, custom_function, custom_vjp, grad, jvp, value_and_grad, vjp, vmap,
 };

@@ -300,7 +300,7 @@ impl Array {
 
     /// Computes the array (and what it depends on).
     pub fn eval(&self) -> Result<()> {
-        crate::transforms::eval(std::slice::from_ref(self))
+        crate::scheduler::eval(std::slice::from_ref(self))
     }
 
     /// The computed data, evaluating first.
@@ -321,7 +321,7 @@ impl Array {
     /// [`Array::astype`]).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         let data = self.evaluated()?;
-        crate::transforms::synchronize(data)?;
+        crate::scheduler::synchronize(data)?;
         data.to_vec("to_vec")
     }
 
