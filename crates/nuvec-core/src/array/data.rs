@@ -2,12 +2,21 @@
 //! index to one of them. Views (transpose, broadcast, slices, most reshapes) share a buffer
 //! with a new layout.
 
+use std::any::Any;
+use std::fmt::Debug;
 use std::sync::{Arc, OnceLock};
-
-use crate::backend::cuda::DeviceCopy;
 
 use crate::dtype::{Element, HostData};
 use crate::{DType, Result};
+
+/// A buffer's elements in a device's memory, as the backend that put them there keeps them.
+/// A [`Buffer`] holds one without knowing the backend; the backend gets its own type back
+/// with [`Buffer::device`] (a type check, no allocation).
+pub(crate) trait DeviceData: Send + Sync + Debug + Any {
+    /// The `len` elements of type `dtype`, copied to the host after the work that computes
+    /// them.
+    fn to_host(&self, dtype: DType, len: usize) -> Result<HostData>;
+}
 
 /// Memory holding an array's elements. Several arrays (views) may share one buffer.
 ///
@@ -19,7 +28,7 @@ pub struct Buffer {
     dtype: DType,
     len: usize,
     host: OnceLock<HostData>,
-    device: OnceLock<DeviceCopy>,
+    device: OnceLock<Box<dyn DeviceData>>,
 }
 
 impl Buffer {
@@ -34,12 +43,12 @@ impl Buffer {
     }
 
     /// A buffer whose elements live on a GPU.
-    pub(crate) fn from_device(copy: DeviceCopy, dtype: DType, len: usize) -> Buffer {
+    pub(crate) fn from_device(copy: impl DeviceData, dtype: DType, len: usize) -> Buffer {
         Buffer {
             dtype,
             len,
             host: OnceLock::new(),
-            device: OnceLock::from(copy),
+            device: OnceLock::from(Box::new(copy) as Box<dyn DeviceData>),
         }
     }
 
@@ -81,25 +90,28 @@ impl Buffer {
         Ok(self.host.get().expect("just set"))
     }
 
-    /// The device copy, if there is one.
-    pub(crate) fn device(&self) -> Option<&DeviceCopy> {
-        self.device.get()
+    /// The device copy, if there is one and it is of the backend type `D`.
+    pub(crate) fn device<D: DeviceData>(&self) -> Option<&D> {
+        self.device.get().and_then(|d| downcast(d.as_ref()))
     }
 
-    /// Keeps `copy` as this buffer's device copy (made from the host copy).
-    pub(crate) fn set_device(&self, copy: DeviceCopy) -> &DeviceCopy {
-        let _ = self.device.set(copy);
-        self.device.get().expect("just set")
+    /// Keeps `copy` as this buffer's device copy (made from the host copy), and returns the
+    /// copy kept: another thread's, if it was first (the same elements), and `None` if that
+    /// one is another backend's.
+    pub(crate) fn set_device<D: DeviceData>(&self, copy: D) -> Option<&D> {
+        let _ = self.device.set(Box::new(copy));
+        self.device::<D>()
     }
 
     /// The device copy, for writing in place (the buffer is owned alone), with the host
-    /// copy, about to be stale, dropped; `None` (and nothing dropped) without a device copy.
-    pub(crate) fn device_for_write(&mut self) -> Option<&DeviceCopy> {
-        self.device.get()?;
+    /// copy, about to be stale, dropped; `None` (and nothing dropped) without a device copy
+    /// of type `D`.
+    pub(crate) fn device_for_write<D: DeviceData>(&mut self) -> Option<&D> {
+        self.device::<D>()?;
         if let Some(h) = self.host.take() {
             super::pool::release(h);
         }
-        self.device.get()
+        self.device::<D>()
     }
 
     /// The elements on the host, mutably (the buffer must be owned alone and resident on the
@@ -125,6 +137,11 @@ impl Drop for Buffer {
             super::pool::release(h);
         }
     }
+}
+
+/// `data` as the backend type `D`, if it is one.
+fn downcast<D: DeviceData>(data: &dyn DeviceData) -> Option<&D> {
+    (data as &dyn Any).downcast_ref::<D>()
 }
 
 /// How an index maps to a buffer element: `offset + Σ index[i] · strides[i]`, in elements.

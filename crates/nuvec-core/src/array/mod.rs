@@ -28,6 +28,7 @@ pub mod pool;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 pub use crate::dtype::HostData;
+pub(crate) use data::DeviceData;
 pub use data::{
     ArrayData, Buffer, Layout, collapse, for_each_strided, gather_row_major, row_major_strides,
 };
