@@ -7,7 +7,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, OnceLock};
 
 use crate::dtype::{Element, HostData};
-use crate::{DType, Result};
+use crate::{DType, Error, Result};
 
 /// A buffer's elements in a device's memory, as the backend that put them there keeps them.
 /// A [`Buffer`] holds one without knowing the backend; the backend gets its own type back
@@ -23,6 +23,8 @@ pub(crate) trait DeviceData: Send + Sync + Debug + Any {
 /// The elements live on the host, on a GPU, or both: a copy is made where it is needed (the
 /// CPU backend reads the host copy, a GPU kernel the device copy) and then kept, so data
 /// moves at most once each way. Writing through [`Buffer::host_mut`] drops the device copy.
+/// The host accessors ([`Buffer::host`], [`Buffer::host_mut`], [`Buffer::into_host`]) copy
+/// elements that live only on a device to the host first, and return an error if they cannot.
 #[derive(Debug)]
 pub struct Buffer {
     dtype: DType,
@@ -67,27 +69,33 @@ impl Buffer {
         self.len == 0
     }
 
-    /// The elements on the host. The CPU backend and the readers of values call
-    /// [`Buffer::ensure_host`] first, so a buffer reaching this has a host copy.
-    pub fn host(&self) -> &HostData {
-        self.host
-            .get()
-            .expect("host data is made resident before it is read")
-    }
-
-    /// The elements on the host, copied from the device (waiting for the work that computes
-    /// them) if this is the first time they are read there.
-    pub fn ensure_host(&self) -> Result<&HostData> {
+    /// The elements on the host, copied from the device (after the work that computes them)
+    /// the first time they are read there; the host copy is then kept. An error, not a
+    /// panic, when that copy fails.
+    pub fn host(&self) -> Result<&HostData> {
         if let Some(h) = self.host.get() {
             return Ok(h);
         }
-        let copy = self.device.get().ok_or_else(|| {
-            crate::Error::Device("a buffer has neither host nor device elements".into())
-        })?;
+        let copy = self.device.get().ok_or_else(missing)?;
         let host = copy.to_host(self.dtype, self.len)?;
         // Another thread may have made the copy meanwhile; either is the same data.
         let _ = self.host.set(host);
-        Ok(self.host.get().expect("just set"))
+        self.host.get().ok_or_else(missing)
+    }
+
+    /// The host elements of a buffer that the CPU backend's kernels read, for the helpers
+    /// that cannot return an error: the backend makes every input resident on the host
+    /// before a kernel runs (and its outputs are made there), so the copy is present.
+    pub(crate) fn resident_host(&self) -> &HostData {
+        self.host
+            .get()
+            .expect("the CPU backend's inputs are resident on the host")
+    }
+
+    /// Makes the host copy resident (see [`Buffer::host`]): for callers about to read the
+    /// elements on the host through other means.
+    pub fn ensure_host(&self) -> Result<&HostData> {
+        self.host()
     }
 
     /// The device copy, if there is one and it is of the backend type `D`.
@@ -114,21 +122,25 @@ impl Buffer {
         self.device::<D>()
     }
 
-    /// The elements on the host, mutably (the buffer must be owned alone and resident on the
-    /// host); the device copy, now stale, is dropped.
-    pub fn host_mut(&mut self) -> &mut HostData {
+    /// The elements on the host, mutably (the buffer must be owned alone), copied from the
+    /// device first if they live only there; the device copy, now stale, is dropped.
+    pub fn host_mut(&mut self) -> Result<&mut HostData> {
+        self.host()?;
         self.device.take();
-        self.host
-            .get_mut()
-            .expect("host data is made resident before it is written")
+        self.host.get_mut().ok_or_else(missing)
     }
 
-    /// The host elements, taking the buffer.
-    pub fn into_host(mut self) -> HostData {
-        self.host
-            .take()
-            .expect("host data is made resident before it is taken")
+    /// The host elements, taking the buffer (copied from the device first if they live only
+    /// there).
+    pub fn into_host(mut self) -> Result<HostData> {
+        self.host()?;
+        self.host.take().ok_or_else(missing)
     }
+}
+
+/// The error of a buffer without elements anywhere (which no constructor makes).
+fn missing() -> Error {
+    Error::Device("a buffer has neither host nor device elements".into())
 }
 
 impl Drop for Buffer {
@@ -369,7 +381,7 @@ impl ArrayData {
 
     /// The elements in row-major order, as a new vector.
     pub fn to_vec<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
-        let src = self.buffer.ensure_host()?.typed::<T>(op)?;
+        let src = self.buffer.host()?.typed::<T>(op)?;
         Ok(gather_row_major(src, &self.layout))
     }
 
@@ -378,7 +390,7 @@ impl ArrayData {
         if !self.layout.is_row_contiguous() {
             return None;
         }
-        let src = T::host_slice(self.buffer.ensure_host().ok()?)?;
+        let src = T::host_slice(self.buffer.host().ok()?)?;
         Some(&src[self.layout.offset..self.layout.offset + self.layout.size()])
     }
 }
@@ -400,6 +412,48 @@ pub fn gather_row_major<T: Copy>(src: &[T], layout: &Layout) -> Vec<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A device that hands back the elements it was given, or fails when it has none.
+    #[derive(Debug)]
+    struct FakeDevice(Option<HostData>);
+
+    impl DeviceData for FakeDevice {
+        fn to_host(&self, _dtype: DType, _len: usize) -> Result<HostData> {
+            self.0
+                .clone()
+                .ok_or_else(|| Error::Device("the fake device lost its elements".into()))
+        }
+    }
+
+    #[test]
+    fn host_accessors_copy_from_the_device_or_return_an_error() {
+        let elements = HostData::F32(vec![1.0, 2.0]);
+        let on_device = || Buffer::from_device(FakeDevice(Some(elements.clone())), DType::F32, 2);
+        assert_eq!(on_device().host().unwrap(), &elements);
+        assert_eq!(on_device().into_host().unwrap(), elements);
+        let mut b = on_device();
+        if let HostData::F32(v) = b.host_mut().unwrap() {
+            v[0] = 5.0;
+        }
+        assert!(
+            b.device::<FakeDevice>().is_none(),
+            "the stale device copy is dropped"
+        );
+        assert_eq!(b.into_host().unwrap(), HostData::F32(vec![5.0, 2.0]));
+        let on_host = Buffer::from_host(elements.clone());
+        assert_eq!(on_host.host().unwrap(), &elements);
+
+        let lost = || Buffer::from_device(FakeDevice(None), DType::F32, 2);
+        assert!(matches!(lost().host(), Err(Error::Device(_))));
+        assert!(matches!(lost().host_mut(), Err(Error::Device(_))));
+        assert!(matches!(lost().into_host(), Err(Error::Device(_))));
+        let mut b = lost();
+        assert!(b.host_mut().is_err());
+        assert!(
+            b.device::<FakeDevice>().is_some(),
+            "a failed copy keeps the device copy"
+        );
+    }
 
     #[test]
     fn collapse_merges_contiguous_axes() {

@@ -471,7 +471,7 @@ fn shown_values(
             index[axis] = 0;
         }
     }
-    Ok(crate::with_host!(data.buffer.ensure_host()?, src, _T => {
+    Ok(crate::with_host!(data.buffer.host()?, src, _T => {
         positions.iter().map(|&p| Element::to_canon(src[p])).collect()
     }))
 }
