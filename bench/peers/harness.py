@@ -64,6 +64,7 @@ SPECS = [
     ("qmm_prefill", "[512, 4096] x [4096, 4096]ᵀ 4-bit g64", "f32", "GFLOP/s",
      2 * 512 * 4096 * 4096, 5, 2),
     ("tiny_op_chain", "1000 x ([1] + [1])", "f32", "us/op", CHAIN, 50, 5),
+    ("tiny_scalar_chain", "1000 x ([1] + 1.0)", "f32", "us/op", CHAIN, 50, 5),
     # Ratios: the work is the reference time, which the setup measures (see `measure`).
     ("vjp_chain", "[64], 1000 ops: vjp / forward (graphs built)", "f32", "ratio", None, 30, 3),
     ("vmap_mlp", "64 x (256 -> 512 -> 10, tanh): vmap / by hand", "f32", "ratio", None, 30, 3),

@@ -127,6 +127,18 @@ def tiny_op_chain():
     return timed(build)
 
 
+def tiny_scalar_chain():
+    a = mx.ones((1,))
+    mx.eval(a)
+
+    def build():
+        y = a
+        for _ in range(CHAIN):
+            y = y + 1.0
+        return y
+    return timed(build)
+
+
 def vjp_chain():
     """Building the graphs of vjp (traced forward and backward) over building the forward, on
     a chain of sin, times c, plus d, tanh; nothing is evaluated (as in nuvec-bench)."""
@@ -191,6 +203,7 @@ SETUPS = {
     "transpose_copy": transpose_copy, "rms_norm": rms_norm, "layer_norm": layer_norm,
     "softmax": softmax, "logsumexp": logsumexp, "rope": rope, "decode_4k": decode_4k,
     "qmm_decode": qmm(1), "qmm_prefill": qmm(512), "tiny_op_chain": tiny_op_chain,
+    "tiny_scalar_chain": tiny_scalar_chain,
     "vjp_chain": vjp_chain, "vmap_mlp": vmap_mlp,
 }
 

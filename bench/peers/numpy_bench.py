@@ -154,6 +154,17 @@ def tiny_op_chain():
     return run
 
 
+def tiny_scalar_chain():
+    a = np.ones(1, np.float32)
+
+    def run():
+        y = a
+        for _ in range(CHAIN):
+            y = y + 1.0
+        return y
+    return run
+
+
 def info():
     text = f"numpy {np.__version__}"
     try:
@@ -175,7 +186,7 @@ SETUPS = {
     "transpose_copy": transpose_copy, "rms_norm": rms_norm, "layer_norm": layer_norm,
     "softmax": softmax, "logsumexp": logsumexp, "rope": rope, "rope_large": rope_large,
     "decode_4k": decode_4k, "decode_4k_bf16": decode_4k_bf16,
-    "tiny_op_chain": tiny_op_chain,
+    "tiny_op_chain": tiny_op_chain, "tiny_scalar_chain": tiny_scalar_chain,
 }
 
 if __name__ == "__main__":

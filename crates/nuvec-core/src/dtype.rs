@@ -1,7 +1,11 @@
 //! Element types: [`DType`], its [`Category`], MLX's promotion lattice ([`promote_types`]) and
 //! the Rust types that hold each one ([`Element`]).
 
+mod host;
+
 use std::fmt;
+
+pub use host::HostData;
 
 pub use half::{bf16, f16};
 /// The element type of [`DType::C64`]: two `f32`s.
@@ -229,6 +233,75 @@ impl Canon {
     }
 }
 
+/// Runs `$body` with `$T` bound to the Rust type of a [`DType`].
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_dtype {
+    ($dtype:expr, $T:ident => $body:expr) => {{
+        use $crate::DType as D;
+        #[allow(unused_imports)]
+        use $crate::dtype::{Complex64, bf16, f16};
+        match $dtype {
+            D::Bool => {
+                type $T = bool;
+                $body
+            }
+            D::U8 => {
+                type $T = u8;
+                $body
+            }
+            D::U16 => {
+                type $T = u16;
+                $body
+            }
+            D::U32 => {
+                type $T = u32;
+                $body
+            }
+            D::U64 => {
+                type $T = u64;
+                $body
+            }
+            D::I8 => {
+                type $T = i8;
+                $body
+            }
+            D::I16 => {
+                type $T = i16;
+                $body
+            }
+            D::I32 => {
+                type $T = i32;
+                $body
+            }
+            D::I64 => {
+                type $T = i64;
+                $body
+            }
+            D::F16 => {
+                type $T = f16;
+                $body
+            }
+            D::BF16 => {
+                type $T = bf16;
+                $body
+            }
+            D::F32 => {
+                type $T = f32;
+                $body
+            }
+            D::F64 => {
+                type $T = f64;
+                $body
+            }
+            D::C64 => {
+                type $T = Complex64;
+                $body
+            }
+        }
+    }};
+}
+
 /// A Rust type that holds the elements of one [`DType`].
 pub trait Element:
     Copy + Send + Sync + fmt::Debug + PartialEq + Default + 'static + private::Sealed
@@ -241,13 +314,13 @@ pub trait Element:
     /// truncate toward zero, anything nonzero is `true`).
     fn from_canon(v: Canon) -> Self;
     /// Wraps a vector of elements as host data.
-    fn into_host(v: Vec<Self>) -> crate::array::HostData;
+    fn into_host(v: Vec<Self>) -> HostData;
     /// The vector inside host data of this type, or the data back.
-    fn from_host(d: crate::array::HostData) -> Result<Vec<Self>, crate::array::HostData>;
+    fn from_host(d: HostData) -> Result<Vec<Self>, HostData>;
     /// The elements of host data of this type.
-    fn host_slice(d: &crate::array::HostData) -> Option<&[Self]>;
+    fn host_slice(d: &HostData) -> Option<&[Self]>;
     /// The elements of host data of this type, mutably.
-    fn host_slice_mut(d: &mut crate::array::HostData) -> Option<&mut [Self]>;
+    fn host_slice_mut(d: &mut HostData) -> Option<&mut [Self]>;
 }
 
 mod private {
@@ -269,24 +342,24 @@ macro_rules! element {
                 #[allow(clippy::redundant_closure_call)]
                 ($from)(v)
             }
-            fn into_host(v: Vec<Self>) -> crate::array::HostData {
-                crate::array::HostData::$dtype(v)
+            fn into_host(v: Vec<Self>) -> HostData {
+                HostData::$dtype(v)
             }
-            fn from_host(d: crate::array::HostData) -> Result<Vec<Self>, crate::array::HostData> {
+            fn from_host(d: HostData) -> Result<Vec<Self>, HostData> {
                 match d {
-                    crate::array::HostData::$dtype(v) => Ok(v),
+                    HostData::$dtype(v) => Ok(v),
                     other => Err(other),
                 }
             }
-            fn host_slice(d: &crate::array::HostData) -> Option<&[Self]> {
+            fn host_slice(d: &HostData) -> Option<&[Self]> {
                 match d {
-                    crate::array::HostData::$dtype(v) => Some(v),
+                    HostData::$dtype(v) => Some(v),
                     _ => None,
                 }
             }
-            fn host_slice_mut(d: &mut crate::array::HostData) -> Option<&mut [Self]> {
+            fn host_slice_mut(d: &mut HostData) -> Option<&mut [Self]> {
                 match d {
-                    crate::array::HostData::$dtype(v) => Some(v),
+                    HostData::$dtype(v) => Some(v),
                     _ => None,
                 }
             }

@@ -26,6 +26,7 @@ pub mod fast;
 pub mod ops;
 pub mod primitive;
 pub mod random;
+mod scheduler;
 pub mod transforms;
 
 /// CUDA-specific tools: timing a GPU stream's work with events (see also [`synchronize`]).
@@ -33,18 +34,18 @@ pub mod cuda {
     pub use crate::backend::cuda::timing::EventTimer;
 }
 
-pub use array::{Array, HostData, Operand, Scalar};
+pub use array::{Array, Operand, Scalar};
 pub use backend::cuda::timing::synchronize;
 pub use backend::cuda::{
     MemoryStats, clear_device_cache, memory_stats, reset_peak_memory, set_device_cache_limit,
 };
 pub use device::{Device, DeviceKind, Stream, default_stream, set_default_stream, with_stream};
-pub use dtype::{Category, Complex64, DType, Element, bf16, f16, promote_types};
+pub use dtype::{Category, Complex64, DType, Element, HostData, bf16, f16, promote_types};
 pub use error::{Error, Result};
 pub use fast::{gather_mm, gather_qmm};
 pub use ops::*;
 pub use primitive::Primitive;
+pub use scheduler::{async_eval, eval};
 pub use transforms::{
-    CustomFunction, async_eval, custom_function, custom_vjp, eval, grad, jvp, value_and_grad, vjp,
-    vmap,
+    CustomFunction, custom_function, custom_vjp, grad, jvp, value_and_grad, vjp, vmap,
 };

@@ -21,7 +21,7 @@ pub(crate) const N: usize = ROWS * COLS;
 pub(crate) const F32: usize = 4;
 
 /// The CPU table's order in BENCH-CASES.md.
-const CPU_ORDER: [&str; 21] = [
+const CPU_ORDER: [&str; 22] = [
     "matmul_2048",
     "matmul_2048_bf16",
     "matmul_2048_f16",
@@ -41,6 +41,7 @@ const CPU_ORDER: [&str; 21] = [
     "qmm_decode",
     "qmm_prefill",
     "tiny_op_chain",
+    "tiny_scalar_chain",
     "vjp_chain",
     "vmap_mlp",
 ];

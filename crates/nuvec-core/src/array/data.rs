@@ -2,214 +2,20 @@
 //! index to one of them. Views (transpose, broadcast, slices, most reshapes) share a buffer
 //! with a new layout.
 
+use std::any::Any;
+use std::fmt::Debug;
 use std::sync::{Arc, OnceLock};
 
-use crate::backend::cuda::DeviceCopy;
-
-use crate::dtype::{Complex64, Element, bf16, f16};
+use crate::dtype::{Element, HostData};
 use crate::{DType, Error, Result};
 
-/// Elements on the host, one vector per element type.
-#[derive(Debug, Clone, PartialEq)]
-pub enum HostData {
-    /// `bool`
-    Bool(Vec<bool>),
-    /// `u8`
-    U8(Vec<u8>),
-    /// `u16`
-    U16(Vec<u16>),
-    /// `u32`
-    U32(Vec<u32>),
-    /// `u64`
-    U64(Vec<u64>),
-    /// `i8`
-    I8(Vec<i8>),
-    /// `i16`
-    I16(Vec<i16>),
-    /// `i32`
-    I32(Vec<i32>),
-    /// `i64`
-    I64(Vec<i64>),
-    /// `f16`
-    F16(Vec<f16>),
-    /// `bf16`
-    BF16(Vec<bf16>),
-    /// `f32`
-    F32(Vec<f32>),
-    /// `f64`
-    F64(Vec<f64>),
-    /// `complex64`
-    C64(Vec<Complex64>),
-}
-
-/// Runs `$body` with `$v` bound to the typed vector inside host data, and `$T` to its element
-/// type: the one place a kernel's element type is chosen from the data.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! with_host {
-    ($data:expr, $v:ident, $T:ident => $body:expr) => {{
-        use $crate::array::HostData as H;
-        #[allow(unused_imports)]
-        use $crate::dtype::{Complex64, bf16, f16};
-        match $data {
-            H::Bool($v) => {
-                type $T = bool;
-                $body
-            }
-            H::U8($v) => {
-                type $T = u8;
-                $body
-            }
-            H::U16($v) => {
-                type $T = u16;
-                $body
-            }
-            H::U32($v) => {
-                type $T = u32;
-                $body
-            }
-            H::U64($v) => {
-                type $T = u64;
-                $body
-            }
-            H::I8($v) => {
-                type $T = i8;
-                $body
-            }
-            H::I16($v) => {
-                type $T = i16;
-                $body
-            }
-            H::I32($v) => {
-                type $T = i32;
-                $body
-            }
-            H::I64($v) => {
-                type $T = i64;
-                $body
-            }
-            H::F16($v) => {
-                type $T = f16;
-                $body
-            }
-            H::BF16($v) => {
-                type $T = bf16;
-                $body
-            }
-            H::F32($v) => {
-                type $T = f32;
-                $body
-            }
-            H::F64($v) => {
-                type $T = f64;
-                $body
-            }
-            H::C64($v) => {
-                type $T = Complex64;
-                $body
-            }
-        }
-    }};
-}
-
-/// Runs `$body` with `$T` bound to the Rust type of a [`DType`].
-#[macro_export]
-#[doc(hidden)]
-macro_rules! with_dtype {
-    ($dtype:expr, $T:ident => $body:expr) => {{
-        use $crate::DType as D;
-        #[allow(unused_imports)]
-        use $crate::dtype::{Complex64, bf16, f16};
-        match $dtype {
-            D::Bool => {
-                type $T = bool;
-                $body
-            }
-            D::U8 => {
-                type $T = u8;
-                $body
-            }
-            D::U16 => {
-                type $T = u16;
-                $body
-            }
-            D::U32 => {
-                type $T = u32;
-                $body
-            }
-            D::U64 => {
-                type $T = u64;
-                $body
-            }
-            D::I8 => {
-                type $T = i8;
-                $body
-            }
-            D::I16 => {
-                type $T = i16;
-                $body
-            }
-            D::I32 => {
-                type $T = i32;
-                $body
-            }
-            D::I64 => {
-                type $T = i64;
-                $body
-            }
-            D::F16 => {
-                type $T = f16;
-                $body
-            }
-            D::BF16 => {
-                type $T = bf16;
-                $body
-            }
-            D::F32 => {
-                type $T = f32;
-                $body
-            }
-            D::F64 => {
-                type $T = f64;
-                $body
-            }
-            D::C64 => {
-                type $T = Complex64;
-                $body
-            }
-        }
-    }};
-}
-
-impl HostData {
-    /// The element type held.
-    pub fn dtype(&self) -> DType {
-        crate::with_host!(self, _v, T => <T as Element>::DTYPE)
-    }
-
-    /// The number of elements held.
-    pub fn len(&self) -> usize {
-        crate::with_host!(self, v, _T => v.len())
-    }
-
-    /// Whether no element is held.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// `n` default (zero) elements of `dtype`.
-    pub fn zeros(dtype: DType, n: usize) -> HostData {
-        crate::with_dtype!(dtype, T => T::into_host(vec![T::default(); n]))
-    }
-
-    /// The typed elements, or an error naming `op` if they are not of type `T`.
-    pub fn typed<T: Element>(&self, op: &'static str) -> Result<&[T]> {
-        T::host_slice(self).ok_or(Error::DTypeMismatch {
-            op,
-            dtype: self.dtype(),
-            requested: T::DTYPE,
-        })
-    }
+/// A buffer's elements in a device's memory, as the backend that put them there keeps them.
+/// A [`Buffer`] holds one without knowing the backend; the backend gets its own type back
+/// with [`Buffer::device`] (a type check, no allocation).
+pub(crate) trait DeviceData: Send + Sync + Debug + Any {
+    /// The `len` elements of type `dtype`, copied to the host after the work that computes
+    /// them.
+    fn to_host(&self, dtype: DType, len: usize) -> Result<HostData>;
 }
 
 /// Memory holding an array's elements. Several arrays (views) may share one buffer.
@@ -217,12 +23,14 @@ impl HostData {
 /// The elements live on the host, on a GPU, or both: a copy is made where it is needed (the
 /// CPU backend reads the host copy, a GPU kernel the device copy) and then kept, so data
 /// moves at most once each way. Writing through [`Buffer::host_mut`] drops the device copy.
+/// The host accessors ([`Buffer::host`], [`Buffer::host_mut`], [`Buffer::into_host`]) copy
+/// elements that live only on a device to the host first, and return an error if they cannot.
 #[derive(Debug)]
 pub struct Buffer {
     dtype: DType,
     len: usize,
     host: OnceLock<HostData>,
-    device: OnceLock<DeviceCopy>,
+    device: OnceLock<Box<dyn DeviceData>>,
 }
 
 impl Buffer {
@@ -237,12 +45,12 @@ impl Buffer {
     }
 
     /// A buffer whose elements live on a GPU.
-    pub(crate) fn from_device(copy: DeviceCopy, dtype: DType, len: usize) -> Buffer {
+    pub(crate) fn from_device(copy: impl DeviceData, dtype: DType, len: usize) -> Buffer {
         Buffer {
             dtype,
             len,
             host: OnceLock::new(),
-            device: OnceLock::from(copy),
+            device: OnceLock::from(Box::new(copy) as Box<dyn DeviceData>),
         }
     }
 
@@ -261,65 +69,78 @@ impl Buffer {
         self.len == 0
     }
 
-    /// The elements on the host. The CPU backend and the readers of values call
-    /// [`Buffer::ensure_host`] first, so a buffer reaching this has a host copy.
-    pub fn host(&self) -> &HostData {
-        self.host
-            .get()
-            .expect("host data is made resident before it is read")
-    }
-
-    /// The elements on the host, copied from the device (waiting for the work that computes
-    /// them) if this is the first time they are read there.
-    pub fn ensure_host(&self) -> Result<&HostData> {
+    /// The elements on the host, copied from the device (after the work that computes them)
+    /// the first time they are read there; the host copy is then kept. An error, not a
+    /// panic, when that copy fails.
+    pub fn host(&self) -> Result<&HostData> {
         if let Some(h) = self.host.get() {
             return Ok(h);
         }
-        let copy = self.device.get().ok_or_else(|| {
-            crate::Error::Device("a buffer has neither host nor device elements".into())
-        })?;
+        let copy = self.device.get().ok_or_else(missing)?;
         let host = copy.to_host(self.dtype, self.len)?;
         // Another thread may have made the copy meanwhile; either is the same data.
         let _ = self.host.set(host);
-        Ok(self.host.get().expect("just set"))
+        self.host.get().ok_or_else(missing)
     }
 
-    /// The device copy, if there is one.
-    pub(crate) fn device(&self) -> Option<&DeviceCopy> {
-        self.device.get()
+    /// The host elements of a buffer that the CPU backend's kernels read, for the helpers
+    /// that cannot return an error: the backend makes every input resident on the host
+    /// before a kernel runs (and its outputs are made there), so the copy is present.
+    pub(crate) fn resident_host(&self) -> &HostData {
+        self.host
+            .get()
+            .expect("the CPU backend's inputs are resident on the host")
     }
 
-    /// Keeps `copy` as this buffer's device copy (made from the host copy).
-    pub(crate) fn set_device(&self, copy: DeviceCopy) -> &DeviceCopy {
-        let _ = self.device.set(copy);
-        self.device.get().expect("just set")
+    /// Makes the host copy resident (see [`Buffer::host`]): for callers about to read the
+    /// elements on the host through other means.
+    pub fn ensure_host(&self) -> Result<&HostData> {
+        self.host()
+    }
+
+    /// The device copy, if there is one and it is of the backend type `D`.
+    pub(crate) fn device<D: DeviceData>(&self) -> Option<&D> {
+        self.device.get().and_then(|d| downcast(d.as_ref()))
+    }
+
+    /// Keeps `copy` as this buffer's device copy (made from the host copy), and returns the
+    /// copy kept: another thread's, if it was first (the same elements), and `None` if that
+    /// one is another backend's.
+    pub(crate) fn set_device<D: DeviceData>(&self, copy: D) -> Option<&D> {
+        let _ = self.device.set(Box::new(copy));
+        self.device::<D>()
     }
 
     /// The device copy, for writing in place (the buffer is owned alone), with the host
-    /// copy, about to be stale, dropped; `None` (and nothing dropped) without a device copy.
-    pub(crate) fn device_for_write(&mut self) -> Option<&DeviceCopy> {
-        self.device.get()?;
+    /// copy, about to be stale, dropped; `None` (and nothing dropped) without a device copy
+    /// of type `D`.
+    pub(crate) fn device_for_write<D: DeviceData>(&mut self) -> Option<&D> {
+        self.device::<D>()?;
         if let Some(h) = self.host.take() {
             super::pool::release(h);
         }
-        self.device.get()
+        self.device::<D>()
     }
 
-    /// The elements on the host, mutably (the buffer must be owned alone and resident on the
-    /// host); the device copy, now stale, is dropped.
-    pub fn host_mut(&mut self) -> &mut HostData {
+    /// The elements on the host, mutably (the buffer must be owned alone), copied from the
+    /// device first if they live only there; the device copy, now stale, is dropped.
+    pub fn host_mut(&mut self) -> Result<&mut HostData> {
+        self.host()?;
         self.device.take();
-        self.host
-            .get_mut()
-            .expect("host data is made resident before it is written")
+        self.host.get_mut().ok_or_else(missing)
     }
 
-    /// The host elements, taking the buffer.
-    pub fn into_host(mut self) -> HostData {
-        self.host
-            .take()
-            .expect("host data is made resident before it is taken")
+    /// The host elements, taking the buffer (copied from the device first if they live only
+    /// there).
+    pub fn into_host(mut self) -> Result<HostData> {
+        self.host()?;
+        self.host.take().ok_or_else(missing)
     }
+}
+
+/// The error of a buffer without elements anywhere (which no constructor makes).
+fn missing() -> Error {
+    Error::Device("a buffer has neither host nor device elements".into())
 }
 
 impl Drop for Buffer {
@@ -328,6 +149,11 @@ impl Drop for Buffer {
             super::pool::release(h);
         }
     }
+}
+
+/// `data` as the backend type `D`, if it is one.
+fn downcast<D: DeviceData>(data: &dyn DeviceData) -> Option<&D> {
+    (data as &dyn Any).downcast_ref::<D>()
 }
 
 /// How an index maps to a buffer element: `offset + Σ index[i] · strides[i]`, in elements.
@@ -555,7 +381,7 @@ impl ArrayData {
 
     /// The elements in row-major order, as a new vector.
     pub fn to_vec<T: Element>(&self, op: &'static str) -> Result<Vec<T>> {
-        let src = self.buffer.ensure_host()?.typed::<T>(op)?;
+        let src = self.buffer.host()?.typed::<T>(op)?;
         Ok(gather_row_major(src, &self.layout))
     }
 
@@ -564,7 +390,7 @@ impl ArrayData {
         if !self.layout.is_row_contiguous() {
             return None;
         }
-        let src = T::host_slice(self.buffer.ensure_host().ok()?)?;
+        let src = T::host_slice(self.buffer.host().ok()?)?;
         Some(&src[self.layout.offset..self.layout.offset + self.layout.size()])
     }
 }
@@ -586,6 +412,48 @@ pub fn gather_row_major<T: Copy>(src: &[T], layout: &Layout) -> Vec<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A device that hands back the elements it was given, or fails when it has none.
+    #[derive(Debug)]
+    struct FakeDevice(Option<HostData>);
+
+    impl DeviceData for FakeDevice {
+        fn to_host(&self, _dtype: DType, _len: usize) -> Result<HostData> {
+            self.0
+                .clone()
+                .ok_or_else(|| Error::Device("the fake device lost its elements".into()))
+        }
+    }
+
+    #[test]
+    fn host_accessors_copy_from_the_device_or_return_an_error() {
+        let elements = HostData::F32(vec![1.0, 2.0]);
+        let on_device = || Buffer::from_device(FakeDevice(Some(elements.clone())), DType::F32, 2);
+        assert_eq!(on_device().host().unwrap(), &elements);
+        assert_eq!(on_device().into_host().unwrap(), elements);
+        let mut b = on_device();
+        if let HostData::F32(v) = b.host_mut().unwrap() {
+            v[0] = 5.0;
+        }
+        assert!(
+            b.device::<FakeDevice>().is_none(),
+            "the stale device copy is dropped"
+        );
+        assert_eq!(b.into_host().unwrap(), HostData::F32(vec![5.0, 2.0]));
+        let on_host = Buffer::from_host(elements.clone());
+        assert_eq!(on_host.host().unwrap(), &elements);
+
+        let lost = || Buffer::from_device(FakeDevice(None), DType::F32, 2);
+        assert!(matches!(lost().host(), Err(Error::Device(_))));
+        assert!(matches!(lost().host_mut(), Err(Error::Device(_))));
+        assert!(matches!(lost().into_host(), Err(Error::Device(_))));
+        let mut b = lost();
+        assert!(b.host_mut().is_err());
+        assert!(
+            b.device::<FakeDevice>().is_some(),
+            "a failed copy keeps the device copy"
+        );
+    }
 
     #[test]
     fn collapse_merges_contiguous_axes() {

@@ -392,7 +392,7 @@ impl Array {
             return Err(err);
         }
         let data = self.evaluated()?;
-        crate::transforms::synchronize(data)?;
+        crate::scheduler::synchronize(data)?;
         let (shape, dtype, size) = (self.shape(), self.dtype(), self.size());
         let summarise = size > THRESHOLD;
         let cut: Vec<bool> = shape.iter().map(|&n| summarise && n > 2 * EDGE).collect();
@@ -471,7 +471,7 @@ fn shown_values(
             index[axis] = 0;
         }
     }
-    Ok(crate::with_host!(data.buffer.ensure_host()?, src, _T => {
+    Ok(crate::with_host!(data.buffer.host()?, src, _T => {
         positions.iter().map(|&p| Element::to_canon(src[p])).collect()
     }))
 }

@@ -18,6 +18,7 @@
 //!
 //! [`eval`]: crate::eval
 
+mod constant;
 mod data;
 mod display;
 pub(crate) mod operand;
@@ -26,9 +27,10 @@ pub mod pool;
 
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+pub use crate::dtype::HostData;
+pub(crate) use data::DeviceData;
 pub use data::{
-    ArrayData, Buffer, HostData, Layout, collapse, for_each_strided, gather_row_major,
-    row_major_strides,
+    ArrayData, Buffer, Layout, collapse, for_each_strided, gather_row_major, row_major_strides,
 };
 pub use operand::{Operand, Scalar};
 
@@ -299,7 +301,7 @@ impl Array {
 
     /// Computes the array (and what it depends on).
     pub fn eval(&self) -> Result<()> {
-        crate::transforms::eval(std::slice::from_ref(self))
+        crate::scheduler::eval(std::slice::from_ref(self))
     }
 
     /// The computed data, evaluating first.
@@ -320,7 +322,7 @@ impl Array {
     /// [`Array::astype`]).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         let data = self.evaluated()?;
-        crate::transforms::synchronize(data)?;
+        crate::scheduler::synchronize(data)?;
         data.to_vec("to_vec")
     }
 

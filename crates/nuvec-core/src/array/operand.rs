@@ -84,6 +84,43 @@ impl Operand {
     }
 }
 
+/// An operand given its type: an array converted to it, or a scalar not made an array yet, so
+/// that it can become a constant of the shape it meets (with no broadcast node).
+pub(crate) enum Typed {
+    /// An array of the type.
+    Array(Array),
+    /// A scalar's value and the type it takes.
+    Scalar(Canon, DType),
+}
+
+impl Typed {
+    /// The shape (a scalar's is `[]`).
+    pub(crate) fn shape(&self) -> &[usize] {
+        match self {
+            Typed::Array(a) => a.shape(),
+            Typed::Scalar(..) => &[],
+        }
+    }
+
+    /// The operand broadcast to `shape` (which its shape must broadcast to).
+    pub(crate) fn broadcast(&self, shape: &[usize]) -> Result<Array> {
+        match self {
+            Typed::Array(a) => crate::ops::broadcast_to(a, shape),
+            Typed::Scalar(value, dtype) => Ok(Array::constant(*value, *dtype, shape)),
+        }
+    }
+}
+
+impl Operand {
+    /// The operand converted to `dtype`; a scalar stays a value (see [`Typed`]).
+    pub(crate) fn typed(&self, dtype: DType) -> Result<Typed> {
+        match self {
+            Operand::Scalar(s) => Ok(Typed::Scalar(s.canon(), dtype)),
+            array => array.to_array(dtype).map(Typed::Array),
+        }
+    }
+}
+
 /// The common type of operands, scalars weakly typed: the promoted type of the arrays, which
 /// each scalar may widen from integer to float (or bool to integer).
 pub fn result_type(operands: &[&Operand]) -> DType {

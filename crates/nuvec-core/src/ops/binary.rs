@@ -14,7 +14,7 @@
 //! assert_eq!(less(&x, 2).unwrap().to_vec::<bool>().unwrap(), [true, false, false]);
 //! ```
 
-use crate::array::operand::{promote_pair, result_type};
+use crate::array::operand::{Typed, promote_pair, result_type};
 use crate::dtype::{bf16, f16};
 use crate::error::invalid;
 use crate::ops::{broadcast_shapes, broadcast_to, check_errors, expect_inputs};
@@ -215,10 +215,10 @@ pub fn broadcast_arrays(arrays: &[Array]) -> Result<Vec<Array>> {
     arrays.iter().map(|a| broadcast_to(a, &shape)).collect()
 }
 
-/// Records `op` on two operands of type `dtype`, broadcast to one shape.
-fn record(op: BinaryOp, a: Array, b: Array) -> Result<Array> {
+/// Records `op` on two operands of one type, broadcast to one shape.
+fn record(op: BinaryOp, a: Typed, b: Typed) -> Result<Array> {
     let shape = broadcast_shapes(op.name(), a.shape(), b.shape())?;
-    let (a, b) = (broadcast_to(&a, &shape)?, broadcast_to(&b, &shape)?);
+    let (a, b) = (a.broadcast(&shape)?, b.broadcast(&shape)?);
     Array::op1(Primitive::Binary(op), vec![a, b])
 }
 
@@ -236,17 +236,14 @@ fn operands(a: impl Into<Operand>, b: impl Into<Operand>) -> Result<(Operand, Op
 /// the float-only ops).
 fn binary(op: BinaryOp, a: impl Into<Operand>, b: impl Into<Operand>) -> Result<Array> {
     let (a, b) = operands(a, b)?;
-    let (a, b) = match op {
+    let dtype = match op {
         BinaryOp::Divide | BinaryOp::ArcTan2 | BinaryOp::LogAddExp => {
-            let dtype = result_type(&[&a, &b]).to_inexact();
-            (a.to_array(dtype)?, b.to_array(dtype)?)
+            result_type(&[&a, &b]).to_inexact()
         }
-        BinaryOp::LogicalAnd | BinaryOp::LogicalOr => {
-            (a.to_array(DType::Bool)?, b.to_array(DType::Bool)?)
-        }
-        _ => promote_pair(&a, &b)?,
+        BinaryOp::LogicalAnd | BinaryOp::LogicalOr => DType::Bool,
+        _ => result_type(&[&a, &b]),
     };
-    record(op, a, b)
+    record(op, a.typed(dtype)?, b.typed(dtype)?)
 }
 
 macro_rules! binary_fns {
@@ -330,14 +327,15 @@ pub fn where_(
 ) -> Result<Array> {
     let (c, x) = operands(condition, x)?;
     let (y, _) = operands(y, false)?;
-    let c = c.to_array(DType::Bool)?;
-    let (x, y) = promote_pair(&x, &y)?;
+    let c = c.typed(DType::Bool)?;
+    let dtype = result_type(&[&x, &y]);
+    let (x, y) = (x.typed(dtype)?, y.typed(dtype)?);
     let shape = broadcast_shapes("where", c.shape(), x.shape())?;
     let shape = broadcast_shapes("where", &shape, y.shape())?;
     let inputs = vec![
-        broadcast_to(&c, &shape)?,
-        broadcast_to(&x, &shape)?,
-        broadcast_to(&y, &shape)?,
+        c.broadcast(&shape)?,
+        x.broadcast(&shape)?,
+        y.broadcast(&shape)?,
     ];
     Array::op1(Primitive::Select, inputs)
 }

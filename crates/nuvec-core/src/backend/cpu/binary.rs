@@ -45,7 +45,7 @@ pub(crate) fn eval(op: BinaryOp, inputs: &mut [ArrayData], out: DType) -> Result
 /// `where_`: the condition, then the two values.
 pub(crate) fn select(inputs: &mut [ArrayData]) -> Result<ArrayData> {
     let (c, x, y) = (&inputs[0], &inputs[1], &inputs[2]);
-    crate::with_host!(x.buffer.host(), _v, T => {
+    crate::with_host!(x.buffer.host()?, _v, T => {
         zip3::<bool, T, T, T>(c, x, y, "where", |c, a, b| if c { a } else { b })
     })
 }

@@ -292,8 +292,8 @@ fn run<T: ConvElem>(
     w: &ArrayData,
     shape: &[usize],
 ) -> Result<ArrayData> {
-    let xs = x.buffer.host().typed::<T>(name)?;
-    let ws = w.buffer.host().typed::<T>(name)?;
+    let xs = x.buffer.host()?.typed::<T>(name)?;
+    let ws = w.buffer.host()?.typed::<T>(name)?;
     let ws = &ws[w.layout.offset..w.layout.offset + w.layout.size()];
     let mut out = pool::alloc::<T>(shape.iter().product());
     if out.is_empty() {
@@ -393,7 +393,7 @@ fn depthwise<T: ConvElem>(
         strides: vec![1, taps as isize],
         offset: w.layout.offset,
     }));
-    let wt_t = transposed.buffer.host().typed::<T>(name)?;
+    let wt_t = transposed.buffer.host()?.typed::<T>(name)?;
     let wt: Cow<[T::A]> = match T::as_a(wt_t) {
         Some(native) => Cow::Borrowed(native),
         None => {

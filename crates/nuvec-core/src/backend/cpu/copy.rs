@@ -18,7 +18,7 @@ const TILE_COLS: usize = 16;
 
 /// The elements of `x` in a new row-major buffer.
 pub(crate) fn to_contiguous(x: &ArrayData) -> ArrayData {
-    crate::with_host!(x.buffer.host(), src, T => {
+    crate::with_host!(x.buffer.resident_host(), src, T => {
         ArrayData::from_vec(gather::<T>(src, &x.layout), &x.layout.shape)
     })
 }
@@ -392,7 +392,7 @@ impl<'a, T: Element> Part<'a, T> {
     fn new(x: &'a ArrayData) -> Part<'a, T> {
         let src = x
             .buffer
-            .host()
+            .resident_host()
             .typed::<T>("copy")
             .expect("inputs share the output type");
         let layout = &x.layout;
@@ -479,7 +479,7 @@ fn pad_typed<T: Element>(
 ) -> ArrayData {
     let fill_value = value
         .buffer
-        .host()
+        .resident_host()
         .typed::<T>("pad")
         .expect("the value has the array's type")[value.layout.offset];
     let part = Part::<T>::new(x);

@@ -42,7 +42,7 @@ enum Source<'a, T> {
 
 impl<'a, T: Element> Source<'a, T> {
     fn new(data: &'a ArrayData, op: &'static str) -> Result<Source<'a, T>> {
-        let src = data.buffer.host().typed::<T>(op)?;
+        let src = data.buffer.host()?.typed::<T>(op)?;
         let layout = &data.layout;
         let n = layout.size();
         Ok(if layout.is_row_contiguous() {
@@ -107,7 +107,7 @@ pub(super) fn donated<T: Element>(data: &mut ArrayData) -> Option<&mut [T]> {
         return None;
     }
     let buffer = Arc::get_mut(&mut data.buffer)?;
-    let elements = T::host_slice_mut(buffer.host_mut())?;
+    let elements = T::host_slice_mut(buffer.host_mut().ok()?)?;
     (elements.len() == n).then_some(elements)
 }
 
@@ -187,7 +187,7 @@ pub(crate) fn map_same_wide<T: Element>(
         }
         return map(x, op, f);
     }
-    let src = x.buffer.host().typed::<T>(op)?;
+    let src = x.buffer.host()?.typed::<T>(op)?;
     let src = &src[x.layout.offset..x.layout.offset + x.layout.size()];
     let mut out = crate::array::pool::alloc::<T>(src.len());
     // Plain stores, not `fill_fresh`'s streamed blocks: with a dozen vector operations per
@@ -293,8 +293,8 @@ pub(crate) fn zip<A: Element, B: Element, U: Element>(
         }
         _ => {
             let (sa, sb) = (
-                a.buffer.host().typed::<A>(op)?,
-                b.buffer.host().typed::<B>(op)?,
+                a.buffer.host()?.typed::<A>(op)?,
+                b.buffer.host()?.typed::<B>(op)?,
             );
             let (cshape, cs) = collapse(shape, &[&a.layout.strides, &b.layout.strides]);
             let offsets = [a.layout.offset, b.layout.offset];
@@ -350,8 +350,8 @@ pub(crate) fn zip_f32_streamed(inputs: &mut [ArrayData], op: Arith) -> Option<Ar
         return None;
     }
     let n = a.layout.size();
-    let x = a.buffer.host().typed::<f32>(op.name()).ok()?;
-    let y = b.buffer.host().typed::<f32>(op.name()).ok()?;
+    let x = a.buffer.host().ok()?.typed::<f32>(op.name()).ok()?;
+    let y = b.buffer.host().ok()?.typed::<f32>(op.name()).ok()?;
     let (x, y) = (
         &x[a.layout.offset..a.layout.offset + n],
         &y[b.layout.offset..b.layout.offset + n],
@@ -420,9 +420,9 @@ pub(crate) fn zip3<A: Element, B: Element, C: Element, U: Element>(
             })
         }
         _ => {
-            let sa = a.buffer.host().typed::<A>(op)?;
-            let sb = b.buffer.host().typed::<B>(op)?;
-            let sc = c.buffer.host().typed::<C>(op)?;
+            let sa = a.buffer.host()?.typed::<A>(op)?;
+            let sb = b.buffer.host()?.typed::<B>(op)?;
+            let sc = c.buffer.host()?.typed::<C>(op)?;
             let (cshape, cs) = collapse(
                 shape,
                 &[&a.layout.strides, &b.layout.strides, &c.layout.strides],

@@ -102,7 +102,7 @@ impl IndexElem for u64 {
 /// only, so that nothing is built for the others).
 macro_rules! with_index {
     ($data:expr, $v:ident => $body:expr) => {
-        match $data.buffer.host() {
+        match $data.buffer.host()? {
             HostData::U8($v) => $body,
             HostData::U16($v) => $body,
             HostData::U32($v) => $body,
@@ -292,7 +292,7 @@ fn gather_blocks<T: Element>(src: &[T], plan: &Blocks) -> Vec<T> {
 
 /// Runs a block gather over `a`'s elements, giving data of `shape`.
 fn run_blocks(a: &ArrayData, plan: Blocks, shape: &[usize]) -> ArrayData {
-    let out = crate::with_host!(a.buffer.host(), src, T => {
+    let out = crate::with_host!(a.buffer.resident_host(), src, T => {
         ArrayData::from_vec(gather_blocks::<T>(src, &plan), shape)
     });
     recycle(plan.bases);
@@ -362,7 +362,7 @@ fn gather_axis(inputs: &[ArrayData], axis: usize) -> Result<ArrayData> {
         Bounds::Clamp,
     )?;
     let n = idx.layout.size();
-    Ok(crate::with_host!(a.buffer.host(), src, T => {
+    Ok(crate::with_host!(a.buffer.host()?, src, T => {
         let mut out = crate::array::pool::alloc::<T>(n);
         fill(&mut out, &|start, chunk| {
             let mut offsets = [0i64; BLOCK];

@@ -86,8 +86,8 @@ struct Product<'a> {
 impl Product<'_> {
     /// The elements of `a` and `b`, as `T`.
     fn operands<T: Element>(&self) -> Result<(&[T], &[T])> {
-        let a = self.a.buffer.host().typed::<T>(self.op)?;
-        let b = self.b.buffer.host().typed::<T>(self.op)?;
+        let a = self.a.buffer.host()?.typed::<T>(self.op)?;
+        let b = self.b.buffer.host()?.typed::<T>(self.op)?;
         Ok((a, b))
     }
 }

@@ -48,7 +48,7 @@ pub(crate) fn eval(
         RandomOp::Bits { width, .. } => {
             let shape = &outputs[0].0;
             let keys = super::copy::to_contiguous_shared(&inputs[0]);
-            let all = keys.buffer.host().typed::<u32>("random_bits")?;
+            let all = keys.buffer.host()?.typed::<u32>("random_bits")?;
             let start = keys.layout.offset;
             let keys = &all[start..start + keys.layout.size()];
             let data = match width {

@@ -102,7 +102,7 @@ pub(crate) fn eval(
     }
     let idempotent = !matches!(op, ReduceOp::Sum | ReduceOp::Prod);
     let plan = Plan::new(&x.layout, axes, idempotent, true);
-    let host = x.buffer.host();
+    let host = x.buffer.host()?;
     let name = op.name();
     let done = |h: HostData| ArrayData::from_host(h, shape);
     macro_rules! go {
@@ -151,7 +151,7 @@ pub(crate) fn eval_arg(
         return Ok(vec![ArrayData::from_vec(vec![0u32; n], shape)]);
     }
     let plan = Plan::new(&x.layout, &[axis], true, false);
-    let host = x.buffer.host();
+    let host = x.buffer.host()?;
     macro_rules! typed {
         ($max:expr) => {
             match host {
@@ -202,7 +202,7 @@ pub(crate) fn eval_scan(
     let done = |h: HostData| ArrayData::from_host(h, shape);
     macro_rules! go {
         ({ $($body:tt)* }) => {
-            by_type!(x.buffer.host(), name, |v: T, F| done(<F as fold::Fold>::Out::into_host(
+            by_type!(x.buffer.host()?, name, |v: T, F| done(<F as fold::Fold>::Out::into_host(
                 scan::scan::<T, F>(&v[lo..hi], len, inner, reverse, inclusive)
             )), { $($body)* })
         };

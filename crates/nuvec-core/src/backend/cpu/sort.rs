@@ -129,7 +129,7 @@ pub(crate) fn eval(
         SortOp::Partition { kth, axis } => lanes(&inputs[0], axis, Some(kth)),
         SortOp::SearchSorted { right } => {
             let (a, v) = (&inputs[0], &inputs[1]);
-            Ok(vec![crate::with_host!(a.buffer.host(), _s, T => {
+            Ok(vec![crate::with_host!(a.buffer.host()?, _s, T => {
                 search::<T>(a, v, right)?
             })])
         }
@@ -138,7 +138,7 @@ pub(crate) fn eval(
 
 /// Sorts (or, with `kth`, partitions) every lane of `x` along `axis`: (values, indices).
 fn lanes(x: &ArrayData, axis: usize, kth: Option<usize>) -> Result<Vec<ArrayData>> {
-    Ok(crate::with_host!(x.buffer.host(), src, T => {
+    Ok(crate::with_host!(x.buffer.host()?, src, T => {
         let (values, indices) = sort_lanes::<T>(src, &x.layout, axis, kth);
         let layout = lane_layout(&x.layout.shape, axis);
         vec![

@@ -31,7 +31,7 @@ pub(crate) fn astype(x: &mut ArrayData, dtype: DType) -> ArrayData {
     }
     let source = super::copy::to_contiguous_shared(x);
     let offset = source.layout.offset;
-    let read: Box<CanonReader<'_>> = crate::with_host!(source.buffer.host(), v, _S => {
+    let read: Box<CanonReader<'_>> = crate::with_host!(source.buffer.resident_host(), v, _S => {
         Box::new(move |start: usize, out: &mut [Canon]| {
             for (o, s) in out.iter_mut().zip(&v[offset + start..]) {
                 *o = s.to_canon();

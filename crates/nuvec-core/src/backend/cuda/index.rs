@@ -18,7 +18,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaFunction, PushKernelArg, result};
 
 use super::elementwise::{Strided, launch_config, type_names};
-use super::{DeviceBuffer, Place};
+use super::{DeviceBuffer, DeviceCopy, Place};
 use crate::array::{ArrayData, Buffer, HostData, Layout, row_major_strides};
 use crate::ops::index::{IndexOp, ScatterMode};
 use crate::primitive::OutputSpec;
@@ -453,13 +453,13 @@ fn target(place: &Place, x: &mut ArrayData) -> Result<Option<(ArrayData, u64)>> 
     // A block produced on another stream stays with that stream: copy rather than write it.
     let here = x
         .buffer
-        .device()
+        .device::<DeviceCopy>()
         .is_none_or(|c| c.ordinal == place.gpu.ordinal && c.stream_id == place.stream_id);
     if n > 0 && fits && here && Arc::get_mut(&mut x.buffer).is_some() {
         place.input(x)?;
         let ptr = Arc::get_mut(&mut x.buffer)
-            .and_then(|b| b.device_for_write())
-            .map(|c| c.ptr());
+            .and_then(|b| b.device_for_write::<DeviceCopy>())
+            .map(DeviceCopy::ptr);
         if let Some(ptr) = ptr {
             let empty = Arc::new(Buffer::from_host(HostData::Bool(Vec::new())));
             let buffer = std::mem::replace(&mut x.buffer, empty);

@@ -35,7 +35,7 @@ pub(crate) use alloc::DeviceBuffer;
 pub use alloc::MemoryStats;
 pub(crate) use context::Gpu;
 
-use crate::array::{ArrayData, Buffer, HostData, Layout};
+use crate::array::{ArrayData, Buffer, DeviceData, HostData, Layout};
 use crate::primitive::{OutputSpec, Primitive};
 use crate::{DType, Error, Result, Stream};
 
@@ -53,9 +53,10 @@ impl DeviceCopy {
     pub(crate) fn ptr(&self) -> u64 {
         self.buf.ptr()
     }
+}
 
-    /// The elements copied to the host, after the work that computes them.
-    pub(crate) fn to_host(&self, dtype: DType, len: usize) -> Result<HostData> {
+impl DeviceData for DeviceCopy {
+    fn to_host(&self, dtype: DType, len: usize) -> Result<HostData> {
         let gpu = context::gpu(self.ordinal)?;
         gpu.ctx
             .bind_to_thread()
@@ -120,7 +121,7 @@ impl Place {
     /// it.
     pub(crate) fn input(&self, data: &ArrayData) -> Result<u64> {
         let buffer = &data.buffer;
-        if let Some(copy) = buffer.device()
+        if let Some(copy) = buffer.device::<DeviceCopy>()
             && copy.ordinal == self.gpu.ordinal
         {
             if copy.stream_id != self.stream_id
@@ -154,13 +155,14 @@ impl Place {
             ordinal: self.gpu.ordinal,
             stream_id: self.stream_id,
         });
-        Ok(copy.ptr())
+        copy.map(DeviceCopy::ptr)
+            .ok_or_else(|| Error::Device("cuda: a buffer is on another backend's device".into()))
     }
 
     /// Whether `data` already has a copy on this device written by this stream, so that a
     /// kernel can read it with no transfer and no event.
     fn resident(&self, data: &ArrayData) -> bool {
-        data.buffer.device().is_some_and(|copy| {
+        data.buffer.device::<DeviceCopy>().is_some_and(|copy| {
             copy.ordinal == self.gpu.ordinal && copy.stream_id == self.stream_id
         })
     }

@@ -161,9 +161,9 @@ fn typed<T: Lane>(
     out_shape: &[usize],
 ) -> Result<ArrayData> {
     let job = Job {
-        q: q.buffer.host().typed::<T>(OP)?,
-        k: k.buffer.host().typed::<T>(OP)?,
-        v: v.buffer.host().typed::<T>(OP)?,
+        q: q.buffer.host()?.typed::<T>(OP)?,
+        k: k.buffer.host()?.typed::<T>(OP)?,
+        v: v.buffer.host()?.typed::<T>(OP)?,
         at: [
             Rows::new(&q.layout),
             Rows::new(&k.layout),

@@ -85,7 +85,7 @@ fn typed<T: Lane>(
         None => None,
     };
     let rows = Rows {
-        x: x.buffer.host().typed::<T>(OP)?,
+        x: x.buffer.host()?.typed::<T>(OP)?,
         starts,
         d,
         weight: weight.as_deref(),

@@ -104,7 +104,7 @@ struct Job<'a> {
 }
 
 fn typed<T: Lane>(x: &ArrayData, job: &Job<'_>) -> Result<ArrayData> {
-    let src = x.buffer.host().typed::<T>(OP)?;
+    let src = x.buffer.host()?.typed::<T>(OP)?;
     let mut out = crate::array::pool::alloc::<T>(x.layout.size());
     fill_rows(&mut out, job.d, &|first, chunk| {
         block::<T>(src, job, first, chunk)

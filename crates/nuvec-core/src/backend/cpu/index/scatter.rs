@@ -135,7 +135,8 @@ macro_rules! by_mode {
 /// elements), else a copy.
 fn target(x: &mut ArrayData) -> ArrayData {
     let n = x.layout.size();
-    let fits = x.layout.offset == 0 && x.layout.is_row_contiguous() && x.buffer.host().len() == n;
+    let fits =
+        x.layout.offset == 0 && x.layout.is_row_contiguous() && x.buffer.resident_host().len() == n;
     if fits && Arc::get_mut(&mut x.buffer).is_some() {
         let empty = Arc::new(Buffer::from_host(HostData::Bool(Vec::new())));
         let buffer = std::mem::replace(&mut x.buffer, empty);
@@ -239,8 +240,8 @@ fn write(
     let mut out = target(x);
     let buffer = Arc::get_mut(&mut out.buffer)
         .ok_or_else(|| Error::Device("scatter: the target buffer is shared".into()))?;
-    crate::with_host!(buffer.host_mut(), dst, T => {
-        apply(dst, update.buffer.host().typed::<T>(op)?, walk, mode)
+    crate::with_host!(buffer.host_mut()?, dst, T => {
+        apply(dst, update.buffer.host()?.typed::<T>(op)?, walk, mode)
     });
     Ok(out)
 }

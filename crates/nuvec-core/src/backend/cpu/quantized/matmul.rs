@@ -46,7 +46,7 @@ impl<'a, E: Element> Matrices<'a, E> {
     fn new(data: &'a ArrayData) -> Result<Matrices<'a, E>> {
         let layout = &data.layout;
         let nd = layout.shape.len();
-        let src = data.buffer.host().typed::<E>(OP)?;
+        let src = data.buffer.host()?.typed::<E>(OP)?;
         if layout.strides[nd - 1] != 1 && layout.shape[nd - 1] > 1 {
             let rows = gather_row_major(src, layout);
             return Ok(Matrices::row_major(Cow::Owned(rows), &layout.shape));

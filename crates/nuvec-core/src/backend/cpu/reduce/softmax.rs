@@ -448,7 +448,7 @@ const EXP_COST: usize = 4;
 fn rows_of<T: Element>(x: &ArrayData) -> Result<(usize, ArrayData)> {
     let n = x.layout.shape.last().copied().unwrap_or(1);
     let x = to_contiguous_shared(x);
-    x.buffer.host().typed::<T>("softmax")?;
+    x.buffer.host()?.typed::<T>("softmax")?;
     Ok((n, x))
 }
 

@@ -1,11 +1,40 @@
 //! The scheduler: sorts the graph below the requested arrays once (iteratively, so graphs
 //! millions of nodes deep are fine) and runs each node on its stream's device.
+//!
+//! It sits below both [`crate::array`] (which evaluates on demand) and [`crate::transforms`]
+//! (which mark, with [`TraceGuard`], the tracing during which graphs must stay whole).
 
+use std::cell::Cell;
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::array::{ArrayData, Node};
 use crate::{Array, Error, Result};
+
+thread_local! {
+    static TRACING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Whether a transform is tracing on this thread (evaluation then keeps graphs whole).
+pub(crate) fn tracing() -> bool {
+    TRACING.with(Cell::get) > 0
+}
+
+/// Marks this thread as tracing while it lives.
+pub(crate) struct TraceGuard;
+
+impl TraceGuard {
+    pub(crate) fn new() -> TraceGuard {
+        TRACING.with(|t| t.set(t.get() + 1));
+        TraceGuard
+    }
+}
+
+impl Drop for TraceGuard {
+    fn drop(&mut self) {
+        TRACING.with(|t| t.set(t.get() - 1));
+    }
+}
 
 /// Computes `arrays` and everything they depend on that is not computed yet.
 ///
@@ -99,7 +128,7 @@ fn run(node: &Arc<Node>) -> Result<()> {
     let stream = live[0].stream;
     crate::backend::check_device(stream.device)?;
     // Inside a transform the graph must stay whole: keep the inputs (and donate nothing).
-    let inputs = if super::tracing() {
+    let inputs = if tracing() {
         guard.clone()
     } else {
         std::mem::take(&mut *guard)
