@@ -1,5 +1,5 @@
-//! The GPU kernels of the fused norms and the rotary embedding (`backend/cuda/norms.rs`,
-//! `backend/cuda/rope.rs`) against the CPU: `fast::rms_norm`, `fast::add_rms_norm`,
+//! The GPU kernels of the fused norms and the rotary embedding (`backend/cuda/fast/norms.rs`,
+//! `backend/cuda/fast/rope.rs`) against the CPU: `fast::rms_norm`, `fast::add_rms_norm`,
 //! `fast::layer_norm` and `fast::rope` (forward, and inverse through its gradient) on
 //! random inputs over float32, float16 and bfloat16, rows of 1, 33, 4096 and 10000
 //! elements (warp rows, block rows cached in registers, rows read in several passes),

@@ -1,5 +1,13 @@
 //! The backends: the CPU (always) and CUDA (where a driver and a device answer). Each has
 //! one file per primitive family.
+//!
+//! The fused operations ([`crate::fast`]) have a folder of their own in each backend:
+//! `cpu/fast/X.rs` implements `CpuKernel` and `cuda/fast/X.rs` implements `CudaKernel` (its
+//! source in `cuda/kernels/fast/X.cu`) for the unit of operation `X` (`fast/X.rs`), whose
+//! `cpu`/`cuda` methods hand them out. A kernel's `takes` (shapes and dtypes) is asked both
+//! when a node is recorded and when it runs; the backends' `fast/mod.rs` do the rest (host
+//! copies on the CPU, graph batching and layout copies on the GPU), so adding a kernel touches
+//! only its family's files.
 
 pub(crate) mod cpu;
 pub(crate) mod cuda;

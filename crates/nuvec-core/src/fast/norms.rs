@@ -188,6 +188,20 @@ pub(super) fn norm_specs(
     Ok(vec![like(x); outputs])
 }
 
+/// The cotangents of a norm's inputs `argnums` from its gradient node `op`, which takes the
+/// norm's inputs and the output's cotangent.
+fn gradient_node(
+    op: FastOp,
+    inputs: &[Array],
+    cotangents: &[Option<Array>],
+    argnums: &[usize],
+) -> Result<Vec<Array>> {
+    let mut node = inputs.to_vec();
+    node.push(single(cotangents)?.clone());
+    let all = record_or_fallback(op, node)?;
+    Ok(argnums.iter().map(|&i| all[i].clone()).collect())
+}
+
 impl Fused for RmsNorm {
     fn name(&self) -> &'static str {
         "rms_norm"
@@ -209,9 +223,8 @@ impl Fused for RmsNorm {
         cotangents: &[Option<Array>],
         argnums: &[usize],
     ) -> Result<Vec<Array>> {
-        let node = vec![inputs[0].clone(), inputs[1].clone(), single(cotangents)?.clone()];
-        let all = record_or_fallback(FastOp::RmsNormVjp { eps: self.eps.to_bits() }, node)?;
-        Ok(argnums.iter().map(|&i| all[i].clone()).collect())
+        let op = FastOp::RmsNormVjp { eps: self.eps.to_bits() };
+        gradient_node(op, inputs, cotangents, argnums)
     }
 
     fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
@@ -271,10 +284,8 @@ impl Fused for LayerNorm {
         cotangents: &[Option<Array>],
         argnums: &[usize],
     ) -> Result<Vec<Array>> {
-        let mut node = inputs.to_vec();
-        node.push(single(cotangents)?.clone());
-        let all = record_or_fallback(FastOp::LayerNormVjp { eps: self.eps.to_bits() }, node)?;
-        Ok(argnums.iter().map(|&i| all[i].clone()).collect())
+        let op = FastOp::LayerNormVjp { eps: self.eps.to_bits() };
+        gradient_node(op, inputs, cotangents, argnums)
     }
 
     fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {

@@ -3,6 +3,7 @@
 //! (the fused node again, with the batch as one more leading axis).
 
 use super::{FastOp, Fused, record_or_fallback};
+pub(super) use crate::transforms::rules::{output, single};
 use crate::primitive::Batched;
 use crate::{Array, Result};
 
@@ -13,22 +14,6 @@ pub(super) fn substituted(inputs: &[Array], at: &[usize], values: &[Array]) -> V
         all[i] = v.clone();
     }
     all
-}
-
-/// The single output's cotangent (rules are only called when one is present).
-pub(super) fn single(cotangents: &[Option<Array>]) -> Result<&Array> {
-    cotangents
-        .first()
-        .and_then(Option::as_ref)
-        .ok_or_else(|| crate::error::invalid("vjp", "a rule was called without a cotangent"))
-}
-
-/// The single output (alive whenever it has a cotangent).
-pub(super) fn output(outputs: &[Option<Array>]) -> Result<&Array> {
-    outputs
-        .first()
-        .and_then(Option::as_ref)
-        .ok_or_else(|| crate::error::invalid("vjp", "a rule needs an output that was dropped"))
 }
 
 /// The vjp of the fallback graph with respect to the inputs `argnums` (outputs without a

@@ -15,7 +15,7 @@ use crate::primitive::{Batched, Primitive};
 use crate::{Array, Result};
 
 /// The single output's cotangent (rules are only called when one is present).
-pub(super) fn single(cotangents: &[Option<Array>]) -> Result<&Array> {
+pub(crate) fn single(cotangents: &[Option<Array>]) -> Result<&Array> {
     cotangents
         .first()
         .and_then(Option::as_ref)
@@ -23,7 +23,7 @@ pub(super) fn single(cotangents: &[Option<Array>]) -> Result<&Array> {
 }
 
 /// The single output (alive whenever it has a cotangent).
-pub(super) fn output(outputs: &[Option<Array>]) -> Result<&Array> {
+pub(crate) fn output(outputs: &[Option<Array>]) -> Result<&Array> {
     outputs
         .first()
         .and_then(Option::as_ref)

@@ -1,6 +1,6 @@
 //! Attention with few query rows (decoding) on the GPU: `FastOp::Attention` over
 //! contiguous (or strided) keys and `FastOp::PagedAttention` over vLLM's paged cache share
-//! one kernel (`kernels/attention.cu`), so a paged sequence of fewer than [`SINGLE`] keys
+//! one kernel (`kernels/fast/attention.cu`), so a paged sequence of fewer than [`SINGLE`] keys
 //! gets the very bits the same keys give laid out contiguously.
 //!
 //! The kernel takes f32, f16 and bf16 (f32 accumulation, online softmax), head sizes that

@@ -1,6 +1,6 @@
 //! [`FastOp::RmsNorm`](crate::fast::FastOp::RmsNorm),
 //! [`FastOp::AddRmsNorm`](crate::fast::FastOp::AddRmsNorm) and
-//! [`FastOp::LayerNorm`](crate::fast::FastOp::LayerNorm) on the GPU (`kernels/norms.cu`),
+//! [`FastOp::LayerNorm`](crate::fast::FastOp::LayerNorm) on the GPU (`kernels/fast/norms.cu`),
 //! with the CPU kernels' formula and roundings (`backend/cpu/fast/norms.rs`): statistics in
 //! float32, the normalised value rounded to the element type, then the weight, then the
 //! bias. A warp or a block per row; rows of up to 8192 elements are read from memory once.

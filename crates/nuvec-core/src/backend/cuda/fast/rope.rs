@@ -1,4 +1,4 @@
-//! [`FastOp::Rope`](crate::fast::FastOp::Rope) on the GPU (`kernels/rope.cu`), as the CPU
+//! [`FastOp::Rope`](crate::fast::FastOp::Rope) on the GPU (`kernels/fast/rope.cu`), as the CPU
 //! kernel computes it (`backend/cpu/fast/rope.rs`): angles, sines and cosines in float32,
 //! each rotated value rounded once. A warp per row, the input read through its strides (a
 //! transposed `[B, H, L, D]` view of `[B, L, H, D]` needs no copy), the output row-major.
