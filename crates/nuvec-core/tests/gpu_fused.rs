@@ -30,8 +30,11 @@ fn fused_nodes_run_their_kernels_not_their_fallbacks() {
         let q = random(&mut rng, &[1, 8, 1, 128], -1.0, 1.0, dtype);
         let kv = random(&mut rng, &[1, 2, 300, 128], -1.0, 1.0, dtype);
         // A transposed input, as projections are: read in place or copied by the kernel.
-        let xt = transpose(&random(&mut rng, &[2, 5, 4, 64], -1.0, 1.0, dtype), &[0, 2, 1, 3])
-            .unwrap();
+        let xt = transpose(
+            &random(&mut rng, &[2, 5, 4, 64], -1.0, 1.0, dtype),
+            &[0, 2, 1, 3],
+        )
+        .unwrap();
         let table = Array::from_slice(&[1i32, 0, 2], &[1, 3]).unwrap();
         let lengths = Array::from_slice(&[40i32], &[1]).unwrap();
         let cache = random(&mut rng, &[3, 2, 16, 128], -1.0, 1.0, dtype);
@@ -49,7 +52,11 @@ fn fused_nodes_run_their_kernels_not_their_fallbacks() {
                 fast::paged_attention(&q, &cache, &cache, &table, &lengths, 0.1).unwrap(),
             ];
             for o in &outs {
-                assert!(fused(o), "{dtype}: {:?} should be a fused node", o.primitive());
+                assert!(
+                    fused(o),
+                    "{dtype}: {:?} should be a fused node",
+                    o.primitive()
+                );
             }
             eval(&outs).unwrap();
             outs
@@ -65,7 +72,9 @@ fn fused_nodes_run_their_kernels_not_their_fallbacks() {
     let before = fast::nested_fallbacks();
     let x = random(&mut rng, &[2, 8], -1.0, 1.0, DType::F64);
     let y = on(Device::gpu(0), || {
-        let op = FastOp::RmsNorm { eps: 1e-5f32.to_bits() };
+        let op = FastOp::RmsNorm {
+            eps: 1e-5f32.to_bits(),
+        };
         let y = Array::from_op(Primitive::Fast(op), vec![x.clone(), Array::scalar(1.0f64)])
             .unwrap()
             .remove(0);

@@ -137,10 +137,17 @@ impl Fused for Attention {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker { op: self.name(), inputs };
+        let c = Checker {
+            op: self.name(),
+            inputs,
+        };
         let n = 3 + usize::from(self.mask) + usize::from(self.sinks);
         c.count(n, n)?;
-        let (q, k, v) = (c.rank(0, Some(4))?, c.rank(1, Some(4))?, c.rank(2, Some(4))?);
+        let (q, k, v) = (
+            c.rank(0, Some(4))?,
+            c.rank(1, Some(4))?,
+            c.rank(2, Some(4))?,
+        );
         c.float(0)?;
         c.same_dtype(0, 1)?;
         c.same_dtype(0, 2)?;

@@ -111,7 +111,10 @@ impl Fused for DepthwiseConv1d {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker { op: self.name(), inputs };
+        let c = Checker {
+            op: self.name(),
+            inputs,
+        };
         c.count(2, 2)?;
         let (x, w) = (c.rank(0, Some(3))?, c.rank(1, Some(3))?);
         c.float(0)?;
@@ -130,7 +133,13 @@ impl Fused for DepthwiseConv1d {
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
         let (x, w) = (&inputs[0], &inputs[1]);
-        Ok(vec![depthwise_graph(x, w, self.stride, self.padding, self.dilation)?])
+        Ok(vec![depthwise_graph(
+            x,
+            w,
+            self.stride,
+            self.padding,
+            self.dilation,
+        )?])
     }
 
     fn cuda(&self) -> Option<&dyn CudaKernel> {

@@ -339,8 +339,15 @@ impl Fused for GatedDelta {
         "gated_delta"
     }
 
+    fn output_count(&self) -> usize {
+        2
+    }
+
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker { op: self.name(), inputs };
+        let c = Checker {
+            op: self.name(),
+            inputs,
+        };
         c.count(6, 6)?;
         let (b, t, hv, dv, dk) = node_checks(&c)?;
         let state = c.rank(5, Some(4))?;
@@ -366,8 +373,15 @@ impl Fused for GatedDeltaSlots {
         "gated_delta_slots"
     }
 
+    fn output_count(&self) -> usize {
+        2
+    }
+
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker { op: self.name(), inputs };
+        let c = Checker {
+            op: self.name(),
+            inputs,
+        };
         c.count(7, 7)?;
         let (b, _, hv, dv, dk) = node_checks(&c)?;
         let pool = c.rank(5, Some(4))?;

@@ -309,7 +309,10 @@ impl Fused for GatherMm {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker { op: self.name(), inputs };
+        let c = Checker {
+            op: self.name(),
+            inputs,
+        };
         c.count(4, 5)?;
         let (a, b) = (&inputs[0], &inputs[1]);
         c.holds(a.ndim() >= 2 && b.ndim() >= 2, || {
@@ -343,7 +346,10 @@ impl Fused for GatherQmm {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker { op: self.name(), inputs };
+        let c = Checker {
+            op: self.name(),
+            inputs,
+        };
         c.count(6, 7)?;
         let (x, w, scales) = (&inputs[0], &inputs[1], &inputs[2]);
         c.holds(x.ndim() >= 2 && w.ndim() >= 2, || {

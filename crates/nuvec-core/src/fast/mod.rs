@@ -273,6 +273,11 @@ pub(crate) trait Fused {
     /// The same computation from ordinary operations, recorded on the current stream.
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>>;
 
+    /// How many outputs a node has (what batching needs before any shape is known).
+    fn output_count(&self) -> usize {
+        1
+    }
+
     /// The cotangents of the inputs `argnums`.
     fn vjp(
         &self,
@@ -372,9 +377,9 @@ impl FastOp {
             }),
             FastOp::GatedDelta { steps } => Box::new(gated_delta::GatedDelta { steps }),
             FastOp::GatedDeltaSlots => Box::new(gated_delta::GatedDeltaSlots),
-            FastOp::PagedAttention { scale } => {
-                Box::new(paged::PagedAttention { scale: float(scale) })
-            }
+            FastOp::PagedAttention { scale } => Box::new(paged::PagedAttention {
+                scale: float(scale),
+            }),
             FastOp::PagedWrite => Box::new(paged::PagedWrite),
             FastOp::GatherMm => Box::new(gather::GatherMm),
             FastOp::GatherQmm {

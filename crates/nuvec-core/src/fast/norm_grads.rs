@@ -38,8 +38,18 @@ impl Fused for RmsNormVjp {
         "rms_norm_vjp"
     }
 
+    fn output_count(&self) -> usize {
+        2
+    }
+
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        grad_specs(&Checker { op: self.name(), inputs }, 1)
+        grad_specs(
+            &Checker {
+                op: self.name(),
+                inputs,
+            },
+            1,
+        )
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
@@ -52,8 +62,18 @@ impl Fused for LayerNormVjp {
         "layer_norm_vjp"
     }
 
+    fn output_count(&self) -> usize {
+        3
+    }
+
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        grad_specs(&Checker { op: self.name(), inputs }, 2)
+        grad_specs(
+            &Checker {
+                op: self.name(),
+                inputs,
+            },
+            2,
+        )
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {

@@ -149,7 +149,6 @@ pub fn layer_norm(
     one(FastOp::LayerNorm { eps: eps.to_bits() }, inputs)
 }
 
-
 /// [`FastOp::RmsNorm`]: `(x, w)`.
 pub(crate) struct RmsNorm {
     pub(crate) eps: f32,
@@ -208,7 +207,15 @@ impl Fused for RmsNorm {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        norm_specs(&Checker { op: self.name(), inputs }, 0, 1, 1)
+        norm_specs(
+            &Checker {
+                op: self.name(),
+                inputs,
+            },
+            0,
+            1,
+            1,
+        )
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
@@ -223,12 +230,16 @@ impl Fused for RmsNorm {
         cotangents: &[Option<Array>],
         argnums: &[usize],
     ) -> Result<Vec<Array>> {
-        let op = FastOp::RmsNormVjp { eps: self.eps.to_bits() };
+        let op = FastOp::RmsNormVjp {
+            eps: self.eps.to_bits(),
+        };
         gradient_node(op, inputs, cotangents, argnums)
     }
 
     fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
-        let op = FastOp::RmsNorm { eps: self.eps.to_bits() };
+        let op = FastOp::RmsNorm {
+            eps: self.eps.to_bits(),
+        };
         vmap_rows(self, op, &[0], inputs, axes)
     }
 
@@ -246,14 +257,28 @@ impl Fused for AddRmsNorm {
         "add_rms_norm"
     }
 
+    fn output_count(&self) -> usize {
+        2
+    }
+
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        norm_specs(&Checker { op: self.name(), inputs }, 1, 1, 2)
+        norm_specs(
+            &Checker {
+                op: self.name(),
+                inputs,
+            },
+            1,
+            1,
+            2,
+        )
     }
 
     /// The sum, and its norm (fused itself where a kernel takes it).
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
         let h = add(&inputs[0], &inputs[1])?;
-        let norm = FastOp::RmsNorm { eps: self.eps.to_bits() };
+        let norm = FastOp::RmsNorm {
+            eps: self.eps.to_bits(),
+        };
         let y = one(norm, vec![h.clone(), inputs[2].clone()])?;
         Ok(vec![h, y])
     }
@@ -269,7 +294,15 @@ impl Fused for LayerNorm {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        norm_specs(&Checker { op: self.name(), inputs }, 0, 2, 1)
+        norm_specs(
+            &Checker {
+                op: self.name(),
+                inputs,
+            },
+            0,
+            2,
+            1,
+        )
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
@@ -284,12 +317,16 @@ impl Fused for LayerNorm {
         cotangents: &[Option<Array>],
         argnums: &[usize],
     ) -> Result<Vec<Array>> {
-        let op = FastOp::LayerNormVjp { eps: self.eps.to_bits() };
+        let op = FastOp::LayerNormVjp {
+            eps: self.eps.to_bits(),
+        };
         gradient_node(op, inputs, cotangents, argnums)
     }
 
     fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
-        let op = FastOp::LayerNorm { eps: self.eps.to_bits() };
+        let op = FastOp::LayerNorm {
+            eps: self.eps.to_bits(),
+        };
         vmap_rows(self, op, &[0], inputs, axes)
     }
 

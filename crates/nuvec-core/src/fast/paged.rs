@@ -265,9 +265,16 @@ impl Fused for PagedAttention {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker { op: self.name(), inputs };
+        let c = Checker {
+            op: self.name(),
+            inputs,
+        };
         c.count(5, 5)?;
-        let (q, kc, vc) = (c.rank(0, Some(4))?, c.rank(1, Some(4))?, c.rank(2, Some(4))?);
+        let (q, kc, vc) = (
+            c.rank(0, Some(4))?,
+            c.rank(1, Some(4))?,
+            c.rank(2, Some(4))?,
+        );
         c.float(0)?;
         c.same_dtype(0, 1)?;
         c.same_dtype(0, 2)?;
@@ -304,7 +311,10 @@ impl Fused for PagedWrite {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker { op: self.name(), inputs };
+        let c = Checker {
+            op: self.name(),
+            inputs,
+        };
         c.count(3, 3)?;
         let cache = c.rank(0, Some(4))?;
         c.float(0)?;

@@ -186,7 +186,10 @@ impl Fused for Rope {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker { op: self.name(), inputs };
+        let c = Checker {
+            op: self.name(),
+            inputs,
+        };
         c.count(2, 3)?;
         let x = c.rank(0, None)?;
         c.float(0)?;
@@ -490,7 +493,10 @@ impl Fused for NormRope {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker { op: self.name(), inputs };
+        let c = Checker {
+            op: self.name(),
+            inputs,
+        };
         let at = usize::from(self.cache);
         c.count(2 + at, 3 + at)?;
         let x = c.rank(at, Some(4))?;
@@ -517,7 +523,10 @@ impl Fused for NormRope {
         let at = usize::from(self.cache);
         let (x, w) = (&inputs[at], &inputs[at + 1]);
         let h = match self.eps {
-            Some(eps) => one(FastOp::RmsNorm { eps: eps.to_bits() }, vec![x.clone(), w.clone()])?,
+            Some(eps) => one(
+                FastOp::RmsNorm { eps: eps.to_bits() },
+                vec![x.clone(), w.clone()],
+            )?,
             None => x.clone(),
         };
         let mut rope_inputs = vec![h, Array::scalar(self.offset as i32)];

@@ -3,8 +3,8 @@
 //! (the fused node again, with the batch as one more leading axis).
 
 use super::{FastOp, Fused, record_or_fallback};
-pub(super) use crate::transforms::rules::{output, single};
 use crate::primitive::Batched;
+pub(super) use crate::transforms::rules::{output, single};
 use crate::{Array, Result};
 
 /// `inputs` with the arrays at `at` replaced by `values`.
@@ -76,7 +76,7 @@ pub(super) fn vmap_of_fallback<F: Fused + ?Sized>(
     axes: &[Option<usize>],
 ) -> Result<Batched> {
     batch_size(inputs, axes)?;
-    let count = unit.output_specs(inputs)?.len();
+    let count = unit.output_count();
     let f = |xs: &[Array]| unit.fallback(xs);
     let outs = crate::vmap(f, axes, &vec![0; count])(inputs)?;
     Ok((outs, vec![Some(0); count]))

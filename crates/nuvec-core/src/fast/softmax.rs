@@ -55,7 +55,6 @@ pub fn cross_entropy(logits: &Array, targets: &Array) -> Result<Array> {
     one(FastOp::CrossEntropy, inputs)
 }
 
-
 /// [`FastOp::Softmax`]: `(x)`.
 pub(crate) struct Softmax;
 
@@ -89,7 +88,13 @@ impl Fused for Softmax {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        last_axis_specs(&Checker { op: self.name(), inputs }, false)
+        last_axis_specs(
+            &Checker {
+                op: self.name(),
+                inputs,
+            },
+            false,
+        )
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
@@ -123,7 +128,13 @@ impl Fused for LogSumExp {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        last_axis_specs(&Checker { op: self.name(), inputs }, true)
+        last_axis_specs(
+            &Checker {
+                op: self.name(),
+                inputs,
+            },
+            true,
+        )
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
@@ -177,7 +188,13 @@ impl Fused for CrossEntropy {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        cross_entropy_specs(&Checker { op: self.name(), inputs }, false)
+        cross_entropy_specs(
+            &Checker {
+                op: self.name(),
+                inputs,
+            },
+            false,
+        )
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
@@ -215,7 +232,13 @@ impl Fused for CrossEntropyVjp {
     }
 
     fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        cross_entropy_specs(&Checker { op: self.name(), inputs }, true)
+        cross_entropy_specs(
+            &Checker {
+                op: self.name(),
+                inputs,
+            },
+            true,
+        )
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {

@@ -267,3 +267,42 @@ fn softmax_and_logsumexp_keep_their_cpu_primitives() {
         1e-6,
     );
 }
+
+/// Batching a norm over its weight (not only its rows) batches the fallback graph: each
+/// example equals the norm with its own weight, on the CPU and (built only) on a GPU stream.
+#[test]
+fn vmap_over_the_weight_equals_a_loop() {
+    let mut rng = Rng::new(0x77);
+    let x = rand(&mut rng, &[4, 8], DType::F32);
+    let w = rand(&mut rng, &[3, 8], DType::F32);
+    let b = rand(&mut rng, &[8], DType::F32);
+    let f = |xs: &[Array]| {
+        Ok(vec![fast::layer_norm(
+            &xs[0],
+            Some(&xs[1]),
+            Some(&xs[2]),
+            1e-5,
+        )?])
+    };
+    let out = vmap(f, &[None, Some(0), None], &[0])(&[x.clone(), w.clone(), b.clone()]).unwrap();
+    assert_eq!(out[0].shape(), [3, 4, 8]);
+    for i in 0..3 {
+        let wi = part(&w, 0, i, i + 1).reshape(&[8]).unwrap();
+        let want = fast::layer_norm(&x, Some(&wi), Some(&b), 1e-5).unwrap();
+        check_same(
+            "vmap layer_norm",
+            &part(&out[0], 0, i, i + 1).reshape(&[4, 8]).unwrap(),
+            &want,
+            1e-6,
+        );
+    }
+    let g = |xs: &[Array]| {
+        let (h, y) = fast::add_rms_norm(&xs[0], &xs[0], Some(&xs[1]), 1e-5)?;
+        Ok(vec![h, y])
+    };
+    let outs = with_stream(Stream::default_for(Device::gpu(0)), || {
+        vmap(g, &[None, Some(0)], &[0, 0])(&[x.clone(), w.clone()]).unwrap()
+    });
+    assert_eq!(outs.len(), 2);
+    assert_eq!(outs[1].shape(), [3, 4, 8]);
+}

@@ -29,7 +29,10 @@ impl CpuKernel for Attention {
             return false;
         }
         let dtype = inputs[0].dtype;
-        if inputs.iter().any(|a| a.shape.len() != 4 || a.dtype != dtype) {
+        if inputs
+            .iter()
+            .any(|a| a.shape.len() != 4 || a.dtype != dtype)
+        {
             return false;
         }
         let (q, k, v) = (inputs[0].shape, inputs[1].shape, inputs[2].shape);

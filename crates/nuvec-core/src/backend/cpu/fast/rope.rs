@@ -4,8 +4,8 @@
 
 use super::{CpuKernel, Lane, fill_rows, rows_of, widest};
 use crate::array::ArrayData;
-use crate::fast::rope::Rope;
 use crate::fast::Arg;
+use crate::fast::rope::Rope;
 use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result, bf16, f16};
 

@@ -39,7 +39,12 @@ impl CudaKernel for RmsNorm {
         takes_norm(inputs, 0, 1)
     }
 
-    fn eval(&self, place: &Place, inputs: &mut [ArrayData], _: &[OutputSpec]) -> Result<Vec<ArrayData>> {
+    fn eval(
+        &self,
+        place: &Place,
+        inputs: &mut [ArrayData],
+        _: &[OutputSpec],
+    ) -> Result<Vec<ArrayData>> {
         with_copies(place, "rms_norm", inputs, |i| {
             norm(place, &i[0], None, &i[1], None, self.eps)
         })
@@ -51,7 +56,12 @@ impl CudaKernel for AddRmsNorm {
         takes_norm(inputs, 1, 1)
     }
 
-    fn eval(&self, place: &Place, inputs: &mut [ArrayData], _: &[OutputSpec]) -> Result<Vec<ArrayData>> {
+    fn eval(
+        &self,
+        place: &Place,
+        inputs: &mut [ArrayData],
+        _: &[OutputSpec],
+    ) -> Result<Vec<ArrayData>> {
         with_copies(place, "add_rms_norm", inputs, |i| {
             norm(place, &i[0], Some(&i[1]), &i[2], None, self.eps)
         })
@@ -63,7 +73,12 @@ impl CudaKernel for LayerNorm {
         takes_norm(inputs, 0, 2)
     }
 
-    fn eval(&self, place: &Place, inputs: &mut [ArrayData], _: &[OutputSpec]) -> Result<Vec<ArrayData>> {
+    fn eval(
+        &self,
+        place: &Place,
+        inputs: &mut [ArrayData],
+        _: &[OutputSpec],
+    ) -> Result<Vec<ArrayData>> {
         with_copies(place, "layer_norm", inputs, |i| {
             norm(place, &i[0], None, &i[1], Some(&i[2]), self.eps)
         })

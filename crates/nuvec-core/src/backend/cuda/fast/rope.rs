@@ -22,7 +22,12 @@ impl CudaKernel for Rope {
         self.kernel_takes(inputs)
     }
 
-    fn eval(&self, place: &Place, inputs: &mut [ArrayData], _: &[OutputSpec]) -> Result<Vec<ArrayData>> {
+    fn eval(
+        &self,
+        place: &Place,
+        inputs: &mut [ArrayData],
+        _: &[OutputSpec],
+    ) -> Result<Vec<ArrayData>> {
         with_copies(place, "rope", inputs, |i| rope(place, i, self))
     }
 }

@@ -3,13 +3,13 @@
 //! reductions (`reduce.rs`, `kernels/reduce.cu`), over the last axis, accumulated in float32.
 
 use super::{CudaKernel, Place, with_copies};
+use crate::Result;
 use crate::array::ArrayData;
 use crate::backend::cuda::reduce;
 use crate::fast::softmax::{LogSumExp, Softmax};
 use crate::fast::{Arg, kernel_sized};
 use crate::ops::reduce::ReduceOp;
 use crate::primitive::OutputSpec;
-use crate::Result;
 
 /// One input of a kernel type with at least one axis.
 fn takes_rows(inputs: &[Arg<'_>]) -> bool {
