@@ -9,6 +9,7 @@
 //! copies on the CPU, graph batching and layout copies on the GPU), so adding a kernel touches
 //! only its family's files.
 
+pub(crate) mod common;
 pub(crate) mod cpu;
 pub(crate) mod cuda;
 

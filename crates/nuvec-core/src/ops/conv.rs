@@ -284,20 +284,24 @@ fn record(op: &str, x: &Array, w: &Array, p: ConvOp) -> Result<Array> {
     Array::op1(Primitive::Conv(p), vec![x, w])
 }
 
-/// The number of spatial axes of `x` for an op of `d` of them, or the error.
-fn check_rank(op: &str, x: &Array, d: usize) -> Result<()> {
-    if x.ndim() != d + 2 {
+/// Checks that the `what` operand (its axes named `axes`) of an op over `d` spatial axes has
+/// `d + 2` dimensions.
+fn check_rank(op: &str, (what, axes): (&str, &str), a: &Array, d: usize) -> Result<()> {
+    if a.ndim() != d + 2 {
         return Err(invalid(
             op,
             format!(
-                "the input must have {} dimensions ([N, ..., C_in]), got shape {:?}",
+                "the {what} must have {} dimensions ({axes}), got shape {:?}",
                 d + 2,
-                x.shape()
+                a.shape()
             ),
         ));
     }
     Ok(())
 }
+
+/// [`check_rank`] of a convolution's input.
+const INPUT: (&str, &str) = ("input", "[N, ..., C_in]");
 
 /// The convolution with every parameter: the input dilated by `input_dilation` and padded
 /// with `padding_lo` / `padding_hi` zeros (negative values crop), correlated with the kernel
@@ -354,6 +358,27 @@ pub fn conv_general(
     record(OP, x, w, p)
 }
 
+/// Defines the public `D`-dimensional convolution `$name` (doc attributes first) over
+/// `$inner` ([`conv_nd`], or [`conv_transpose_nd`] with `output_padding`): each parameter
+/// is one value for every axis or one per axis.
+macro_rules! conv_fn {
+    ($(#[$doc:meta])* $name:ident, $d:literal, $inner:ident $(, $extra:ident)?) => {
+        $(#[$doc])*
+        pub fn $name(
+            x: &Array,
+            w: &Array,
+            stride: impl Into<ConvArg<$d>>,
+            padding: impl Into<ConvArg<$d>>,
+            dilation: impl Into<ConvArg<$d>>,
+            $($extra: impl Into<ConvArg<$d>>,)?
+            groups: usize,
+        ) -> Result<Array> {
+            let params = (stride.into(), padding.into(), dilation.into() $(, $extra.into())?);
+            $inner::<$d>(stringify!($name), x, w, params, groups)
+        }
+    };
+}
+
 /// A plain convolution (cross-correlation) over `D` spatial axes.
 fn conv_nd<const D: usize>(
     op: &str,
@@ -363,7 +388,7 @@ fn conv_nd<const D: usize>(
     groups: usize,
 ) -> Result<Array> {
     check_errors(&[x, w])?;
-    check_rank(op, x, D)?;
+    check_rank(op, INPUT, x, D)?;
     let pad: Vec<isize> = padding.0.iter().map(|&v| v as isize).collect();
     let p = ConvOp {
         strides: stride.0.to_vec(),
@@ -423,60 +448,44 @@ pub fn conv1d(
     Ok(conv)
 }
 
-/// The 2-D convolution of `x: [N, H, W, C_in]` with `w: [C_out, KH, KW, C_in / groups]`;
-/// `stride`, `padding` and `dilation` are one value for both axes or a pair.
-///
-/// ```
-/// use nuvec_core::{DType, conv2d, ones};
-///
-/// # fn main() -> nuvec_core::Result<()> {
-/// let x = ones(&[2, 5, 5, 3], DType::F32)?;
-/// let w = ones(&[4, 3, 3, 3], DType::F32)?;
-/// let y = conv2d(&x, &w, 2, 1, 1, 1)?;
-/// assert_eq!(y.shape(), [2, 3, 3, 4]);
-/// // The centre output sees all 27 inputs; a corner sees 2 × 2 positions.
-/// let v = y.to_vec::<f32>()?;
-/// assert_eq!((v[4 * 4], v[0]), (27.0, 12.0));
-/// # Ok(())
-/// # }
-/// ```
-pub fn conv2d(
-    x: &Array,
-    w: &Array,
-    stride: impl Into<ConvArg<2>>,
-    padding: impl Into<ConvArg<2>>,
-    dilation: impl Into<ConvArg<2>>,
-    groups: usize,
-) -> Result<Array> {
-    let params = (stride.into(), padding.into(), dilation.into());
-    conv_nd::<2>("conv2d", x, w, params, groups)
+conv_fn! {
+    /// The 2-D convolution of `x: [N, H, W, C_in]` with `w: [C_out, KH, KW, C_in / groups]`;
+    /// `stride`, `padding` and `dilation` are one value for both axes or a pair.
+    ///
+    /// ```
+    /// use nuvec_core::{DType, conv2d, ones};
+    ///
+    /// # fn main() -> nuvec_core::Result<()> {
+    /// let x = ones(&[2, 5, 5, 3], DType::F32)?;
+    /// let w = ones(&[4, 3, 3, 3], DType::F32)?;
+    /// let y = conv2d(&x, &w, 2, 1, 1, 1)?;
+    /// assert_eq!(y.shape(), [2, 3, 3, 4]);
+    /// // The centre output sees all 27 inputs; a corner sees 2 × 2 positions.
+    /// let v = y.to_vec::<f32>()?;
+    /// assert_eq!((v[4 * 4], v[0]), (27.0, 12.0));
+    /// # Ok(())
+    /// # }
+    /// ```
+    conv2d, 2, conv_nd
 }
 
-/// The 3-D convolution of `x: [N, D, H, W, C_in]` with `w: [C_out, KD, KH, KW, C_in /
-/// groups]`; `stride`, `padding` and `dilation` are one value for every axis or a triple.
-///
-/// ```
-/// use nuvec_core::{DType, conv3d, ones};
-///
-/// # fn main() -> nuvec_core::Result<()> {
-/// let x = ones(&[1, 4, 4, 4, 2], DType::F32)?;
-/// let w = ones(&[3, 2, 2, 2, 2], DType::F32)?;
-/// let y = conv3d(&x, &w, (1, 2, 2), 0, 1, 1)?;
-/// assert_eq!(y.shape(), [1, 3, 2, 2, 3]);
-/// assert!(y.to_vec::<f32>()?.iter().all(|&v| v == 16.0));
-/// # Ok(())
-/// # }
-/// ```
-pub fn conv3d(
-    x: &Array,
-    w: &Array,
-    stride: impl Into<ConvArg<3>>,
-    padding: impl Into<ConvArg<3>>,
-    dilation: impl Into<ConvArg<3>>,
-    groups: usize,
-) -> Result<Array> {
-    let params = (stride.into(), padding.into(), dilation.into());
-    conv_nd::<3>("conv3d", x, w, params, groups)
+conv_fn! {
+    /// The 3-D convolution of `x: [N, D, H, W, C_in]` with `w: [C_out, KD, KH, KW, C_in /
+    /// groups]`; `stride`, `padding` and `dilation` are one value for every axis or a triple.
+    ///
+    /// ```
+    /// use nuvec_core::{DType, conv3d, ones};
+    ///
+    /// # fn main() -> nuvec_core::Result<()> {
+    /// let x = ones(&[1, 4, 4, 4, 2], DType::F32)?;
+    /// let w = ones(&[3, 2, 2, 2, 2], DType::F32)?;
+    /// let y = conv3d(&x, &w, (1, 2, 2), 0, 1, 1)?;
+    /// assert_eq!(y.shape(), [1, 3, 2, 2, 3]);
+    /// assert!(y.to_vec::<f32>()?.iter().all(|&v| v == 16.0));
+    /// # Ok(())
+    /// # }
+    /// ```
+    conv3d, 3, conv_nd
 }
 
 /// The transposed convolution over `D` spatial axes, as MLX builds it: a convolution of the
@@ -486,21 +495,12 @@ fn conv_transpose_nd<const D: usize>(
     op: &str,
     x: &Array,
     w: &Array,
-    [stride, padding, dilation, output_padding]: [ConvArg<D>; 4],
+    (stride, padding, dilation, output_padding): (ConvArg<D>, ConvArg<D>, ConvArg<D>, ConvArg<D>),
     groups: usize,
 ) -> Result<Array> {
     check_errors(&[x, w])?;
-    check_rank(op, x, D)?;
-    if w.ndim() != D + 2 {
-        return Err(invalid(
-            op,
-            format!(
-                "the weight must have {} dimensions ([C_out, ..., C_in]), got shape {:?}",
-                D + 2,
-                w.shape()
-            ),
-        ));
-    }
+    check_rank(op, INPUT, x, D)?;
+    check_rank(op, ("weight", "[C_out, ..., C_in]"), w, D)?;
     let mut lo = Vec::with_capacity(D);
     let mut hi = Vec::with_capacity(D);
     for i in 0..D {
@@ -556,71 +556,48 @@ pub fn conv_transpose1d(
     output_padding: usize,
     groups: usize,
 ) -> Result<Array> {
-    let params = [stride, padding, dilation, output_padding].map(ConvArg::<1>::from);
+    let params = (
+        stride.into(),
+        padding.into(),
+        dilation.into(),
+        output_padding.into(),
+    );
     conv_transpose_nd::<1>("conv_transpose1d", x, w, params, groups)
 }
 
-/// The 2-D transposed convolution (MLX's `conv_transpose2d`); each parameter is one value
-/// for both axes or a pair.
-///
-/// ```
-/// use nuvec_core::{DType, conv_transpose2d, ones};
-///
-/// # fn main() -> nuvec_core::Result<()> {
-/// let x = ones(&[1, 3, 3, 2], DType::F32)?;
-/// let w = ones(&[5, 2, 2, 2], DType::F32)?;
-/// let y = conv_transpose2d(&x, &w, 2, 0, 1, (1, 0), 1)?;
-/// assert_eq!(y.shape(), [1, 7, 6, 5]);
-/// # Ok(())
-/// # }
-/// ```
-pub fn conv_transpose2d(
-    x: &Array,
-    w: &Array,
-    stride: impl Into<ConvArg<2>>,
-    padding: impl Into<ConvArg<2>>,
-    dilation: impl Into<ConvArg<2>>,
-    output_padding: impl Into<ConvArg<2>>,
-    groups: usize,
-) -> Result<Array> {
-    let params = [
-        stride.into(),
-        padding.into(),
-        dilation.into(),
-        output_padding.into(),
-    ];
-    conv_transpose_nd::<2>("conv_transpose2d", x, w, params, groups)
+conv_fn! {
+    /// The 2-D transposed convolution (MLX's `conv_transpose2d`); each parameter is one value
+    /// for both axes or a pair.
+    ///
+    /// ```
+    /// use nuvec_core::{DType, conv_transpose2d, ones};
+    ///
+    /// # fn main() -> nuvec_core::Result<()> {
+    /// let x = ones(&[1, 3, 3, 2], DType::F32)?;
+    /// let w = ones(&[5, 2, 2, 2], DType::F32)?;
+    /// let y = conv_transpose2d(&x, &w, 2, 0, 1, (1, 0), 1)?;
+    /// assert_eq!(y.shape(), [1, 7, 6, 5]);
+    /// # Ok(())
+    /// # }
+    /// ```
+    conv_transpose2d, 2, conv_transpose_nd, output_padding
 }
 
-/// The 3-D transposed convolution (MLX's `conv_transpose3d`); each parameter is one value
-/// for every axis or a triple.
-///
-/// ```
-/// use nuvec_core::{DType, conv_transpose3d, ones};
-///
-/// # fn main() -> nuvec_core::Result<()> {
-/// let x = ones(&[1, 2, 2, 2, 1], DType::F32)?;
-/// let w = ones(&[1, 3, 3, 3, 1], DType::F32)?;
-/// let y = conv_transpose3d(&x, &w, 1, 1, 1, 0, 1)?;
-/// assert_eq!(y.shape(), [1, 2, 2, 2, 1]);
-/// assert!(y.to_vec::<f32>()?.iter().all(|&v| v == 8.0));
-/// # Ok(())
-/// # }
-/// ```
-pub fn conv_transpose3d(
-    x: &Array,
-    w: &Array,
-    stride: impl Into<ConvArg<3>>,
-    padding: impl Into<ConvArg<3>>,
-    dilation: impl Into<ConvArg<3>>,
-    output_padding: impl Into<ConvArg<3>>,
-    groups: usize,
-) -> Result<Array> {
-    let params = [
-        stride.into(),
-        padding.into(),
-        dilation.into(),
-        output_padding.into(),
-    ];
-    conv_transpose_nd::<3>("conv_transpose3d", x, w, params, groups)
+conv_fn! {
+    /// The 3-D transposed convolution (MLX's `conv_transpose3d`); each parameter is one value
+    /// for every axis or a triple.
+    ///
+    /// ```
+    /// use nuvec_core::{DType, conv_transpose3d, ones};
+    ///
+    /// # fn main() -> nuvec_core::Result<()> {
+    /// let x = ones(&[1, 2, 2, 2, 1], DType::F32)?;
+    /// let w = ones(&[1, 3, 3, 3, 1], DType::F32)?;
+    /// let y = conv_transpose3d(&x, &w, 1, 1, 1, 0, 1)?;
+    /// assert_eq!(y.shape(), [1, 2, 2, 2, 1]);
+    /// assert!(y.to_vec::<f32>()?.iter().all(|&v| v == 8.0));
+    /// # Ok(())
+    /// # }
+    /// ```
+    conv_transpose3d, 3, conv_transpose_nd, output_padding
 }

@@ -8,6 +8,7 @@ use rayon::prelude::*;
 
 use crate::Result;
 use crate::array::{ArrayData, Layout, collapse, for_each_strided};
+use crate::backend::common::donation::donatable;
 use crate::dtype::Element;
 
 use super::stream::{Arith, arith_f32, fill_fresh};
@@ -100,15 +101,13 @@ fn output<U: Element>(out: Vec<U>, shape: &[usize]) -> ArrayData {
 }
 
 /// The input's elements, mutably, when its buffer may be written in place for a row-major
-/// result of the same type and size.
+/// result of the same type and size ([`donatable`]).
 pub(super) fn donated<T: Element>(data: &mut ArrayData) -> Option<&mut [T]> {
-    let n = data.layout.size();
-    if data.layout.offset != 0 || !data.layout.is_row_contiguous() || n == 0 {
+    let shape = data.layout.shape.clone();
+    if !donatable(data, (&shape, T::DTYPE)) {
         return None;
     }
-    let buffer = Arc::get_mut(&mut data.buffer)?;
-    let elements = T::host_slice_mut(buffer.host_mut().ok()?)?;
-    (elements.len() == n).then_some(elements)
+    T::host_slice_mut(Arc::get_mut(&mut data.buffer)?.host_mut().ok()?)
 }
 
 /// The donated input's buffer, laid out row-major as `shape`.

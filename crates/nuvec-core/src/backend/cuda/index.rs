@@ -19,7 +19,9 @@ use cudarc::driver::{CudaFunction, PushKernelArg, result};
 
 use super::elementwise::{Strided, launch_config, type_names};
 use super::{DeviceBuffer, DeviceCopy, Place};
-use crate::array::{ArrayData, Buffer, HostData, Layout, row_major_strides};
+use crate::array::{ArrayData, Layout, row_major_strides};
+use crate::backend::common::donation::{donatable, take_donated};
+use crate::backend::common::index::slice_region;
 use crate::ops::index::{IndexOp, ScatterMode};
 use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result};
@@ -39,26 +41,31 @@ fn pos_source(dtype: DType) -> String {
     format!("{COMMON}\n{INDEX}\nNV_INDEX_POS({ct}, {tn})\n")
 }
 
-/// Value kernel `<stem>_<type>` of element type `dtype`, and its name.
-fn value_kernel(place: &Place, dtype: DType, stem: &str) -> Result<(CudaFunction, String)> {
+/// Kernel `<stem>_<type>` of `dtype` in module `<module>_<type>`, whose source `source`
+/// gives, and its name.
+fn kernel_of(
+    place: &Place,
+    (module, source): (&str, fn(DType) -> String),
+    dtype: DType,
+    stem: &str,
+) -> Result<(CudaFunction, String)> {
     let tn = type_names(dtype).expect("checked by the caller").1;
     let name = format!("{stem}_{tn}");
     let f = place
         .gpu
         .jit
-        .function(&format!("index_{tn}"), &name, || value_source(dtype))?;
+        .function(&format!("{module}_{tn}"), &name, || source(dtype))?;
     Ok((f, name))
+}
+
+/// Value kernel `<stem>_<type>` of element type `dtype`, and its name.
+fn value_kernel(place: &Place, dtype: DType, stem: &str) -> Result<(CudaFunction, String)> {
+    kernel_of(place, ("index", value_source), dtype, stem)
 }
 
 /// Position kernel `<stem>_<type>` of index type `dtype`, and its name.
 fn pos_kernel(place: &Place, dtype: DType, stem: &str) -> Result<(CudaFunction, String)> {
-    let tn = type_names(dtype).expect("index types have kernels").1;
-    let name = format!("{stem}_{tn}");
-    let f = place
-        .gpu
-        .jit
-        .function(&format!("index_pos_{tn}"), &name, || pos_source(dtype))?;
-    Ok((f, name))
+    kernel_of(place, ("index_pos", pos_source), dtype, stem)
 }
 
 fn launch_err(name: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
@@ -246,6 +253,41 @@ fn gather_blocks(
     Ok(())
 }
 
+/// A window gather of `a` into new data of `shape`: for each position of `outer` (whose
+/// offset is `a`'s), a `block` at each of the `np` positions `args` give; `None` where a
+/// view has no kernel form.
+fn gather_windows(
+    place: &Place,
+    a: &ArrayData,
+    shape: &[usize],
+    (outer, block): (&Layout, &Layout),
+    args: &[IndexArg<'_>],
+    np: usize,
+) -> Result<Option<ArrayData>> {
+    let Some(v) = views(&[outer, block]) else {
+        return Ok(None);
+    };
+    let (out, out_ptr) = place.output(a.dtype(), shape)?;
+    let nb = block.size();
+    let total = outer.size() * np * nb;
+    if total == 0 {
+        return Ok(Some(out));
+    }
+    let bases = window_bases(place, args, np, false)?;
+    gather_blocks(
+        place,
+        a,
+        out_ptr,
+        bases.as_ref(),
+        np,
+        nb,
+        total,
+        &v[0],
+        &v[1],
+    )?;
+    Ok(Some(out))
+}
+
 /// `take`: blocks of `a`'s trailing axes at each index, for each position of its leading
 /// axes.
 fn take(
@@ -266,18 +308,9 @@ fn take(
         strides: l.strides[axis + 1..].to_vec(),
         offset: 0,
     };
-    let (Some(v), Some(iv)) = (
-        views(&[&outer, &block]),
-        index_views(std::slice::from_ref(idx)),
-    ) else {
+    let Some(iv) = index_views(std::slice::from_ref(idx)) else {
         return Ok(None);
     };
-    let (out, out_ptr) = place.output(a.dtype(), shape)?;
-    let (np, nb) = (idx.layout.size(), block.size());
-    let total = outer.size() * np * nb;
-    if total == 0 {
-        return Ok(Some(out));
-    }
     let arg = IndexArg {
         data: idx,
         view: iv[0],
@@ -285,19 +318,7 @@ fn take(
         window: 1,
         stride: l.strides[axis],
     };
-    let bases = window_bases(place, &[arg], np, false)?;
-    gather_blocks(
-        place,
-        a,
-        out_ptr,
-        bases.as_ref(),
-        np,
-        nb,
-        total,
-        &v[0],
-        &v[1],
-    )?;
-    Ok(Some(out))
+    gather_windows(place, a, shape, (&outer, &block), &[arg], idx.layout.size())
 }
 
 /// MLX's gather: one window of `slice_sizes` per index position.
@@ -320,16 +341,10 @@ fn gather(
         strides: l.strides.clone(),
         offset: 0,
     };
-    let (Some(v), Some(iv)) = (views(&[&outer, &block]), index_views(indices)) else {
+    let Some(iv) = index_views(indices) else {
         return Ok(None);
     };
-    let (out, out_ptr) = place.output(a.dtype(), shape)?;
     let np = indices.first().map_or(1, |i| i.layout.size());
-    let nb = block.size();
-    let total = np * nb;
-    if total == 0 {
-        return Ok(Some(out));
-    }
     let args: Vec<IndexArg<'_>> = indices
         .iter()
         .zip(axes)
@@ -342,19 +357,7 @@ fn gather(
             stride: l.strides[axis],
         })
         .collect();
-    let bases = window_bases(place, &args, np, false)?;
-    gather_blocks(
-        place,
-        a,
-        out_ptr,
-        bases.as_ref(),
-        np,
-        nb,
-        total,
-        &v[0],
-        &v[1],
-    )?;
-    Ok(Some(out))
+    gather_windows(place, a, shape, (&outer, &block), &args, np)
 }
 
 /// `take_along_axis`: one element per index.
@@ -449,25 +452,19 @@ fn target(place: &Place, x: &mut ArrayData) -> Result<Option<(ArrayData, u64)>> 
         return Ok(None);
     };
     let n = x.layout.size();
-    let fits = x.layout.offset == 0 && x.layout.is_row_contiguous() && x.buffer.len() == n;
     // A block produced on another stream stays with that stream: copy rather than write it.
     let here = x
         .buffer
         .device::<DeviceCopy>()
         .is_none_or(|c| c.ordinal == place.gpu.ordinal && c.stream_id == place.stream_id);
-    if n > 0 && fits && here && Arc::get_mut(&mut x.buffer).is_some() {
+    let spec = (x.layout.shape.clone(), x.dtype());
+    if here && donatable(x, (&spec.0, spec.1)) {
         place.input(x)?;
         let ptr = Arc::get_mut(&mut x.buffer)
             .and_then(|b| b.device_for_write::<DeviceCopy>())
             .map(DeviceCopy::ptr);
         if let Some(ptr) = ptr {
-            let empty = Arc::new(Buffer::from_host(HostData::Bool(Vec::new())));
-            let buffer = std::mem::replace(&mut x.buffer, empty);
-            let data = ArrayData {
-                buffer,
-                layout: Layout::contiguous(&x.layout.shape),
-            };
-            return Ok(Some((data, ptr)));
+            return Ok(Some((take_donated(x), ptr)));
         }
     }
     let (out, out_ptr) = place.output(x.dtype(), &x.layout.shape)?;
@@ -623,16 +620,11 @@ fn slice_update(
 ) -> Result<Option<ArrayData>> {
     let (first, rest) = inputs.split_at_mut(1);
     let (src, update) = (&mut first[0], &rest[0]);
-    let strides = row_major_strides(&src.layout.shape);
-    let offset: isize = start
-        .iter()
-        .zip(&strides)
-        .map(|(&s, &st)| s as isize * st)
-        .sum();
+    let (offset, strides) = slice_region(&src.layout.shape, start, step);
     let region = Layout {
         shape: update.layout.shape.clone(),
-        strides: step.iter().zip(&strides).map(|(a, b)| a * b).collect(),
-        offset: offset as usize,
+        strides,
+        offset,
     };
     let Some(v) = views(&[&region, &update.layout]) else {
         return Ok(None);

@@ -23,7 +23,8 @@ use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
 use super::Place;
 use super::elementwise::{Strided, convert, type_names};
-use crate::array::{ArrayData, Layout, collapse};
+use crate::array::{ArrayData, Layout};
+use crate::backend::common::reduce_plan::ReducePlan;
 use crate::ops::reduce::{ArgReduceOp, ReduceOp, ScanOp, accumulation_dtype};
 use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result};
@@ -39,10 +40,10 @@ const THREADS: usize = 256;
 const WARP_ROW: usize = 1024;
 /// Blocks launched at most (the kernels loop over the rest).
 const MAX_BLOCKS: usize = 1 << 20;
-/// Runs (rows or parts of rows) wanted in flight to fill an H200 (132 multiprocessors).
+/// Runs (rows or parts of rows) wanted in flight (enough for an H200's 132 multiprocessors).
 const ROW_TASKS: usize = 2048;
-/// Threads wanted in flight for column reductions.
-const COL_THREADS: usize = 132 * 2048;
+/// Threads wanted in flight for column reductions, per multiprocessor (its most resident).
+const COL_THREADS_PER_SM: usize = 2048;
 /// The most parts a column reduction is split in (fewer than a row split needs).
 const COL_PARTS: usize = 8192;
 
@@ -196,17 +197,19 @@ fn lanes(n: usize) -> i32 {
     if n > WARP_ROW { THREADS as i32 } else { 32 }
 }
 
-/// Rows of at most this many bytes get a warp each when there are [`WARP_TASKS`] of them or
-/// more: a block per row would spend more on its synchronisation and start-up than on the
-/// few loads each of its threads makes.
+/// Rows of at most this many bytes get a warp each when there are enough of them to fill
+/// the device that way: a block per row would spend more on its synchronisation and
+/// start-up than on the few loads each of its threads makes.
 const WARP_ROW_BYTES: usize = 16 * 1024;
-/// Runs that fill an H200 with a warp each (132 multiprocessors of 64 warps).
-const WARP_TASKS: usize = 132 * 64;
+/// Warps resident per multiprocessor: runs that fill the device with a warp each are this
+/// many per multiprocessor.
+const WARPS_PER_SM: usize = 64;
 
-/// The threads given to each of `tasks` contiguous runs of `n` elements of `bytes` bytes:
-/// a warp for short runs, and for runs up to [`WARP_ROW_BYTES`] when there are many.
-fn run_lanes(n: usize, bytes: usize, tasks: usize) -> i32 {
-    if n <= WARP_ROW || (n * bytes <= WARP_ROW_BYTES && tasks >= WARP_TASKS) {
+/// The threads given to each of `tasks` contiguous runs of `n` elements of `bytes` bytes
+/// on a device of `sms` multiprocessors: a warp for short runs, and for runs up to
+/// [`WARP_ROW_BYTES`] when there are enough to fill the device with a warp each.
+fn run_lanes(n: usize, bytes: usize, tasks: usize, sms: usize) -> i32 {
+    if n <= WARP_ROW || (n * bytes <= WARP_ROW_BYTES && tasks >= sms * WARPS_PER_SM) {
         32
     } else {
         THREADS as i32
@@ -246,13 +249,6 @@ fn without_axis(layout: &Layout, axis: usize) -> Option<Strided> {
     view(&shape, &strides, layout.offset)
 }
 
-/// Whether the innermost kept axis (after merging) has step ±1, so that threads for
-/// neighbouring outputs read neighbouring elements.
-fn unit_inner(shape: &[usize], strides: &[isize]) -> bool {
-    let (_, merged) = collapse(shape, &[strides]);
-    merged[0].last().is_some_and(|s| s.unsigned_abs() == 1)
-}
-
 /// A row-kernel launch: `tasks = rows · parts` runs of at most `chunk` of each row's `n`
 /// elements (row `r` where `rows` locates it), from `src` (of `dtype`) into `out` (of
 /// `out_dtype`: one result per run, in order).
@@ -277,7 +273,8 @@ fn launch_rows(place: &Place, l: &RowLaunch<'_>) -> Result<()> {
         type_names(l.out_dtype).expect("real").1,
     );
     let tasks = l.nrows * l.parts;
-    let lanes = run_lanes(l.chunk.min(l.n), l.dtype.size(), tasks);
+    let sms = place.gpu.sms as usize;
+    let lanes = run_lanes(l.chunk.min(l.n), l.dtype.size(), tasks, sms);
     // A warp per run and a block per run are two kernels (see `nv_reduce_rows`).
     let form = if lanes == 32 { "warp_rows" } else { "rows" };
     let name = format!("reduce_{form}_{}_{tn}_{on}", l.op.name());
@@ -386,11 +383,9 @@ fn run_cols(
     nred: usize,
 ) -> Result<()> {
     // At most COL_PARTS parts: their second pass then never splits again.
-    let parts = if nout < COL_THREADS && nred >= 64 {
-        COL_THREADS
-            .div_ceil(nout)
-            .min(nred / 32)
-            .clamp(1, COL_PARTS)
+    let threads = place.gpu.sms as usize * COL_THREADS_PER_SM;
+    let parts = if nout < threads && nred >= 64 {
+        threads.div_ceil(nout).min(nred / 32).clamp(1, COL_PARTS)
     } else {
         1
     };
@@ -451,59 +446,6 @@ fn run_cols(
     Ok(())
 }
 
-/// The kept axes (shape, strides), the reduced axes (size, positive step; merged where one
-/// run covers several, innermost last), the offset of each output's first element (moved
-/// to the lowest address along reversed reduced axes) and whether nothing is reduced.
-struct Split {
-    kshape: Vec<usize>,
-    kstrides: Vec<isize>,
-    red: Vec<(usize, isize)>,
-    offset: usize,
-    empty: bool,
-}
-
-/// `layout` split for reducing `axes`. Reductions do not depend on the order in which they
-/// see their elements, so reversed axes are read forwards, and `idempotent` ones (max, min,
-/// all, any) skip broadcast axes, which repeat one element.
-fn split(layout: &Layout, axes: &[usize], idempotent: bool) -> Split {
-    let mut s = Split {
-        kshape: Vec::new(),
-        kstrides: Vec::new(),
-        red: Vec::new(),
-        offset: layout.offset,
-        empty: false,
-    };
-    let mut offset = layout.offset as isize;
-    let mut red: Vec<(usize, isize)> = Vec::new();
-    for (i, (&n, &st)) in layout.shape.iter().zip(&layout.strides).enumerate() {
-        if !axes.contains(&i) {
-            s.kshape.push(n);
-            s.kstrides.push(st);
-        } else if n == 0 {
-            s.empty = true;
-        } else if n == 1 || (idempotent && st == 0) {
-            continue;
-        } else if st < 0 {
-            offset += (n as isize - 1) * st;
-            red.push((n, -st));
-        } else {
-            red.push((n, st));
-        }
-    }
-    if s.empty {
-        return s;
-    }
-    s.offset = offset as usize;
-    red.sort_by_key(|r| std::cmp::Reverse(r.1));
-    for (n, st) in red {
-        match s.red.last_mut() {
-            Some(last) if last.1 == n as isize * st => *last = (last.0 * n, st),
-            _ => s.red.push((n, st)),
-        }
-    }
-    s
-}
-
 /// A reduction (`Primitive::Reduce`) on the GPU, or `None` where it stays on the CPU (see
 /// the module's documentation).
 pub(crate) fn reduce(
@@ -522,9 +464,13 @@ pub(crate) fn reduce(
     }
     let (shape, out_dtype) = (&outputs[0].0, outputs[0].1);
     let nout: usize = shape.iter().product();
+    // Reductions do not depend on the order in which they see their elements, so reversed
+    // axes are read forwards, and idempotent ones (max, min, all, any) skip broadcast axes.
     let idempotent = !matches!(op, ReduceOp::Sum | ReduceOp::Prod);
-    let s = split(&x.layout, axes, idempotent);
-    let Some(rows) = view(&s.kshape, &s.kstrides, s.offset) else {
+    let mut s = ReducePlan::new(&x.layout, axes, idempotent);
+    s.read_forwards();
+    let (kshape, kstrides): (Vec<usize>, Vec<isize>) = s.kept.iter().copied().unzip();
+    let Some(rows) = view(&kshape, &kstrides, s.offset) else {
         return Ok(None);
     };
     let (out, out_ptr) = place.output(out_dtype, shape)?;
@@ -533,24 +479,11 @@ pub(crate) fn reduce(
     }
     let src = place.input(x)?;
     let nred: usize = s.red.iter().map(|r| r.0).product();
-    if s.empty || s.red.is_empty() || (s.red.len() == 1 && s.red[0].1 == 1) {
-        // Runs of step 1 (of no element, or of one, when nothing is left to reduce).
-        let n = if s.empty { 0 } else { nred };
-        run_rows(
-            place,
-            (op, dtype),
-            dtype,
-            out_dtype,
-            src,
-            out_ptr,
-            &rows,
-            nout,
-            n,
-        )?;
-        return Ok(Some(vec![out]));
-    }
+    // Runs of step 1 (of no element, or of one, when nothing is left to reduce).
+    let unit_runs = s.empty || s.red.is_empty() || (s.red.len() == 1 && s.red[0].1 == 1);
     let (rn, rs): (Vec<usize>, Vec<isize>) = s.red.iter().copied().unzip();
-    if unit_inner(&s.kshape, &s.kstrides)
+    if !unit_runs
+        && s.unit_inner()
         && let Some(red) = view(&rn, &rs, 0)
     {
         run_cols(
@@ -558,22 +491,29 @@ pub(crate) fn reduce(
         )?;
         return Ok(Some(vec![out]));
     }
-    // Any other layout: a row-major copy with the reduced axes last, then rows.
-    let shape_all = [s.kshape.clone(), rn].concat();
-    let strides_all = [s.kstrides.clone(), rs].concat();
-    if view(&shape_all, &strides_all, s.offset).is_none() {
-        return Ok(None);
-    }
-    let moved = x.view(Layout {
-        shape: shape_all,
-        strides: strides_all,
-        offset: s.offset,
-    });
-    let Some(copy) = convert(place, &moved, dtype)? else {
-        return Ok(None);
+    // Rows: the input's runs, or for any other layout those of a row-major copy with the
+    // reduced axes last (kept until the rows are queued).
+    let copy;
+    let (src, rows, n) = if unit_runs {
+        (src, rows, if s.empty { 0 } else { nred })
+    } else {
+        let shape_all = [kshape, rn].concat();
+        let strides_all = [kstrides, rs].concat();
+        if view(&shape_all, &strides_all, s.offset).is_none() {
+            return Ok(None);
+        }
+        let moved = x.view(Layout {
+            shape: shape_all,
+            strides: strides_all,
+            offset: s.offset,
+        });
+        let Some(c) = convert(place, &moved, dtype)? else {
+            return Ok(None);
+        };
+        copy = c;
+        let rows = view(&[nout], &[nred as isize], 0).expect("one axis");
+        (place.input(&copy)?, rows, nred)
     };
-    let src = place.input(&copy)?;
-    let rows = view(&[nout], &[nred as isize], 0).expect("one axis");
     run_rows(
         place,
         (op, dtype),
@@ -583,7 +523,7 @@ pub(crate) fn reduce(
         out_ptr,
         &rows,
         nout,
-        nred,
+        n,
     )?;
     Ok(Some(vec![out]))
 }
@@ -614,11 +554,9 @@ pub(crate) fn arg_reduce(
         return Ok(Some(vec![out]));
     }
     let src = place.input(x)?;
-    let mut kshape = x.layout.shape.clone();
-    let mut kstrides = x.layout.strides.clone();
-    kshape.remove(axis);
-    kstrides.remove(axis);
-    let cols = s.unsigned_abs() != 1 && nout >= 1024 && unit_inner(&kshape, &kstrides);
+    let cols = s.unsigned_abs() != 1
+        && nout >= 1024
+        && ReducePlan::new(&x.layout, &[axis], true).unit_inner();
     let lanes = lanes(n);
     let (kind, blocks) = if cols {
         ("cols", nout.div_ceil(THREADS))
@@ -758,22 +696,11 @@ pub(crate) fn scan(
 #[cfg(test)]
 pub(crate) fn all_sources() -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for d in [
-        DType::Bool,
-        DType::U8,
-        DType::U16,
-        DType::U32,
-        DType::U64,
-        DType::I8,
-        DType::I16,
-        DType::I32,
-        DType::I64,
-        DType::F16,
-        DType::BF16,
-        DType::F32,
-        DType::F64,
-    ] {
-        let tn = type_names(d).expect("real").1;
+    // Every element type with kernels (all but complex).
+    for d in DType::ALL {
+        let Some((_, tn)) = type_names(d) else {
+            continue;
+        };
         out.push((format!("reduce_{tn}"), reduce_source(d)));
         out.push((format!("arg_{tn}"), arg_source(d)));
         out.push((format!("scan_{tn}"), scan_source(d)));
@@ -787,35 +714,6 @@ pub(crate) fn all_sources() -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn split_merges_runs_and_reads_reversed_axes_forwards() {
-        // [2, 3, 4] row-major, reducing the last two axes: one run of 12.
-        let l = Layout::contiguous(&[2, 3, 4]);
-        let s = split(&l, &[1, 2], false);
-        assert_eq!((s.kshape, s.red, s.offset), (vec![2], vec![(12, 1)], 0));
-        // The first and last axes: a column walk over two reduced axes.
-        let s = split(&l, &[0, 2], false);
-        assert_eq!(s.red, vec![(2, 12), (4, 1)]);
-        // A reversed axis starts at its last element.
-        let rev = Layout {
-            shape: vec![3, 4],
-            strides: vec![-4, 1],
-            offset: 8,
-        };
-        let s = split(&rev, &[0, 1], false);
-        assert_eq!((s.red, s.offset), (vec![(12, 1)], 0));
-        // Broadcast axes: skipped by max, counted by sum.
-        let b = Layout {
-            shape: vec![5, 3],
-            strides: vec![0, 1],
-            offset: 0,
-        };
-        assert_eq!(split(&b, &[0], true).red, vec![]);
-        assert_eq!(split(&b, &[0], false).red, vec![(5, 0)]);
-        let e = Layout::contiguous(&[0, 3]);
-        assert!(split(&e, &[0], false).empty);
-    }
 
     #[test]
     fn kernel_lists_cover_second_passes() {

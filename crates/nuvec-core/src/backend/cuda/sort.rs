@@ -29,24 +29,6 @@ const SORT: &str = include_str!("kernels/sort.cu");
 /// (`NV_SORT_TILE` in `sort.cu`).
 const TILE: usize = 4096;
 
-/// The element types with kernels (all but complex).
-#[cfg(test)]
-const SORTABLE: &[DType] = &[
-    DType::Bool,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-];
-
 /// The CUDA type of the sort key of `dtype`: 64 bits for 8-byte types, else 32.
 fn key_type(dtype: DType) -> (&'static str, usize) {
     if dtype.size() == 8 {
@@ -283,11 +265,9 @@ fn search(
 /// Every kernel source of this family, complete, for compiling ahead of time (CI).
 #[cfg(test)]
 pub(crate) fn all_sources() -> Vec<(String, String)> {
-    SORTABLE
-        .iter()
-        .map(|&d| {
-            let tn = type_names(d).expect("sortable types have kernels").1;
-            (format!("sort_{tn}"), sort_source(d))
-        })
+    // Every element type with kernels (all but complex).
+    DType::ALL
+        .into_iter()
+        .filter_map(|d| Some((format!("sort_{}", type_names(d)?.1), sort_source(d))))
         .collect()
 }

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use super::{Axis, BLOCK, Bounds, SKIPPED, add_bases, axis_offsets, positions, recycle, zeroed};
 use crate::array::row_major_strides;
-use crate::array::{ArrayData, Buffer, HostData, Layout, collapse, for_each_strided};
+use crate::array::{ArrayData, collapse, for_each_strided};
+use crate::backend::common::donation::{donatable, take_donated};
+use crate::backend::common::index::slice_region;
 use crate::backend::cpu::copy::{to_contiguous, to_contiguous_shared};
 use crate::dtype::{Complex64, Element, bf16, f16};
 use crate::ops::index::ScatterMode;
@@ -134,16 +136,9 @@ macro_rules! by_mode {
 /// buffer when it may be donated (held by nothing else, row-major from element 0, no spare
 /// elements), else a copy.
 fn target(x: &mut ArrayData) -> ArrayData {
-    let n = x.layout.size();
-    let fits =
-        x.layout.offset == 0 && x.layout.is_row_contiguous() && x.buffer.resident_host().len() == n;
-    if fits && Arc::get_mut(&mut x.buffer).is_some() {
-        let empty = Arc::new(Buffer::from_host(HostData::Bool(Vec::new())));
-        let buffer = std::mem::replace(&mut x.buffer, empty);
-        return ArrayData {
-            buffer,
-            layout: Layout::contiguous(&x.layout.shape),
-        };
+    let spec = (x.layout.shape.clone(), x.dtype());
+    if donatable(x, (&spec.0, spec.1)) {
+        return take_donated(x);
     }
     to_contiguous(x)
 }
@@ -341,25 +336,16 @@ pub(super) fn slice_update(
 ) -> Result<ArrayData> {
     let (first, rest) = inputs.split_at_mut(1);
     let (src, update) = (&mut first[0], &rest[0]);
-    let strides = row_major_strides(&src.layout.shape);
-    let offset: isize = start
-        .iter()
-        .zip(&strides)
-        .map(|(&s, &st)| s as isize * st)
-        .sum();
-    let region: Vec<isize> = step.iter().zip(&strides).map(|(a, b)| a * b).collect();
+    let (offset, region) = slice_region(&src.layout.shape, start, step);
     let ul = &update.layout;
-    let walk = Walk::strided(
-        &ul.shape,
-        [&region, &ul.strides],
-        [offset as usize, ul.offset],
-    );
+    let walk = Walk::strided(&ul.shape, [&region, &ul.strides], [offset, ul.offset]);
     write(src, update, &walk, mode)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::array::{Buffer, Layout};
     use crate::ops::index::IndexOp;
 
     fn update_op() -> IndexOp {

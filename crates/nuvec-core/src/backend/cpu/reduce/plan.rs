@@ -10,7 +10,8 @@
 use rayon::prelude::*;
 
 use super::fold::{BLOCK, Fold, Load, Pairwise, fold_block, fold_cols};
-use crate::array::{Layout, collapse, for_each_strided};
+use crate::array::{Layout, for_each_strided};
+use crate::backend::common::reduce_plan::{ReducePlan, step_rank};
 use crate::backend::cpu::elementwise::GRAIN;
 
 /// Outputs per accumulator tile of a `Cols` reduction (the tile stays in the L1 cache).
@@ -55,78 +56,43 @@ pub(super) struct Plan {
 }
 
 impl Plan {
-    /// The walk reducing `layout` (of a non-empty array) over the sorted `axes`.
-    /// `idempotent` folds (max, min, all, any, arg-reductions) skip broadcast axes, which
-    /// repeat one element; `commutative` ones may read a reversed run forwards.
+    /// The walk reducing `layout` (of a non-empty array) over the sorted `axes`, on top of
+    /// the shared [`ReducePlan`]. `idempotent` folds (max, min, all, any, arg-reductions)
+    /// skip broadcast axes, which repeat one element; `commutative` ones may read a reversed
+    /// run forwards.
     pub fn new(layout: &Layout, axes: &[usize], idempotent: bool, commutative: bool) -> Plan {
-        let mut kept: Vec<(usize, isize)> = Vec::new();
-        let mut red: Vec<(usize, isize)> = Vec::new();
-        let mut nout = 1;
-        for (i, (&n, &s)) in layout.shape.iter().zip(&layout.strides).enumerate() {
-            if axes.contains(&i) {
-                if n != 1 && !(idempotent && s == 0) {
-                    red.push((n, s));
-                }
-            } else {
-                nout *= n;
-                if n != 1 {
-                    kept.push((n, s));
-                }
-            }
-        }
+        let mut split = ReducePlan::new(layout, axes, idempotent);
+        let (mut kshape, mut kstrides) = split.merged_kept();
         // The innermost loop should take the smallest step; broadcast axes come last.
-        let rank = |s: isize| if s == 0 { usize::MAX } else { s.unsigned_abs() };
-        let best_red = (0..red.len()).min_by_key(|&i| rank(red[i].1));
-        let cols = match (kept.last(), best_red) {
-            (Some(&(_, ks)), Some(r)) => rank(ks) < rank(red[r].1),
+        let best_red = split.red.iter().map(|r| step_rank(r.1)).min();
+        let cols = match (kstrides.last(), best_red) {
+            (Some(&ks), Some(r)) => step_rank(ks) < r,
             (Some(_), None) => true,
             (None, _) => false,
         };
-        let mut offset = layout.offset;
         let inner = if cols {
-            let (mut m, s) = kept.pop().expect("cols needs a kept axis");
-            // Kept axes that continue the inner one widen the blocks.
-            while let Some(&(n, ps)) = kept.last() {
-                if ps != s * m as isize {
-                    break;
-                }
-                m *= n;
-                kept.pop();
-            }
+            // The innermost kept axes, merged, make the blocks.
+            let m = kshape.pop().expect("cols needs a kept axis");
+            let s = kstrides.pop().expect("as many strides as axes");
             Inner::Cols { m, s }
-        } else if let Some(r) = best_red {
-            let (mut n, mut s) = red.remove(r);
-            // Reduced axes that continue the run lengthen it (a contiguous full reduction
-            // becomes one run).
-            while let Some(j) = red.iter().position(|&(_, rs)| rs == s * n as isize) {
-                n *= red.remove(j).0;
-            }
-            if commutative && s == -1 {
-                // A reversed run read forwards: every run starts n - 1 elements earlier.
-                offset -= n - 1;
-                s = 1;
-            }
-            Inner::Rows { n, s }
         } else {
-            Inner::Rows { n: 1, s: 0 }
+            let (n, s) = split.take_run(commutative).unwrap_or((1, 0));
+            Inner::Rows { n, s }
         };
         let mut roffs = vec![0isize];
-        for &(n, s) in &red {
+        for &(n, s) in &split.red {
             roffs = roffs
                 .iter()
                 .flat_map(|&o| (0..n).map(move |i| o + i as isize * s))
                 .collect();
         }
-        let shape: Vec<usize> = kept.iter().map(|k| k.0).collect();
-        let strides: Vec<isize> = kept.iter().map(|k| k.1).collect();
-        let (kshape, mut kstrides) = collapse(&shape, &[&strides]);
         Plan {
-            offset,
+            offset: split.offset,
             kshape,
-            kstrides: kstrides.swap_remove(0),
+            kstrides,
             roffs,
             inner,
-            nout,
+            nout: split.nout,
         }
     }
 
