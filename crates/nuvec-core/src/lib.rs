@@ -29,9 +29,11 @@ pub mod random;
 mod scheduler;
 pub mod transforms;
 
-/// CUDA-specific tools: timing a GPU stream's work with events (see also [`synchronize`]).
+/// CUDA-specific tools: timing a GPU stream's work with events (see also [`synchronize`]), and
+/// what a device is ([`cuda::device_info`]).
 pub mod cuda {
     pub use crate::backend::cuda::timing::EventTimer;
+    pub use crate::backend::cuda::{DeviceInfo, device_info};
 }
 
 pub use array::{Array, Operand, Scalar};

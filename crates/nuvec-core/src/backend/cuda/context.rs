@@ -7,12 +7,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaStream, result, sys};
+use cudarc::driver::{CudaContext, CudaStream, result, sys};
 
 use super::alloc::Allocator;
 use super::graph::Batching;
 use super::jit::Jit;
-use crate::{Error, Result};
+use super::launch::{Arch, Kernel, KernelKey, ModuleKey, Symbol};
+use crate::{DType, Error, Result};
 
 /// Streams per device that nuvec's [`crate::Stream`] indices map to (ids are
 /// `device · STREAMS + index`).
@@ -30,40 +31,75 @@ pub(crate) struct Gpu {
     pub(crate) jit: Jit,
     /// CUDA streams by nuvec stream index, made when first used.
     streams: Mutex<Vec<Option<Arc<CudaStream>>>>,
-    /// The number of multiprocessors.
-    pub(crate) sms: u32,
-    /// Kernels already looked up, by a key their family packs into 64 bits (no strings are
-    /// built or hashed on the launch path).
-    kernels: Mutex<HashMap<u64, Kernel>>,
+    /// What the device is (read once).
+    pub(crate) props: DeviceProps,
+    /// Kernels already looked up (no strings are built on the launch path).
+    kernels: Mutex<HashMap<KernelKey, Kernel>>,
     /// Page-locked host memory that large transfers go through (see `mod.rs`).
     pub(crate) staging: Mutex<Option<super::transfer::Staging>>,
     /// The graph capture state (`graph.rs`).
     pub(crate) batching: Batching,
 }
 
-/// A kernel ready to launch, with the most blocks of [`Kernel::THREADS`] threads that the
-/// whole device runs at once (one wave), which grid-stride kernels need no more than.
-#[derive(Clone)]
-pub(crate) struct Kernel {
-    pub(crate) f: CudaFunction,
-    pub(crate) wave: u32,
+/// What nuvec reads of a device once, when it opens it.
+#[derive(Clone, Debug)]
+pub(crate) struct DeviceProps {
+    /// The driver's name of the device.
+    pub(crate) name: String,
+    /// Its memory, in bytes.
+    pub(crate) memory: usize,
+    /// The number of multiprocessors.
+    pub(crate) sms: u32,
+    /// The portable target architecture of its compute capability.
+    pub(crate) arch: Arch,
+    /// The most shared memory one block may ask for (opting in past 48 KiB), in bytes.
+    pub(crate) shared_per_block: u32,
+    /// The shared memory of one multiprocessor, in bytes.
+    pub(crate) shared_per_sm: u32,
+    /// The most threads resident on one multiprocessor.
+    pub(crate) threads_per_sm: u32,
+    /// The size of the L2 cache, in bytes.
+    pub(crate) l2_bytes: u32,
 }
 
-impl Kernel {
-    /// Threads per block of the elementwise kernels.
-    pub(crate) const THREADS: u32 = 256;
-
-    /// The launch of a grid-stride kernel over `items` units of work (one per thread and
-    /// step): one block per 256 units, at most one wave of the device.
-    pub(crate) fn config(&self, items: usize) -> cudarc::driver::LaunchConfig {
-        let blocks = items
-            .div_ceil(Self::THREADS as usize)
-            .clamp(1, self.wave.max(1) as usize) as u32;
-        cudarc::driver::LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (Self::THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        }
+impl DeviceProps {
+    fn read(ctx: &CudaContext) -> std::result::Result<DeviceProps, String> {
+        use sys::CUdevice_attribute as A;
+        let get = |attr: A, what: &str| {
+            ctx.attribute(attr)
+                .map(|v| v.max(0) as u32)
+                .map_err(|e| format!("reading its {what} failed: {e}"))
+        };
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(|e| format!("reading its compute capability failed: {e}"))?;
+        Ok(DeviceProps {
+            name: ctx
+                .name()
+                .map_err(|e| format!("reading its name failed: {e}"))?,
+            memory: ctx
+                .total_mem()
+                .map_err(|e| format!("reading its memory size failed: {e}"))?,
+            sms: get(
+                A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                "multiprocessor count",
+            )?
+            .max(1),
+            arch: Arch::of(major.max(0) as u32, minor.max(0) as u32),
+            shared_per_block: get(
+                A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                "shared memory per block",
+            )?,
+            shared_per_sm: get(
+                A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+                "shared memory per multiprocessor",
+            )?,
+            threads_per_sm: get(
+                A::CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR,
+                "threads per multiprocessor",
+            )?,
+            l2_bytes: get(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "L2 cache size")?,
+        })
     }
 }
 
@@ -93,25 +129,55 @@ impl Gpu {
         Ok(s)
     }
 
-    /// The kernel stored under `key`, made by `make` (compiled or loaded) the first time.
+    /// The module key of `family` over `dtype` (with template argument `arg`, 0 for
+    /// none) for this device's portable architecture.
+    pub(crate) fn module(&self, family: &'static str, dtype: Option<DType>, arg: u32) -> ModuleKey {
+        ModuleKey {
+            family,
+            dtype,
+            arg,
+            arch: self.props.arch,
+        }
+    }
+
+    /// The kernel named by `key`, whose module's source `source()` gives (compiled and
+    /// loaded the first time; later calls find it in the device's table).
     pub(crate) fn kernel(
         &self,
-        key: u64,
-        make: impl FnOnce() -> Result<CudaFunction>,
+        key: &KernelKey,
+        source: impl FnOnce() -> String,
     ) -> Result<Kernel> {
-        if let Some(k) = lock(&self.kernels).get(&key) {
+        if let Some(k) = lock(&self.kernels).get(key) {
             return Ok(k.clone());
         }
-        let f = make()?;
+        let f = self
+            .jit
+            .function(&key.module, key.symbol.as_str(), source)?;
         let per_sm = f
             .occupancy_max_active_blocks_per_multiprocessor(Kernel::THREADS, 0, None)
             .map_err(|e| Error::Device(format!("cuda: reading a kernel's occupancy: {e}")))?;
         let k = Kernel {
             f,
-            wave: per_sm.max(1) * self.sms,
+            wave: per_sm.max(1) * self.props.sms,
+            symbol: key.symbol,
         };
-        lock(&self.kernels).insert(key, k.clone());
+        lock(&self.kernels).insert(*key, k.clone());
         Ok(k)
+    }
+
+    /// Kernel `symbol` of module `family` over `dtype` (see [`Gpu::kernel`]).
+    pub(crate) fn kernel_of(
+        &self,
+        family: &'static str,
+        dtype: Option<DType>,
+        symbol: Symbol,
+        source: impl FnOnce() -> String,
+    ) -> Result<Kernel> {
+        let key = KernelKey {
+            module: self.module(family, dtype, 0),
+            symbol,
+        };
+        self.kernel(&key, source)
     }
 
     /// The allocator's id of nuvec stream `index` of this device.
@@ -177,23 +243,63 @@ fn open(ordinal: usize) -> std::result::Result<Arc<Gpu>, String> {
     // addresses, so cudarc's per-slice event tracking (which it would otherwise record at
     // every launch) has nothing to track.
     unsafe { ctx.disable_event_tracking() };
-    let (major, minor) = ctx
-        .compute_capability()
-        .map_err(|e| format!("gpu({ordinal}): reading its compute capability failed: {e}"))?;
-    let sms = ctx
-        .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-        .map_err(|e| format!("gpu({ordinal}): reading its multiprocessor count failed: {e}"))?;
+    let props = DeviceProps::read(&ctx).map_err(|e| format!("gpu({ordinal}): {e}"))?;
     Ok(Arc::new(Gpu {
         ordinal,
         alloc: Arc::new(Allocator::new(Arc::clone(&ctx))),
-        jit: Jit::new(Arc::clone(&ctx), major, minor),
+        jit: Jit::new(Arc::clone(&ctx)),
         ctx,
         streams: Mutex::new(vec![None; STREAMS]),
-        sms: sms.max(1) as u32,
+        props,
         kernels: Mutex::new(HashMap::new()),
         staging: Mutex::new(None),
         batching: Batching::default(),
     }))
+}
+
+/// What CUDA device `ordinal` is, as nuvec read it once when it opened the device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DeviceInfo {
+    /// The driver's name of the device (`NVIDIA H200`).
+    pub name: String,
+    /// The target architecture its kernels are compiled for (`sm_90`).
+    pub architecture: String,
+    /// Its memory, in bytes.
+    pub memory_bytes: usize,
+    /// The number of multiprocessors.
+    pub multiprocessors: u32,
+    /// The most shared memory one block may use, in bytes.
+    pub max_shared_memory_per_block: u32,
+    /// The shared memory of one multiprocessor, in bytes.
+    pub shared_memory_per_multiprocessor: u32,
+    /// The most threads resident on one multiprocessor.
+    pub max_threads_per_multiprocessor: u32,
+    /// The size of the L2 cache, in bytes.
+    pub l2_cache_bytes: u32,
+}
+
+/// What CUDA device `ordinal` is (MLX's `device_info`), or an [`Error::Device`] where it
+/// cannot be opened (no driver, no such device).
+///
+/// ```
+/// match nuvec_core::cuda::device_info(0) {
+///     Ok(info) => println!("{}: {} multiprocessors", info.name, info.multiprocessors),
+///     Err(e) => println!("no GPU: {e}"),
+/// }
+/// ```
+pub fn device_info(ordinal: usize) -> Result<DeviceInfo> {
+    let p = &gpu(ordinal)?.props;
+    Ok(DeviceInfo {
+        name: p.name.clone(),
+        architecture: p.arch.name(),
+        memory_bytes: p.memory,
+        multiprocessors: p.sms,
+        max_shared_memory_per_block: p.shared_per_block,
+        shared_memory_per_multiprocessor: p.shared_per_sm,
+        max_threads_per_multiprocessor: p.threads_per_sm,
+        l2_cache_bytes: p.l2_bytes,
+    })
 }
 
 /// Whether device `ordinal` can run work, or why not.

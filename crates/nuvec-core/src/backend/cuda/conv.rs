@@ -13,10 +13,11 @@
 //! depthwise convolution (`groups = C_in = C_out`) becomes a batch of tiny products here:
 //! correct, not fast.
 
-use cudarc::driver::{DeviceRepr, PushKernelArg};
+use cudarc::driver::DeviceRepr;
 
 use super::Place;
 use super::elementwise::{convert, launch_config, type_names};
+use super::launch::symbol;
 use super::matmul::{Gemm, Side, run_gemm};
 use crate::array::ArrayData;
 use crate::ops::conv::{ConvOp, dilated};
@@ -199,8 +200,9 @@ pub(crate) fn eval(
         .alloc
         .alloc(block * width * dtype.size(), place.stream_id)?;
     let (_, tn) = type_names(dtype).expect("float types have kernels");
-    let name = format!("im2col_{tn}");
-    let f = place.gpu.jit.function("im2col", &name, im2col_source)?;
+    let f = place
+        .gpu
+        .kernel_of("im2col", None, symbol!("im2col_{tn}")?, im2col_source)?;
     let b = Side {
         trans: false,
         ld: width as i64,
@@ -212,14 +214,12 @@ pub(crate) fn eval(
         geo.row0 = row0 as i64;
         geo.rows = n as i64;
         let p_ptr = patches.ptr();
-        let mut launch = place.stream.launch_builder(&f);
-        launch.arg(&x_ptr).arg(&p_ptr).arg(&geo);
+        let params: [&dyn DeviceRepr; 3] = [&x_ptr, &p_ptr, &geo];
         // SAFETY: the kernel writes `n · width` elements of the patch block, which holds
         // `block · width >= n · width`; it reads the input only at positions that the
         // geometry places inside the input's layout (taps outside read nothing), within its
         // live block; the arguments match `im2col_<type>`.
-        unsafe { launch.launch(launch_config(n * width)) }
-            .map_err(|e| Error::Device(format!("cuda: launching {name}: {e}")))?;
+        unsafe { f.launch(&place.stream, launch_config(n * width), &params) }?;
         let d_ptr = out_ptr + (row0 * c_out) as u64 * size;
         run_gemm(place, dtype, gemm(n, b), &[[w_ptr, p_ptr, d_ptr]], 1.0, 0.0)?;
         row0 += n;

@@ -2,14 +2,15 @@
 //! (see `kernels/creation.cu`). `bool` (which `arange` rejects) and complex numbers are left
 //! to the CPU bridge (`Ok(None)`).
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::DeviceRepr;
 
 use super::Place;
 use super::elementwise::{launch_config, type_names};
+use super::launch::symbol;
 use crate::array::ArrayData;
 use crate::dtype::Canon;
 use crate::ops::creation::CreationOp;
-use crate::{DType, Error, Result};
+use crate::{DType, Result};
 
 const COMMON: &str = include_str!("kernels/common.cuh");
 const CREATION: &str = include_str!("kernels/creation.cu");
@@ -59,27 +60,25 @@ fn arange(
     if n == 0 {
         return Ok(Some(out));
     }
-    let name = format!("arange_{tn}");
     let f = place
         .gpu
-        .jit
-        .function(&format!("creation_{tn}"), &name, || source(dtype))?;
+        .kernel_of("creation", Some(dtype), symbol!("arange_{tn}")?, || {
+            source(dtype)
+        })?;
     let n64 = n as i64;
-    let mut launch = place.stream.launch_builder(&f);
     // MLX's integer rule, as the CPU applies it: both truncated, in 128 bits; the kernel
     // wraps modulo 2^64, which agrees once truncated to the element's width.
     let first = Canon::Float(start).as_i128();
     let delta = Canon::Float(start + step).as_i128().wrapping_sub(first);
     let (first, delta) = (first as u64, delta as u64);
-    if dtype.is_integer() {
-        launch.arg(&out_ptr).arg(&n64).arg(&first).arg(&delta);
+    let params: [&dyn DeviceRepr; 4] = if dtype.is_integer() {
+        [&out_ptr, &n64, &first, &delta]
     } else {
-        launch.arg(&out_ptr).arg(&n64).arg(&start).arg(&step);
-    }
+        [&out_ptr, &n64, &start, &step]
+    };
     // SAFETY: the output block holds `n` elements of `dtype`; the arguments match
     // `arange_<type>` (integers take two u64, floats two doubles).
-    unsafe { launch.launch(launch_config(n)) }
-        .map_err(|e| Error::Device(format!("cuda: launching {name}: {e}")))?;
+    unsafe { f.launch(&place.stream, launch_config(n), &params) }?;
     Ok(Some(out))
 }
 

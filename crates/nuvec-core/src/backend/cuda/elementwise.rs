@@ -12,10 +12,12 @@
 //! Cases that run on the host instead (`Ok(None)`): complex numbers everywhere, and unary
 //! functions other than `logical_not` on non-float types.
 
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DeviceRepr, LaunchConfig};
 
 use super::Place;
-use super::context::Kernel;
+pub(crate) use super::dtype::type_names;
+use super::dtype::{FLOAT_TYPES, KERNEL_TYPES};
+use super::launch::{Kernel, symbol};
 use crate::array::{ArrayData, Layout, collapse};
 use crate::ops::binary::BinaryOp;
 use crate::ops::unary::UnaryOp;
@@ -71,26 +73,6 @@ impl Strided {
     }
 }
 
-/// The CUDA type and the kernel-name suffix of an element type (complex has no kernels).
-pub(crate) fn type_names(dtype: DType) -> Option<(&'static str, &'static str)> {
-    Some(match dtype {
-        DType::Bool => ("bool", "bool"),
-        DType::U8 => ("u8", "u8"),
-        DType::U16 => ("u16", "u16"),
-        DType::U32 => ("u32", "u32"),
-        DType::U64 => ("u64", "u64"),
-        DType::I8 => ("i8", "i8"),
-        DType::I16 => ("i16", "i16"),
-        DType::I32 => ("i32", "i32"),
-        DType::I64 => ("i64", "i64"),
-        DType::F16 => ("f16", "f16"),
-        DType::BF16 => ("bf16", "bf16"),
-        DType::F32 => ("float", "f32"),
-        DType::F64 => ("double", "f64"),
-        DType::C64 => return None,
-    })
-}
-
 /// Threads per block and the grid for `n` elements, one per thread (grid-stride loops cover
 /// any rest past 2^16 blocks). The elementwise kernels size their grids with
 /// [`Kernel::config`] instead; this stays for kernels that take one element per thread.
@@ -117,35 +99,11 @@ fn packs(n: usize, a: DType, b: DType) -> usize {
     n.div_ceil(pack_width(a.size(), b.size()))
 }
 
-fn launch_err(name: impl Fn() -> String) -> impl Fn(cudarc::driver::DriverError) -> Error {
-    move |e| Error::Device(format!("cuda: launching {}: {e}", name()))
-}
-
-/// Kernel families, for the keys of the device's kernel table.
-#[derive(Clone, Copy)]
-enum Family {
-    Unary = 1,
-    Binary = 2,
-    Select = 3,
-    Cast = 4,
-}
-
-/// The key of one kernel: family, operation, input and output types, layout form. Packed
-/// into an integer so that a launch looks its kernel up without building a string.
-fn key(family: Family, op: usize, a: DType, b: DType, form: usize) -> u64 {
-    ((family as u64) << 56)
-        | ((op as u64) << 24)
-        | ((a as u64) << 16)
-        | ((b as u64) << 8)
-        | form as u64
-}
-
 /// Launches a one-input kernel (`_c`: `x` contiguous, 16-byte packs when aligned; `_s`:
 /// strided) over `x` into the `n` elements at `out_ptr` of type `out`.
 fn launch_one_input(
     place: &Place,
     k: &Kernel,
-    name: impl Fn() -> String,
     x: &ArrayData,
     out: DType,
     out_ptr: u64,
@@ -153,21 +111,19 @@ fn launch_one_input(
 ) -> Result<()> {
     let src = place.input(x)?;
     let n64 = n as i64;
-    let mut launch = place.stream.launch_builder(&k.f);
     if x.layout.is_row_contiguous() {
         let start = src + (x.layout.offset * x.dtype().size()) as u64;
-        launch.arg(&start).arg(&out_ptr).arg(&n64);
+        let cfg = k.config(packs(n, x.dtype(), out));
         // SAFETY: the kernel reads `n` contiguous elements of `x`'s type from `start` (inside
         // the input's block, which lives until the stream passes this work: blocks are reused
         // only in stream order) and writes `n` elements to `out_ptr`, a fresh block of that
         // size; it checks both pointers' alignment before taking 16-byte packs; the argument
         // types match the kernel's signature.
-        unsafe { launch.launch(k.config(packs(n, x.dtype(), out))) }.map_err(launch_err(name))?;
+        unsafe { k.launch(&place.stream, cfg, &[&start, &out_ptr, &n64]) }?;
     } else {
         let view = Strided::of(&x.layout)?;
-        launch.arg(&src).arg(&out_ptr).arg(&n64).arg(&view);
         // SAFETY: as above, with a view that addresses only elements inside the input block.
-        unsafe { launch.launch(k.config(n)) }.map_err(launch_err(name))?;
+        unsafe { k.launch(&place.stream, k.config(n), &[&src, &out_ptr, &n64, &view]) }?;
     }
     Ok(())
 }
@@ -217,7 +173,7 @@ const PREDICATES: &[UnaryOp] = &[
 ];
 
 fn is_float(dtype: DType) -> bool {
-    matches!(dtype, DType::F16 | DType::BF16 | DType::F32 | DType::F64)
+    FLOAT_TYPES.contains(&dtype)
 }
 
 /// Whether `op` has a kernel for `dtype` (floats: every real function; other types: the
@@ -284,21 +240,11 @@ pub(crate) fn unary(
         return Ok(Some(vec![out]));
     }
     let contiguous = x.layout.is_row_contiguous();
-    let name = || format!("unary_{}_{tn}_{}", op.name(), one_form(contiguous));
-    let id = key(
-        Family::Unary,
-        op as usize,
-        dtype,
-        out_dtype,
-        contiguous as usize,
-    );
-    let k = place.gpu.kernel(id, || {
-        place
-            .gpu
-            .jit
-            .function(&format!("unary_{tn}"), &name(), || unary_source(dtype))
-    })?;
-    launch_one_input(place, &k, name, x, out_dtype, out_ptr, n)?;
+    let name = symbol!("unary_{}_{tn}_{}", op.name(), one_form(contiguous))?;
+    let k = place
+        .gpu
+        .kernel_of("unary", Some(dtype), name, || unary_source(dtype))?;
+    launch_one_input(place, &k, x, out_dtype, out_ptr, n)?;
     Ok(Some(vec![out]))
 }
 
@@ -418,39 +364,28 @@ pub(crate) fn binary(
     } else {
         3
     };
-    let name = || format!("binary_{functor}_{tn}_{}", BINARY_FORMS[form]);
-    let id = key(Family::Binary, op as usize, dtype, out_dtype, form);
-    let k = place.gpu.kernel(id, || {
-        place
-            .gpu
-            .jit
-            .function(&format!("binary_{tn}"), &name(), || binary_source(dtype))
-    })?;
+    let name = symbol!("binary_{functor}_{tn}_{}", BINARY_FORMS[form])?;
+    let k = place
+        .gpu
+        .kernel_of("binary", Some(dtype), name, || binary_source(dtype))?;
     let n64 = n as i64;
-    let mut launch = place.stream.launch_builder(&k.f);
     if form < 3 {
         let size = dtype.size() as u64;
         let (sa, sb) = (
             pa + a.layout.offset as u64 * size,
             pb + b.layout.offset as u64 * size,
         );
-        launch.arg(&sa).arg(&sb).arg(&out_ptr).arg(&n64);
+        let cfg = k.config(packs(n, dtype, out_dtype));
         // SAFETY: a contiguous input holds `n` elements from its start, a broadcast one its
         // single element at its start (its layout's offset), inside their blocks; the
         // output block holds `n` elements of the output type; the kernel checks alignment
         // before taking 16-byte packs; the arguments match the kernel's signature.
-        unsafe { launch.launch(k.config(packs(n, dtype, out_dtype))) }.map_err(launch_err(name))?;
+        unsafe { k.launch(&place.stream, cfg, &[&sa, &sb, &out_ptr, &n64]) }?;
     } else {
         let (va, vb) = (Strided::of(&a.layout)?, Strided::of(&b.layout)?);
-        launch
-            .arg(&pa)
-            .arg(&pb)
-            .arg(&out_ptr)
-            .arg(&n64)
-            .arg(&va)
-            .arg(&vb);
+        let params: [&dyn DeviceRepr; 6] = [&pa, &pb, &out_ptr, &n64, &va, &vb];
         // SAFETY: as above, with views that address elements inside the input blocks.
-        unsafe { launch.launch(k.config(n)) }.map_err(launch_err(name))?;
+        unsafe { k.launch(&place.stream, k.config(n), &params) }?;
     }
     Ok(Some(vec![out]))
 }
@@ -475,16 +410,11 @@ pub(crate) fn select(
     let (pc, px, py) = (place.input(c)?, place.input(x)?, place.input(y)?);
     let contiguous = [c, x, y].iter().all(|d| d.layout.is_row_contiguous());
     let form = if contiguous { "ccc" } else { "sss" };
-    let name = || format!("select_{tn}_{form}");
-    let id = key(Family::Select, 0, dtype, dtype, contiguous as usize);
-    let k = place.gpu.kernel(id, || {
-        place
-            .gpu
-            .jit
-            .function(&format!("binary_{tn}"), &name(), || binary_source(dtype))
-    })?;
+    let name = symbol!("select_{tn}_{form}")?;
+    let k = place
+        .gpu
+        .kernel_of("binary", Some(dtype), name, || binary_source(dtype))?;
     let n64 = n as i64;
-    let mut launch = place.stream.launch_builder(&k.f);
     if contiguous {
         let size = dtype.size() as u64;
         let sc = pc + c.layout.offset as u64;
@@ -492,56 +422,33 @@ pub(crate) fn select(
             px + x.layout.offset as u64 * size,
             py + y.layout.offset as u64 * size,
         );
-        launch.arg(&sc).arg(&sx).arg(&sy).arg(&out_ptr).arg(&n64);
+        let cfg = k.config(packs(n, DType::Bool, dtype));
         // SAFETY: the three inputs hold `n` contiguous elements from their starts, inside
         // their blocks (bool conditions are one byte each); the output block holds `n`
         // elements; the kernel checks alignment before taking 16-byte packs; the arguments
         // match `select_<type>_ccc`.
-        unsafe { launch.launch(k.config(packs(n, DType::Bool, dtype))) }
-            .map_err(launch_err(name))?;
+        unsafe { k.launch(&place.stream, cfg, &[&sc, &sx, &sy, &out_ptr, &n64]) }?;
     } else {
         let views = [
             Strided::of(&c.layout)?,
             Strided::of(&x.layout)?,
             Strided::of(&y.layout)?,
         ];
-        launch
-            .arg(&pc)
-            .arg(&px)
-            .arg(&py)
-            .arg(&out_ptr)
-            .arg(&n64)
-            .arg(&views[0])
-            .arg(&views[1])
-            .arg(&views[2]);
+        let params: [&dyn DeviceRepr; 8] = [
+            &pc, &px, &py, &out_ptr, &n64, &views[0], &views[1], &views[2],
+        ];
         // SAFETY: the views address elements inside the three input blocks; the output block
         // holds `n` elements; the arguments match `select_<type>_sss`.
-        unsafe { launch.launch(k.config(n)) }.map_err(launch_err(name))?;
+        unsafe { k.launch(&place.stream, k.config(n), &params) }?;
     }
     Ok(Some(vec![out]))
 }
-
-const CASTABLE: &[DType] = &[
-    DType::Bool,
-    DType::U8,
-    DType::U16,
-    DType::U32,
-    DType::U64,
-    DType::I8,
-    DType::I16,
-    DType::I32,
-    DType::I64,
-    DType::F16,
-    DType::BF16,
-    DType::F32,
-    DType::F64,
-];
 
 /// The module of every conversion from one element type.
 fn cast_source(from: DType) -> String {
     let (cs, sn) = type_names(from).expect("complex has no kernels");
     let mut src = format!("{COMMON}\n{CAST}\n");
-    for &to in CASTABLE {
+    for to in KERNEL_TYPES {
         let (cd, dn) = type_names(to).expect("listed types have kernels");
         src.push_str(&format!("NV_CAST({cs}, {sn}, {cd}, {dn})\n"));
     }
@@ -560,16 +467,12 @@ pub(crate) fn convert(place: &Place, x: &ArrayData, dtype: DType) -> Result<Opti
         return Ok(Some(out));
     }
     let contiguous = x.layout.is_row_contiguous();
-    let name = || format!("cast_{sn}_{dn}_{}", one_form(contiguous));
+    let name = symbol!("cast_{sn}_{dn}_{}", one_form(contiguous))?;
     let from = x.dtype();
-    let id = key(Family::Cast, 0, from, dtype, contiguous as usize);
-    let k = place.gpu.kernel(id, || {
-        place
-            .gpu
-            .jit
-            .function(&format!("cast_{sn}"), &name(), || cast_source(from))
-    })?;
-    launch_one_input(place, &k, name, x, dtype, out_ptr, n)?;
+    let k = place
+        .gpu
+        .kernel_of("cast", Some(from), name, || cast_source(from))?;
+    launch_one_input(place, &k, x, dtype, out_ptr, n)?;
     Ok(Some(out))
 }
 
@@ -585,7 +488,7 @@ pub(crate) fn astype(place: &Place, x: &ArrayData, dtype: DType) -> Result<Optio
 #[cfg(test)]
 pub(crate) fn all_sources() -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for &d in CASTABLE {
+    for d in KERNEL_TYPES {
         let tn = type_names(d).expect("listed types have kernels").1;
         out.push((format!("unary_{tn}"), unary_source(d)));
         out.push((format!("binary_{tn}"), binary_source(d)));

@@ -15,9 +15,10 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaFunction, PushKernelArg, result};
+use cudarc::driver::{DeviceRepr, result};
 
 use super::elementwise::{Strided, launch_config, type_names};
+use super::launch::{Kernel, symbol};
 use super::{DeviceBuffer, DeviceCopy, Place};
 use crate::array::{ArrayData, Layout, row_major_strides};
 use crate::backend::common::donation::{donatable, take_donated};
@@ -41,35 +42,30 @@ fn pos_source(dtype: DType) -> String {
     format!("{COMMON}\n{INDEX}\nNV_INDEX_POS({ct}, {tn})\n")
 }
 
-/// Kernel `<stem>_<type>` of `dtype` in module `<module>_<type>`, whose source `source`
-/// gives, and its name.
+/// Kernel `<stem>_<type>` of `dtype` in module `<family>_<type>`, whose source `source`
+/// gives.
 fn kernel_of(
     place: &Place,
-    (module, source): (&str, fn(DType) -> String),
+    (family, source): (&'static str, fn(DType) -> String),
     dtype: DType,
     stem: &str,
-) -> Result<(CudaFunction, String)> {
-    let tn = type_names(dtype).expect("checked by the caller").1;
-    let name = format!("{stem}_{tn}");
-    let f = place
+) -> Result<Kernel> {
+    let tn = super::dtype::suffix(dtype)?;
+    place
         .gpu
-        .jit
-        .function(&format!("{module}_{tn}"), &name, || source(dtype))?;
-    Ok((f, name))
+        .kernel_of(family, Some(dtype), symbol!("{stem}_{tn}")?, || {
+            source(dtype)
+        })
 }
 
-/// Value kernel `<stem>_<type>` of element type `dtype`, and its name.
-fn value_kernel(place: &Place, dtype: DType, stem: &str) -> Result<(CudaFunction, String)> {
+/// Value kernel `<stem>_<type>` of element type `dtype`.
+fn value_kernel(place: &Place, dtype: DType, stem: &str) -> Result<Kernel> {
     kernel_of(place, ("index", value_source), dtype, stem)
 }
 
-/// Position kernel `<stem>_<type>` of index type `dtype`, and its name.
-fn pos_kernel(place: &Place, dtype: DType, stem: &str) -> Result<(CudaFunction, String)> {
+/// Position kernel `<stem>_<type>` of index type `dtype`.
+fn pos_kernel(place: &Place, dtype: DType, stem: &str) -> Result<Kernel> {
     kernel_of(place, ("index_pos", pos_source), dtype, stem)
-}
-
-fn launch_err(name: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
-    move |e| Error::Device(format!("cuda: launching {name}: {e}"))
 }
 
 /// The kernel-name part of a combining mode.
@@ -158,25 +154,17 @@ fn window_bases(
     let ptr = bases.ptr();
     let n64 = n as i64;
     for (k, arg) in args.iter().enumerate() {
-        let (f, name) = pos_kernel(place, arg.data.dtype(), "index_bases")?;
+        let f = pos_kernel(place, arg.data.dtype(), "index_bases")?;
         let src = place.input(arg.data)?;
         let (dim, window, stride) = (arg.dim as i64, arg.window as i64, arg.stride as i64);
         let (skip, first) = (i32::from(skip), i32::from(k == 0));
-        let mut launch = place.stream.launch_builder(&f);
-        launch
-            .arg(&src)
-            .arg(&arg.view)
-            .arg(&ptr)
-            .arg(&n64)
-            .arg(&dim)
-            .arg(&window)
-            .arg(&stride)
-            .arg(&skip)
-            .arg(&first);
+        let params: [&dyn DeviceRepr; 9] = [
+            &src, &arg.view, &ptr, &n64, &dim, &window, &stride, &skip, &first,
+        ];
         // SAFETY: the view addresses the index array's `n` elements inside its block; the
         // positions block holds `n` i64 values (written by the first launch before any
         // later one reads it: one stream); the arguments match `index_bases_<type>`.
-        unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(&name))?;
+        unsafe { f.launch(&place.stream, launch_config(n), &params) }?;
     }
     Ok(Some(bases))
 }
@@ -198,22 +186,13 @@ fn axis_positions(
 ) -> Result<DeviceBuffer> {
     let pos = place.gpu.alloc.alloc(n * 8, place.stream_id)?;
     let ptr = pos.ptr();
-    let (f, name) = pos_kernel(place, idx.dtype(), "index_axis")?;
+    let f = pos_kernel(place, idx.dtype(), "index_axis")?;
     let src = place.input(idx)?;
     let (n64, dim, along, skip) = (n as i64, dim as i64, along as i64, i32::from(skip));
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&src)
-        .arg(iview)
-        .arg(others)
-        .arg(&ptr)
-        .arg(&n64)
-        .arg(&dim)
-        .arg(&along)
-        .arg(&skip);
+    let params: [&dyn DeviceRepr; 8] = [&src, iview, others, &ptr, &n64, &dim, &along, &skip];
     // SAFETY: the index view addresses `n` elements inside the index block; the positions
     // block holds `n` i64 values; the arguments match `index_axis_<type>`.
-    unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(&name))?;
+    unsafe { f.launch(&place.stream, launch_config(n), &params) }?;
     Ok(pos)
 }
 
@@ -231,25 +210,16 @@ fn gather_blocks(
     outer: &Strided,
     block: &Strided,
 ) -> Result<()> {
-    let (f, name) = value_kernel(place, a.dtype(), "gather_blocks")?;
+    let f = value_kernel(place, a.dtype(), "gather_blocks")?;
     let src = place.input(a)?;
     let bases = bases.map_or(0, |b| b.ptr());
     let (np, nb, total64) = (np as i64, nb as i64, total as i64);
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&src)
-        .arg(&out_ptr)
-        .arg(&bases)
-        .arg(&np)
-        .arg(&nb)
-        .arg(&total64)
-        .arg(outer)
-        .arg(block);
+    let params: [&dyn DeviceRepr; 8] = [&src, &out_ptr, &bases, &np, &nb, &total64, outer, block];
     // SAFETY: every position read is an element of `a`'s view (gathers clamp their windows
     // inside the axes), inside its block; the output block holds `total` elements; the
     // positions block (or null, for one position at 0) holds `np` values; the arguments
     // match `gather_blocks_<type>`.
-    unsafe { launch.launch(launch_config(total)) }.map_err(launch_err(&name))?;
+    unsafe { f.launch(&place.stream, launch_config(total), &params) }?;
     Ok(())
 }
 
@@ -389,14 +359,13 @@ fn gather_axis(place: &Place, inputs: &[ArrayData], axis: usize) -> Result<Optio
         l.strides[axis],
         false,
     )?;
-    let (f, name) = value_kernel(place, a.dtype(), "gather_pos")?;
+    let f = value_kernel(place, a.dtype(), "gather_pos")?;
     let src = place.input(a)?;
     let (pos_ptr, n64) = (pos.ptr(), n as i64);
-    let mut launch = place.stream.launch_builder(&f);
-    launch.arg(&src).arg(&pos_ptr).arg(&out_ptr).arg(&n64);
+    let params: [&dyn DeviceRepr; 4] = [&src, &pos_ptr, &out_ptr, &n64];
     // SAFETY: the positions are elements of `a`'s view (clamped), inside its block; both the
     // positions and the output hold `n` elements; the arguments match `gather_pos_<type>`.
-    unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(&name))?;
+    unsafe { f.launch(&place.stream, launch_config(n), &params) }?;
     Ok(Some(out))
 }
 
@@ -416,15 +385,14 @@ pub(crate) fn update_into(
         return Ok(());
     }
     let stem = format!("update_{}", mode_name(mode));
-    let (f, name) = value_kernel(place, src.dtype(), &stem)?;
+    let f = value_kernel(place, src.dtype(), &stem)?;
     let sp = place.input(src)?;
     let n64 = n as i64;
-    let mut launch = place.stream.launch_builder(&f);
-    launch.arg(&dst).arg(dv).arg(&sp).arg(sv).arg(&n64);
+    let params: [&dyn DeviceRepr; 5] = [&dst, dv, &sp, sv, &n64];
     // SAFETY: the caller's destination view addresses `n` distinct elements inside the block
     // at `dst`, which this stream writes; the source view addresses elements inside the
     // source's block; the arguments match `update_<mode>_<type>`.
-    unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(&name))?;
+    unsafe { f.launch(&place.stream, launch_config(n), &params) }?;
     Ok(())
 }
 
@@ -433,14 +401,13 @@ pub(crate) fn fill(place: &Place, dst: u64, n: usize, value: &ArrayData) -> Resu
     if n == 0 {
         return Ok(());
     }
-    let (f, name) = value_kernel(place, value.dtype(), "fill")?;
+    let f = value_kernel(place, value.dtype(), "fill")?;
     let v = start_of(place, value)?;
     let n64 = n as i64;
-    let mut launch = place.stream.launch_builder(&f);
-    launch.arg(&dst).arg(&n64).arg(&v);
+    let params: [&dyn DeviceRepr; 3] = [&dst, &n64, &v];
     // SAFETY: the block at `dst` holds `n` elements of the value's type; `v` is an element
     // inside the value's block; the arguments match `fill_<type>`.
-    unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(&name))?;
+    unsafe { f.launch(&place.stream, launch_config(n), &params) }?;
     Ok(())
 }
 
@@ -529,24 +496,16 @@ fn scatter(
         .collect();
     let bases = window_bases(place, &args, np, true)?;
     let stem = format!("scatter_{}", mode_name(mode));
-    let (f, name) = value_kernel(place, out.dtype(), &stem)?;
+    let f = value_kernel(place, out.dtype(), &stem)?;
     let up = place.input(updates)?;
     let bases_ptr = bases.as_ref().map_or(0, |b| b.ptr());
     let (np64, nw64) = (np as i64, nw as i64);
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&out_ptr)
-        .arg(&up)
-        .arg(&v[1])
-        .arg(&bases_ptr)
-        .arg(&np64)
-        .arg(&nw64)
-        .arg(&v[0]);
+    let params: [&dyn DeviceRepr; 7] = [&out_ptr, &up, &v[1], &bases_ptr, &np64, &nw64, &v[0]];
     // SAFETY: positions not dropped place whole windows inside the target (scatters drop
     // windows that do not fit), a row-major block of `a`'s size that this stream writes;
     // the updates view addresses `np · nw` elements inside their block; the arguments
     // match `scatter_<mode>_<type>`.
-    unsafe { launch.launch(launch_config(np * nw)) }.map_err(launch_err(&name))?;
+    unsafe { f.launch(&place.stream, launch_config(np * nw), &params) }?;
     Ok(Some(out))
 }
 
@@ -593,20 +552,14 @@ fn scatter_axis(
         true,
     )?;
     let stem = format!("scatter_pos_{}", mode_name(mode));
-    let (f, name) = value_kernel(place, out.dtype(), &stem)?;
+    let f = value_kernel(place, out.dtype(), &stem)?;
     let vp = place.input(values)?;
     let (pos_ptr, n64) = (pos.ptr(), n as i64);
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&out_ptr)
-        .arg(&pos_ptr)
-        .arg(&vp)
-        .arg(&v[1])
-        .arg(&n64);
+    let params: [&dyn DeviceRepr; 5] = [&out_ptr, &pos_ptr, &vp, &v[1], &n64];
     // SAFETY: positions not dropped are elements of the row-major target of `a`'s shape,
     // which this stream writes; the values view addresses `n` elements inside their block;
     // the arguments match `scatter_pos_<mode>_<type>`.
-    unsafe { launch.launch(launch_config(n)) }.map_err(launch_err(&name))?;
+    unsafe { f.launch(&place.stream, launch_config(n), &params) }?;
     Ok(Some(out))
 }
 

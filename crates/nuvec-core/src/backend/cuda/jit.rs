@@ -1,10 +1,11 @@
 //! Kernels compiled at run time by NVRTC for the device's architecture.
 //!
 //! A *module* is one kernel source (from `kernels/`) with the instantiations one family needs
-//! for one element type, e.g. every unary function over `float`. It is compiled once per
-//! process and device (kept in memory) and once per machine (its PTX kept on disk, under
-//! `NUVEC_KERNEL_CACHE`, else the user's cache directory), keyed by a hash of the source,
-//! the architecture and the options. CUDA's headers come from `$CUDA_HOME/include` (else
+//! for one element type, e.g. every unary function over `float`, named by a
+//! [`ModuleKey`] (which includes the target architecture, `sm_90a` where a kernel needs
+//! it). It is compiled once per process and device (kept in memory) and once per machine
+//! (its PTX kept on disk, under `NUVEC_KERNEL_CACHE`, else the user's cache directory),
+//! keyed by a hash of the source, the architecture and the options. CUDA's headers come from `$CUDA_HOME/include` (else
 //! `/usr/local/cuda/include`).
 
 use std::collections::HashMap;
@@ -14,56 +15,48 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
+use super::launch::ModuleKey;
 use crate::{Error, Result};
 
-/// The compiled modules of one device.
+/// The compiled modules of one device, by [`ModuleKey`].
 pub(crate) struct Jit {
     ctx: Arc<CudaContext>,
-    arch: String,
-    modules: Mutex<HashMap<String, Arc<CudaModule>>>,
-    functions: Mutex<HashMap<(String, String), CudaFunction>>,
+    modules: Mutex<HashMap<ModuleKey, Arc<CudaModule>>>,
 }
 
 impl Jit {
-    pub(crate) fn new(ctx: Arc<CudaContext>, major: i32, minor: i32) -> Jit {
+    pub(crate) fn new(ctx: Arc<CudaContext>) -> Jit {
         Jit {
             ctx,
-            arch: format!("sm_{major}{minor}"),
             modules: Mutex::new(HashMap::new()),
-            functions: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Kernel `name` of module `key`, whose source `source()` gives (called only when the
+    /// Kernel `symbol` of module `key`, whose source `source()` gives (called only when the
     /// module is not compiled yet).
     pub(crate) fn function(
         &self,
-        key: &str,
-        name: &str,
+        key: &ModuleKey,
+        symbol: &str,
         source: impl FnOnce() -> String,
     ) -> Result<CudaFunction> {
-        let id = (key.to_string(), name.to_string());
-        if let Some(f) = lock(&self.functions).get(&id) {
-            return Ok(f.clone());
-        }
         let module = self.module(key, source)?;
-        let f = module
-            .load_function(name)
-            .map_err(|e| Error::Device(format!("cuda: kernel {name} of {key}: {e}")))?;
-        lock(&self.functions).insert(id, f.clone());
-        Ok(f)
+        module
+            .load_function(symbol)
+            .map_err(|e| Error::Device(format!("cuda: kernel {symbol} of {}: {e}", key.name())))
     }
 
-    fn module(&self, key: &str, source: impl FnOnce() -> String) -> Result<Arc<CudaModule>> {
+    fn module(&self, key: &ModuleKey, source: impl FnOnce() -> String) -> Result<Arc<CudaModule>> {
         if let Some(m) = lock(&self.modules).get(key) {
             return Ok(Arc::clone(m));
         }
-        let ptx = compile_cached(key, &source(), &self.arch)?;
+        let name = key.name();
+        let ptx = compile_cached(&name, &source(), &key.arch.name())?;
         let module = self
             .ctx
             .load_module(Ptx::from_src(ptx))
-            .map_err(|e| Error::Device(format!("cuda: loading module {key}: {e}")))?;
-        lock(&self.modules).insert(key.to_string(), Arc::clone(&module));
+            .map_err(|e| Error::Device(format!("cuda: loading module {name}: {e}")))?;
+        lock(&self.modules).insert(*key, Arc::clone(&module));
         Ok(module)
     }
 }

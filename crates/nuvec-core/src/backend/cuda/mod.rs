@@ -9,16 +9,27 @@
 //! (`transfer.rs`). A primitive without a CUDA kernel yet runs on the CPU over host
 //! copies of its inputs (see [`eval`]); that bridge keeps every program runnable on the GPU
 //! stream while kernels are added family by family.
+//!
+//! The base every family builds on:
+//! - `dtype.rs`: the element types with kernels, the C++ type and name suffix of each;
+//! - `launch.rs`: the typed kernel key (module family, element type, template argument,
+//!   target architecture incl. `sm_90a`, symbol), [`Gpu::kernel`]'s one table of loaded
+//!   kernels, and `Kernel::launch`, the one place a kernel is queued;
+//! - `jit.rs`: NVRTC, with compiled modules kept in memory and their PTX on disk;
+//! - `context.rs`: each device, its streams and what it is (multiprocessors, shared memory,
+//!   architecture), read once when it opens.
 
 mod alloc;
 mod context;
 mod conv;
 mod creation;
+mod dtype;
 mod elementwise;
 pub(crate) mod fast;
 mod graph;
 mod index;
 mod jit;
+mod launch;
 mod matmul;
 mod random;
 mod reduce;
@@ -34,6 +45,7 @@ use cudarc::driver::{CudaStream, result};
 pub(crate) use alloc::DeviceBuffer;
 pub use alloc::MemoryStats;
 pub(crate) use context::Gpu;
+pub use context::{DeviceInfo, device_info};
 
 use crate::array::{ArrayData, Buffer, DeviceData, HostData, Layout};
 use crate::primitive::{OutputSpec, Primitive};

@@ -3,14 +3,15 @@
 //! thread computes one block and writes the (up to two) words it feeds. Every case has a
 //! kernel (no `Ok(None)`).
 
-use cudarc::driver::PushKernelArg;
+use cudarc::driver::DeviceRepr;
 
 use super::Place;
 use super::elementwise::{Strided, launch_config};
+use super::launch::symbol;
+use crate::Result;
 use crate::array::ArrayData;
 use crate::ops::random::RandomOp;
 use crate::primitive::OutputSpec;
-use crate::{Error, Result};
 
 const COMMON: &str = include_str!("kernels/common.cuh");
 const RANDOM: &str = include_str!("kernels/random.cu");
@@ -50,28 +51,28 @@ pub(crate) fn eval(
         2 => "u16",
         _ => "u32",
     };
-    let name = format!("random_bits_{tn}");
-    let f = place
-        .gpu
-        .jit
-        .function("random_bits", &name, random_source)?;
+    let f = place.gpu.kernel_of(
+        "random_bits",
+        None,
+        symbol!("random_bits_{tn}")?,
+        random_source,
+    )?;
     let src = place.input(keys)?;
     let (num_keys64, per_key64, half64) = (num_keys as i64, per_key as i64, half as i64);
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&src)
-        .arg(&view)
-        .arg(&out_ptr)
-        .arg(&num_keys64)
-        .arg(&per_key64)
-        .arg(&half64)
-        .arg(&odd);
+    let params: [&dyn DeviceRepr; 7] = [
+        &src,
+        &view,
+        &out_ptr,
+        &num_keys64,
+        &per_key64,
+        &half64,
+        &odd,
+    ];
     // SAFETY: the view addresses the `2 · num_keys` key words inside the key's block (alive
     // until the stream passes this work); the kernel writes elements below
     // `num_keys · per_key = n` of the output, a fresh block of `n` elements of `width`
     // bytes; the arguments match `random_bits_<type>`.
-    unsafe { launch.launch(launch_config(num_keys * half)) }
-        .map_err(|e| Error::Device(format!("cuda: launching {name}: {e}")))?;
+    unsafe { f.launch(&place.stream, launch_config(num_keys * half), &params) }?;
     Ok(Some(vec![out]))
 }
 

@@ -19,15 +19,17 @@
 //! copy that the general case makes, kept and reduced axes together) do not merge into at
 //! most eight axes.
 
-use cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DeviceRepr, LaunchConfig};
 
 use super::Place;
+use super::dtype::FLOAT_TYPES;
 use super::elementwise::{Strided, convert, type_names};
+use super::launch::{Kernel, Symbol, symbol};
 use crate::array::{ArrayData, Layout};
 use crate::backend::common::reduce_plan::ReducePlan;
 use crate::ops::reduce::{ArgReduceOp, ReduceOp, ScanOp, accumulation_dtype};
 use crate::primitive::OutputSpec;
-use crate::{DType, Error, Result};
+use crate::{DType, Result};
 
 const COMMON: &str = include_str!("kernels/common.cuh");
 const OPS: &str = include_str!("kernels/reduce_ops.cuh");
@@ -173,23 +175,17 @@ fn scan_source(dtype: DType) -> String {
     src
 }
 
-/// Kernel `name` of module `<family>_<type of dtype>`, whose source `source(dtype)` gives.
+/// Kernel `symbol` of module `<family>_<type of dtype>`, whose source `source(dtype)` gives.
 fn kernel(
     place: &Place,
-    family: &str,
+    family: &'static str,
     dtype: DType,
     source: fn(DType) -> String,
-    name: &str,
-) -> Result<CudaFunction> {
-    let tn = type_names(dtype).expect("checked by the caller").1;
+    symbol: Symbol,
+) -> Result<Kernel> {
     place
         .gpu
-        .jit
-        .function(&format!("{family}_{tn}"), name, || source(dtype))
-}
-
-fn launch_err(name: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
-    move |e| Error::Device(format!("cuda: launching {name}: {e}"))
+        .kernel_of(family, Some(dtype), symbol, || source(dtype))
 }
 
 /// The threads given to each row of `n` elements: a warp, or the block for long rows.
@@ -273,29 +269,26 @@ fn launch_rows(place: &Place, l: &RowLaunch<'_>) -> Result<()> {
         type_names(l.out_dtype).expect("real").1,
     );
     let tasks = l.nrows * l.parts;
-    let sms = place.gpu.sms as usize;
+    let sms = place.gpu.props.sms as usize;
     let lanes = run_lanes(l.chunk.min(l.n), l.dtype.size(), tasks, sms);
     // A warp per run and a block per run are two kernels (see `nv_reduce_rows`).
     let form = if lanes == 32 { "warp_rows" } else { "rows" };
-    let name = format!("reduce_{form}_{}_{tn}_{on}", l.op.name());
-    let f = kernel(place, "reduce", l.module, reduce_source, &name)?;
+    let name = symbol!("reduce_{form}_{}_{tn}_{on}", l.op.name())?;
+    let f = kernel(place, "reduce", l.module, reduce_source, name)?;
     let (t, p, c, n) = (tasks as i64, l.parts as i64, l.chunk as i64, l.n as i64);
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&l.src)
-        .arg(&l.out)
-        .arg(&t)
-        .arg(&p)
-        .arg(&c)
-        .arg(&n)
-        .arg(l.rows);
+    let params: [&dyn DeviceRepr; 7] = [&l.src, &l.out, &t, &p, &c, &n, l.rows];
     // SAFETY: `rows` locates, inside the source block, rows of `n` elements of the source
     // type with step 1 (the caller built it from the input's layout or a row-major block of
     // `nrows · n`); each run reads within its row; `out` holds `tasks` elements of the
     // output type; the arguments match `reduce_rows_*` and `reduce_warp_rows_*` in
     // `reduce.cu`.
-    unsafe { launch.launch(config(tasks.div_ceil(groups(lanes)), 1)) }
-        .map_err(launch_err(&name))?;
+    unsafe {
+        f.launch(
+            &place.stream,
+            config(tasks.div_ceil(groups(lanes)), 1),
+            &params,
+        )
+    }?;
     Ok(())
 }
 
@@ -383,7 +376,7 @@ fn run_cols(
     nred: usize,
 ) -> Result<()> {
     // At most COL_PARTS parts: their second pass then never splits again.
-    let threads = place.gpu.sms as usize * COL_THREADS_PER_SM;
+    let threads = place.gpu.props.sms as usize * COL_THREADS_PER_SM;
     let parts = if nout < threads && nred >= 64 {
         threads.div_ceil(nout).min(nred / 32).clamp(1, COL_PARTS)
     } else {
@@ -410,24 +403,21 @@ fn run_cols(
         type_names(dtype).expect("real").1,
         type_names(dst_dtype).expect("real").1,
     );
-    let name = format!("reduce_cols_{}_{tn}_{on}", op.name());
-    let f = kernel(place, "reduce", dtype, reduce_source, &name)?;
+    let name = symbol!("reduce_cols_{}_{tn}_{on}", op.name())?;
+    let f = kernel(place, "reduce", dtype, reduce_source, name)?;
     let (no, p, c, nr) = (nout as i64, parts as i64, chunk as i64, nred as i64);
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&src)
-        .arg(&dst)
-        .arg(&no)
-        .arg(&p)
-        .arg(&c)
-        .arg(&nr)
-        .arg(cols)
-        .arg(red);
+    let params: [&dyn DeviceRepr; 8] = [&src, &dst, &no, &p, &c, &nr, cols, red];
     // SAFETY: `cols` locates each output's first element and `red` (offset 0) the `nred`
     // reduced positions from it, all inside the source block (both come from the input's
     // layout); `dst` holds `nout · parts` elements of its type; the arguments match
     // `reduce_cols_*`.
-    unsafe { launch.launch(config(nout.div_ceil(THREADS), parts)) }.map_err(launch_err(&name))?;
+    unsafe {
+        f.launch(
+            &place.stream,
+            config(nout.div_ceil(THREADS), parts),
+            &params,
+        )
+    }?;
     if let Some(t) = &tmp {
         // Partial results as rows of `parts` (`out[o * parts + part]`).
         let prow = view(&[nout], &[parts as isize], 0).expect("one axis");
@@ -563,25 +553,18 @@ pub(crate) fn arg_reduce(
     } else {
         ("rows", nout.div_ceil(groups(lanes)))
     };
-    let name = format!("{}_{kind}_{tn}", op.name());
-    let f = kernel(place, "arg", dtype, arg_source, &name)?;
+    let name = symbol!("{}_{kind}_{tn}", op.name())?;
+    let f = kernel(place, "arg", dtype, arg_source, name)?;
     let (no, n64, s64) = (nout as i64, n as i64, s as i64);
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&src)
-        .arg(&out_ptr)
-        .arg(&no)
-        .arg(&n64)
-        .arg(&s64)
-        .arg(&rows);
+    let mut params: Vec<&dyn DeviceRepr> = vec![&src, &out_ptr, &no, &n64, &s64, &rows];
     if !cols {
-        launch.arg(&lanes);
+        params.push(&lanes);
     }
     // SAFETY: `rows` (the input's layout without `axis`) locates each output's first
     // element and the `n` elements `s` apart from it are the axis, inside the input block;
     // `out_ptr` holds `nout` `u32`; the arguments match `arg{max,min}_{rows,cols}_*` in
     // `reduce.cu` (`lanes` for rows only).
-    unsafe { launch.launch(config(blocks, 1)) }.map_err(launch_err(&name))?;
+    unsafe { f.launch(&place.stream, config(blocks, 1), &params) }?;
     Ok(Some(vec![out]))
 }
 
@@ -595,7 +578,7 @@ fn fused_rows(
     shape: &[usize],
 ) -> Result<Option<Vec<ArrayData>>> {
     let dtype = x.dtype();
-    if !matches!(dtype, DType::F16 | DType::BF16 | DType::F32 | DType::F64) {
+    if !FLOAT_TYPES.contains(&dtype) {
         return Ok(None);
     }
     let tn = type_names(dtype).expect("a float type").1;
@@ -614,24 +597,21 @@ fn fused_rows(
     }
     let src = place.input(x)?;
     let lanes = lanes(n);
-    let name = format!("{which}_rows_{tn}");
-    let f = kernel(place, "softmax", dtype, softmax_source, &name)?;
+    let name = symbol!("{which}_rows_{tn}")?;
+    let f = kernel(place, "softmax", dtype, softmax_source, name)?;
     let (nr, n64, s64) = (nrows as i64, n as i64, s as i64);
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&src)
-        .arg(&out_ptr)
-        .arg(&nr)
-        .arg(&n64)
-        .arg(&s64)
-        .arg(&rows)
-        .arg(&lanes);
+    let params: [&dyn DeviceRepr; 7] = [&src, &out_ptr, &nr, &n64, &s64, &rows, &lanes];
     // SAFETY: `rows` locates each row's first element and its `n` elements lie `s` apart,
     // inside the input block; `out_ptr` holds `nrows` results (logsumexp) or `nrows · n`
     // elements (softmax, row-major) of the input's type; the arguments match
     // `{logsumexp,softmax}_rows_*` in `reduce.cu`.
-    unsafe { launch.launch(config(nrows.div_ceil(groups(lanes)), 1)) }
-        .map_err(launch_err(&name))?;
+    unsafe {
+        f.launch(
+            &place.stream,
+            config(nrows.div_ceil(groups(lanes)), 1),
+            &params,
+        )
+    }?;
     Ok(Some(vec![out]))
 }
 
@@ -671,24 +651,20 @@ pub(crate) fn scan(
     let (l64, s64, i64_, lines64) = (len as i64, s as i64, inner as i64, lines as i64);
     let (rev, inc) = (i32::from(reverse), i32::from(inclusive));
     let rows = inner == 1;
-    let name = format!(
-        "scan_{}_{}_{tn}_{on}",
-        if rows { "rows" } else { "cols" },
-        op.name()
-    );
-    let f = kernel(place, "scan", dtype, scan_source, &name)?;
-    let mut launch = place.stream.launch_builder(&f);
-    launch.arg(&src).arg(&out_ptr).arg(&lines64).arg(&l64);
+    let form = if rows { "rows" } else { "cols" };
+    let name = symbol!("scan_{form}_{}_{tn}_{on}", op.name())?;
+    let f = kernel(place, "scan", dtype, scan_source, name)?;
+    let mut params: Vec<&dyn DeviceRepr> = vec![&src, &out_ptr, &lines64, &l64];
     if !rows {
-        launch.arg(&i64_);
+        params.push(&i64_);
     }
-    launch.arg(&s64).arg(&cols).arg(&rev).arg(&inc);
+    params.extend([&s64 as &dyn DeviceRepr, &cols, &rev, &inc]);
     let blocks = if rows { lines } else { lines.div_ceil(THREADS) };
     // SAFETY: `cols` (the input's layout without `axis`) locates each line's first element
     // and its `len` elements lie `s` apart, inside the input block; `out_ptr` holds `size`
     // elements of the output type, written row-major; the arguments match `scan_rows_*`
     // (without `inner`) or `scan_cols_*` in `scan.cu`.
-    unsafe { launch.launch(config(blocks, 1)) }.map_err(launch_err(&name))?;
+    unsafe { f.launch(&place.stream, config(blocks, 1), &params) }?;
     Ok(Some(vec![out]))
 }
 

@@ -12,15 +12,16 @@
 //! Cases left to the CPU (`Ok(None)`): complex inputs (no kernels), and inputs whose view,
 //! with the sorted axis moved last, keeps more than eight axes after merging.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{DeviceRepr, LaunchConfig};
 
 use super::Place;
 use super::elementwise::{Strided, launch_config, type_names};
+use super::launch::symbol;
 use crate::array::{ArrayData, Layout};
 use crate::backend::cpu::sort::lane_layout;
 use crate::ops::sort::SortOp;
 use crate::primitive::OutputSpec;
-use crate::{DType, Error, Result};
+use crate::{DType, Result};
 
 const COMMON: &str = include_str!("kernels/common.cuh");
 const SORT: &str = include_str!("kernels/sort.cu");
@@ -45,10 +46,6 @@ fn sort_source(dtype: DType) -> String {
         "{COMMON}\n{SORT}\nNV_SORT({ct}, {}, {tn})\n",
         key_type(dtype).0
     )
-}
-
-fn launch_err(name: &str) -> impl Fn(cudarc::driver::DriverError) -> Error + '_ {
-    move |e| Error::Device(format!("cuda: launching {name}: {e}"))
 }
 
 /// A sort primitive on the GPU, or `None` where it runs on the host (see the module doc).
@@ -109,34 +106,25 @@ fn lanes(place: &Place, x: &ArrayData, axis: usize) -> Result<Option<Vec<ArrayDa
     let rows = size / n;
     let src = place.input(x)?;
     let (n64, rows64) = (n as i64, rows as i64);
-    let key = |name: &str| format!("{name}_{tn}");
     let function = |name: &str| {
         place
             .gpu
-            .jit
-            .function(&format!("sort_{tn}"), &key(name), || sort_source(dtype))
+            .kernel_of("sort", Some(dtype), symbol!("{name}_{tn}")?, || {
+                sort_source(dtype)
+            })
     };
     let key_bytes = key_type(dtype).1;
     if n <= TILE {
         let p = n.next_power_of_two();
-        let name = key("sort_rows");
         let f = function("sort_rows")?;
         let cfg = block_config(rows, p, key_bytes);
         let p64 = p as i64;
-        let mut launch = place.stream.launch_builder(&f);
-        launch
-            .arg(&src)
-            .arg(&view)
-            .arg(&rows64)
-            .arg(&n64)
-            .arg(&p64)
-            .arg(&vals_ptr)
-            .arg(&inds_ptr);
+        let params: [&dyn DeviceRepr; 7] = [&src, &view, &rows64, &n64, &p64, &vals_ptr, &inds_ptr];
         // SAFETY: the view addresses `rows · n` elements inside the input's block (alive
         // until the stream passes this work); both outputs are fresh blocks of `rows · n`
         // elements; the shared memory holds `p` keys and `p` indices, as the kernel uses;
         // the arguments match `sort_rows_<type>`.
-        unsafe { launch.launch(cfg) }.map_err(launch_err(&name))?;
+        unsafe { f.launch(&place.stream, cfg, &params) }?;
         return done(values, indices);
     }
     // Long lanes: tiles, then merge passes between two scratch (key, index) arrays.
@@ -147,60 +135,33 @@ fn lanes(place: &Place, x: &ArrayData, axis: usize) -> Result<Option<Vec<ArrayDa
     ];
     let tiles = rows * n.div_ceil(TILE);
     {
-        let name = key("sort_tiles");
         let f = function("sort_tiles")?;
         let (keys, ids) = (scratch[0].0.ptr(), scratch[0].1.ptr());
-        let mut launch = place.stream.launch_builder(&f);
-        launch
-            .arg(&src)
-            .arg(&view)
-            .arg(&rows64)
-            .arg(&n64)
-            .arg(&keys)
-            .arg(&ids);
+        let params: [&dyn DeviceRepr; 6] = [&src, &view, &rows64, &n64, &keys, &ids];
         // SAFETY: as for `sort_rows`; the scratch blocks hold `rows · n` keys and indices,
         // the shared memory `TILE` of each.
-        unsafe { launch.launch(block_config(tiles, TILE, key_bytes)) }
-            .map_err(launch_err(&name))?;
+        unsafe { f.launch(&place.stream, block_config(tiles, TILE, key_bytes), &params) }?;
     }
     let mut from = 0;
     let mut w = TILE as i64;
-    let merge_name = key("sort_merge");
     let merge = function("sort_merge")?;
     while w < n64 {
         let (ks, is) = (scratch[from].0.ptr(), scratch[from].1.ptr());
         let (kd, id) = (scratch[1 - from].0.ptr(), scratch[1 - from].1.ptr());
-        let mut launch = place.stream.launch_builder(&merge);
-        launch
-            .arg(&ks)
-            .arg(&is)
-            .arg(&kd)
-            .arg(&id)
-            .arg(&rows64)
-            .arg(&n64)
-            .arg(&w);
+        let params: [&dyn DeviceRepr; 7] = [&ks, &is, &kd, &id, &rows64, &n64, &w];
         // SAFETY: the four scratch blocks hold `rows · n` keys or indices each; the kernel
         // reads one pair and writes the other, which are distinct blocks.
-        unsafe { launch.launch(launch_config(size)) }.map_err(launch_err(&merge_name))?;
+        unsafe { merge.launch(&place.stream, launch_config(size), &params) }?;
         from = 1 - from;
         w *= 2;
     }
-    let name = key("sort_gather");
     let f = function("sort_gather")?;
     let ids = scratch[from].1.ptr();
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&src)
-        .arg(&view)
-        .arg(&rows64)
-        .arg(&n64)
-        .arg(&ids)
-        .arg(&vals_ptr)
-        .arg(&inds_ptr);
+    let params: [&dyn DeviceRepr; 7] = [&src, &view, &rows64, &n64, &ids, &vals_ptr, &inds_ptr];
     // SAFETY: the indices are below `n`, so the view addresses elements inside the input's
     // block; the outputs hold `rows · n` elements. The scratch blocks are dropped after the
     // launch is queued; the allocator hands them out again only in stream order.
-    unsafe { launch.launch(launch_config(size)) }.map_err(launch_err(&name))?;
+    unsafe { f.launch(&place.stream, launch_config(size), &params) }?;
     done(values, indices)
 }
 
@@ -239,26 +200,18 @@ fn search(
     let a_off = a.layout.offset as i64;
     let a_step = a.layout.strides.first().copied().unwrap_or(0) as i64;
     let (nv64, right32) = (nv as i64, i32::from(right));
-    let name = format!("searchsorted_{tn}");
     let f = place
         .gpu
-        .jit
-        .function(&format!("sort_{tn}"), &name, || sort_source(dtype))?;
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&pa)
-        .arg(&na)
-        .arg(&a_off)
-        .arg(&a_step)
-        .arg(&pv)
-        .arg(&sv)
-        .arg(&nv64)
-        .arg(&out_ptr)
-        .arg(&right32);
+        .kernel_of("sort", Some(dtype), symbol!("searchsorted_{tn}")?, || {
+            sort_source(dtype)
+        })?;
+    let params: [&dyn DeviceRepr; 9] = [
+        &pa, &na, &a_off, &a_step, &pv, &sv, &nv64, &out_ptr, &right32,
+    ];
     // SAFETY: `a` is 1-D, its `na` elements at `a_off + i · a_step` lie in its block; the
     // view addresses `v`'s elements inside its block; the output holds `nv` indices; the
     // arguments match `searchsorted_<type>`.
-    unsafe { launch.launch(launch_config(nv)) }.map_err(launch_err(&name))?;
+    unsafe { f.launch(&place.stream, launch_config(nv), &params) }?;
     Ok(Some(vec![out]))
 }
 
@@ -266,7 +219,7 @@ fn search(
 #[cfg(test)]
 pub(crate) fn all_sources() -> Vec<(String, String)> {
     // Every element type with kernels (all but complex).
-    DType::ALL
+    super::dtype::KERNEL_TYPES
         .into_iter()
         .filter_map(|d| Some((format!("sort_{}", type_names(d)?.1), sort_source(d))))
         .collect()

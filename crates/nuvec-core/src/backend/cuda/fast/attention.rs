@@ -17,16 +17,17 @@
 //! and heads alone do not fill the device) and merged by a second kernel; the paged kernel
 //! decides per sequence on the device, from its length.
 
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DeviceRepr, LaunchConfig};
 
 use super::{CudaKernel, Place, nested, with_copies};
 use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::type_names;
+use crate::backend::cuda::launch::{KernelKey, symbol};
 use crate::fast::attention::Attention;
 use crate::fast::paged::PagedAttention;
 use crate::fast::{Arg, kernel_sized};
 use crate::primitive::OutputSpec;
-use crate::{DType, Error, Result};
+use crate::{DType, Result};
 
 impl CudaKernel for Attention {
     /// The shapes MLX sends to its kernels (its `has_fused_kernel` and `use_fallback` rules,
@@ -197,11 +198,6 @@ fn source(dtype: DType, d: usize) -> String {
     format!(
         "{COMMON}\n{ATTENTION}\nNV_ATTENTION({ct}, {tn}, {d})\nNV_ATTENTION_COMBINE({ct}, {tn})\n"
     )
-}
-
-fn module_key(dtype: DType, d: usize) -> String {
-    let tn = type_names(dtype).expect("float types have kernels").1;
-    format!("attention_{tn}_d{d}")
 }
 
 /// Whether 16-byte loads of rows of `data` (features contiguous) are aligned: the first
@@ -404,7 +400,7 @@ fn launch(
     if rows > 65_535 || cols > 65_535 || group > i32::MAX as usize {
         return Ok(None);
     }
-    let nsplit = splits(keys, rows * cols, place.gpu.sms as usize);
+    let nsplit = splits(keys, rows * cols, place.gpu.props.sms as usize);
     job.args.hkv = hkv as i32;
     job.args.group = group as i32;
     job.args.lq = lq as i32;
@@ -423,7 +419,7 @@ fn launch(
         None
     };
     let (po, pml) = parts.as_ref().map_or((0, 0), |(o, m)| (o.ptr(), m.ptr()));
-    let key = module_key(dtype, d);
+    let module = place.gpu.module("attention", Some(dtype), d as u32);
     let tn = type_names(dtype).expect("float types have kernels").1;
     let form = match (job.paged, job.vec) {
         (false, true) => "cv",
@@ -431,56 +427,44 @@ fn launch(
         (true, true) => "pv",
         (true, false) => "ps",
     };
-    let name = format!("attention_{tn}_d{d}_{form}");
-    let f = place.gpu.jit.function(&key, &name, || source(dtype, d))?;
+    let key = KernelKey {
+        module,
+        symbol: symbol!("attention_{tn}_d{d}_{form}")?,
+    };
+    let f = place.gpu.kernel(&key, || source(dtype, d))?;
     let [q, k, v, table, lengths] = job.ptrs;
     let config = LaunchConfig {
         grid_dim: (nsplit as u32, rows as u32, cols as u32),
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&q)
-        .arg(&k)
-        .arg(&v)
-        .arg(&table)
-        .arg(&lengths)
-        .arg(&out_ptr)
-        .arg(&po)
-        .arg(&pml)
-        .arg(&job.args);
+    let params: [&dyn DeviceRepr; 9] =
+        [&q, &k, &v, &table, &lengths, &out_ptr, &po, &pml, &job.args];
     // SAFETY: q, k and v are read at offsets their layouts give for indices inside their
     // shapes (keys below the sequence's length, which is clamped to the table's capacity;
     // paged rows through table entries clamped to the cache's blocks); the table and lengths
     // are read inside their shapes; the output holds B·Hq·Lq·D elements, the parts
     // B·Hq·Lq·nsplit rows when there are several splits (and are not touched otherwise); the
     // arguments match the kernel's signature.
-    unsafe { launch.launch(config) }
-        .map_err(|e| Error::Device(format!("cuda: launching {name}: {e}")))?;
+    unsafe { f.launch(&place.stream, config, &params) }?;
     if nsplit > 1 {
         let side = if job.paged { "p" } else { "c" };
-        let name = format!("attention_combine_{tn}_{side}");
-        let f = place.gpu.jit.function(&key, &name, || source(dtype, d))?;
+        let key = KernelKey {
+            module,
+            symbol: symbol!("attention_combine_{tn}_{side}")?,
+        };
+        let f = place.gpu.kernel(&key, || source(dtype, d))?;
         let config = LaunchConfig {
             grid_dim: (out_rows as u32, 1, 1),
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
         let d64 = d as i64;
-        let mut launch = place.stream.launch_builder(&f);
-        launch
-            .arg(&out_ptr)
-            .arg(&po)
-            .arg(&pml)
-            .arg(&lengths)
-            .arg(&d64)
-            .arg(&job.args);
+        let params: [&dyn DeviceRepr; 6] = [&out_ptr, &po, &pml, &lengths, &d64, &job.args];
         // SAFETY: one block per output row (B·Hq·Lq < 2^32, checked when the node was
         // recorded); each reads its row's nsplit parts, written by the launch before on this
         // stream, and writes its D outputs; lengths as above.
-        unsafe { launch.launch(config) }
-            .map_err(|e| Error::Device(format!("cuda: launching {name}: {e}")))?;
+        unsafe { f.launch(&place.stream, config, &params) }?;
     }
     // The parts go back to the cache; only this stream may take them before the queued
     // kernels that use them have run, which stream order makes safe.
@@ -494,7 +478,10 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
     let mut out = Vec::new();
     for dtype in TYPES {
         for d in (32..=256).step_by(32) {
-            out.push((module_key(dtype, d), source(dtype, d)));
+            out.push((
+                format!("attention_{}_d{d}", type_names(dtype).expect("float").1),
+                source(dtype, d),
+            ));
         }
     }
     out

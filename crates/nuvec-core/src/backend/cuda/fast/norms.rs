@@ -10,15 +10,16 @@
 //! The kernels take float32, float16 and bfloat16 inputs of one type, parameters 0-D (none)
 //! or 1-D of the row's length, and a residual of the input's shape.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{DeviceRepr, LaunchConfig};
 
 use super::{CudaKernel, Place, with_copies};
 use crate::array::{ArrayData, Layout};
 use crate::backend::cuda::elementwise::{Strided, type_names};
+use crate::backend::cuda::launch::symbol;
 use crate::fast::norms::{AddRmsNorm, LayerNorm, RmsNorm};
 use crate::fast::{Arg, kernel_sized};
 use crate::primitive::OutputSpec;
-use crate::{DType, Error, Result};
+use crate::{DType, Result};
 
 /// Whether the kernel takes `(x, residuals.., params..)`: one kernel type, residuals of
 /// `x`'s shape, parameters 0-D or 1-D of the row's length.
@@ -193,34 +194,19 @@ fn norm(
     };
     let hp = h.as_ref().map_or(0, |h| h.1);
     let tn = type_names(dtype).expect("a float type").1;
-    let name = format!("norm_rows_{tn}");
     let f = place
         .gpu
-        .jit
-        .function(&format!("norms_{tn}"), &name, || source(dtype))?;
+        .kernel_of("norms", Some(dtype), symbol!("norm_rows_{tn}")?, || {
+            source(dtype)
+        })?;
     let lanes: i32 = if n > WARP_ROW { THREADS as i32 } else { 32 };
     let groups = THREADS / lanes as usize;
     let (nr, n64) = (nrows as i64, n as i64);
     let centre = i32::from(bias.is_some());
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&xp)
-        .arg(&xrows)
-        .arg(&xs)
-        .arg(&rp)
-        .arg(&rrows)
-        .arg(&rs)
-        .arg(&wp)
-        .arg(&ws)
-        .arg(&bp)
-        .arg(&bs)
-        .arg(&yp)
-        .arg(&hp)
-        .arg(&nr)
-        .arg(&n64)
-        .arg(&eps)
-        .arg(&centre)
-        .arg(&lanes);
+    let params: [&dyn DeviceRepr; 17] = [
+        &xp, &xrows, &xs, &rp, &rrows, &rs, &wp, &ws, &bp, &bs, &yp, &hp, &nr, &n64, &eps, &centre,
+        &lanes,
+    ];
     let cfg = LaunchConfig {
         grid_dim: (nrows.div_ceil(groups).clamp(1, MAX_BLOCKS) as u32, 1, 1),
         block_dim: (THREADS as u32, 1, 1),
@@ -232,8 +218,7 @@ fn norm(
     // first of `n` elements `ws`/`bs` apart inside their blocks; `yp` (and `hp` with a
     // residual) are fresh row-major blocks of `nrows · n` elements of x's type; all of one
     // type, and the arguments match `norm_rows_*` in `norms.cu`.
-    unsafe { launch.launch(cfg) }
-        .map_err(|e| Error::Device(format!("cuda: launching {name}: {e}")))?;
+    unsafe { f.launch(&place.stream, cfg, &params) }?;
     Ok(Some(outputs(y, h)))
 }
 

@@ -6,16 +6,17 @@
 //! The kernel takes what the CPU's does ([`Rope::kernel_takes`]); leading axes that do not
 //! merge into eight are copied first.
 
-use cudarc::driver::{LaunchConfig, PushKernelArg};
+use cudarc::driver::{DeviceRepr, LaunchConfig};
 
 use super::norms::rows_view;
 use super::{CudaKernel, Place, with_copies};
 use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::type_names;
+use crate::backend::cuda::launch::symbol;
 use crate::fast::Arg;
 use crate::fast::rope::Rope;
 use crate::primitive::OutputSpec;
-use crate::{DType, Error, Result};
+use crate::{DType, Result};
 
 impl CudaKernel for Rope {
     fn takes(&self, inputs: &[Arg<'_>]) -> bool {
@@ -102,35 +103,35 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
     // As the CPU kernel: inv_freq[i] = exp(i · step) in float32, step = −ln(base) / half.
     let step = (-f64::from(p.angles.base).ln() / half as f64) as f32;
     let tn = type_names(dtype).expect("a float type").1;
-    let name = format!("rope_rows_{tn}");
     let f = place
         .gpu
-        .jit
-        .function(&format!("rope_{tn}"), &name, || source(dtype))?;
+        .kernel_of("rope", Some(dtype), symbol!("rope_rows_{tn}")?, || {
+            source(dtype)
+        })?;
     let (nr, d64, t64) = (nrows as i64, d as i64, t as i64);
     let per_batch = (nrows / b) as i64;
     let half64 = half as i64;
     let (trad, fwd) = (i32::from(p.angles.traditional), i32::from(p.forward));
-    let mut launch = place.stream.launch_builder(&f);
-    launch
-        .arg(&xp)
-        .arg(&rows)
-        .arg(&s)
-        .arg(&yp)
-        .arg(&nr)
-        .arg(&d64)
-        .arg(&t64)
-        .arg(&per_batch)
-        .arg(&op)
-        .arg(&ostride)
-        .arg(&unsigned)
-        .arg(&fp)
-        .arg(&fstride)
-        .arg(&step)
-        .arg(&p.angles.scale)
-        .arg(&half64)
-        .arg(&trad)
-        .arg(&fwd);
+    let params: [&dyn DeviceRepr; 18] = [
+        &xp,
+        &rows,
+        &s,
+        &yp,
+        &nr,
+        &d64,
+        &t64,
+        &per_batch,
+        &op,
+        &ostride,
+        &unsigned,
+        &fp,
+        &fstride,
+        &step,
+        &p.angles.scale,
+        &half64,
+        &trad,
+        &fwd,
+    ];
     let cfg = LaunchConfig {
         grid_dim: (
             nrows.div_ceil(THREADS / 32).clamp(1, MAX_BLOCKS) as u32,
@@ -146,8 +147,7 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
     // is null or points at the first of `half` floats `fstride` apart; `yp` is a fresh
     // row-major block of `nrows · d` elements of x's type; the arguments match
     // `rope_rows_*` in `rope.cu`.
-    unsafe { launch.launch(cfg) }
-        .map_err(|e| Error::Device(format!("cuda: launching {name}: {e}")))?;
+    unsafe { f.launch(&place.stream, cfg, &params) }?;
     Ok(Some(vec![y]))
 }
 

@@ -1,0 +1,258 @@
+//! Kernels by key, and launching them.
+//!
+//! A kernel is named by one typed [`KernelKey`]: the module it lives in ([`ModuleKey`]:
+//! source family, element type, a template argument, target architecture) and its symbol.
+//! Each device keeps one table from keys to loaded kernels ([`super::Gpu::kernel`]); a key
+//! holds no heap data, so a launch finds its kernel without building a string. The module
+//! behind a key is compiled once per process (and its PTX once per machine, `jit.rs`).
+//!
+//! [`Kernel::launch`] is the one place a kernel is put on a stream: it takes the kernel's
+//! parameters as a slice and reports a failure with the kernel's name.
+
+use std::ffi::c_void;
+use std::fmt::{self, Write};
+
+use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, result};
+
+use crate::{DType, Error, Result};
+
+/// A target architecture: compute capability `major.minor`, and whether the code may use
+/// the features of exactly that architecture (`sm_90a`: `wgmma`, the tensor-memory
+/// accelerator), which then runs on no other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Arch {
+    pub(crate) major: u32,
+    pub(crate) minor: u32,
+    pub(crate) specific: bool,
+}
+
+impl Arch {
+    /// The portable target of a device of compute capability `major.minor`.
+    pub(crate) fn of(major: u32, minor: u32) -> Arch {
+        Arch {
+            major,
+            minor,
+            specific: false,
+        }
+    }
+
+    /// The architecture-specific target (`sm_90a`), or the error on a device that has none
+    /// (before Hopper).
+    #[allow(dead_code)] // asked for by the first `wgmma` kernels; tested below
+    pub(crate) fn specific(self) -> Result<Arch> {
+        if self.major < 9 {
+            return Err(Error::Unsupported {
+                op: "cuda",
+                what: format!(
+                    "sm_{}{}a kernels (they need Hopper or later)",
+                    self.major, self.minor
+                ),
+            });
+        }
+        Ok(Arch {
+            specific: true,
+            ..self
+        })
+    }
+
+    /// NVRTC's name for it: `sm_90`, `sm_90a`.
+    pub(crate) fn name(self) -> String {
+        let a = if self.specific { "a" } else { "" };
+        format!("sm_{}{}{a}", self.major, self.minor)
+    }
+}
+
+/// One compiled module: a kernel source family instantiated for an element type (`None`
+/// for type-free families) and a template argument (a head size; 0 where none), for one
+/// architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct ModuleKey {
+    pub(crate) family: &'static str,
+    pub(crate) dtype: Option<DType>,
+    pub(crate) arg: u32,
+    pub(crate) arch: Arch,
+}
+
+impl ModuleKey {
+    /// The module's name, derived from its parts (`norms_bf16`, `attention_f16_d128`): the
+    /// file name of its PTX in the disk cache, and part of error messages.
+    pub(crate) fn name(&self) -> String {
+        let mut s = self.family.to_string();
+        if let Some((_, tn)) = self.dtype.and_then(super::dtype::type_names) {
+            s.push('_');
+            s.push_str(tn);
+        }
+        if self.arg != 0 {
+            let _ = write!(s, "_d{}", self.arg);
+        }
+        s
+    }
+}
+
+/// The longest kernel symbol a [`Symbol`] holds.
+const SYMBOL_BYTES: usize = 62;
+
+/// A kernel's symbol in its module, held inline (no allocation on the launch path).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Symbol {
+    len: u8,
+    bytes: [u8; SYMBOL_BYTES],
+}
+
+impl Symbol {
+    /// The symbol that `args` writes (see [`symbol!`]).
+    pub(crate) fn new(args: fmt::Arguments<'_>) -> Result<Symbol> {
+        let mut s = Symbol {
+            len: 0,
+            bytes: [0; SYMBOL_BYTES],
+        };
+        s.write_fmt(args).map_err(|_| {
+            Error::Device(format!(
+                "cuda: a kernel name is longer than {SYMBOL_BYTES} bytes"
+            ))
+        })?;
+        Ok(s)
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // Only whole `&str`s are written (`write_str`), so the bytes are UTF-8.
+        std::str::from_utf8(&self.bytes[..self.len as usize]).unwrap_or("?")
+    }
+}
+
+impl Write for Symbol {
+    fn write_str(&mut self, part: &str) -> fmt::Result {
+        let (at, n) = (self.len as usize, part.len());
+        if at + n > SYMBOL_BYTES {
+            return Err(fmt::Error);
+        }
+        self.bytes[at..at + n].copy_from_slice(part.as_bytes());
+        self.len += n as u8;
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Symbol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A kernel symbol from format arguments: `symbol!("rope_rows_{tn}")?`.
+macro_rules! symbol {
+    ($($t:tt)*) => {
+        $crate::backend::cuda::launch::Symbol::new(format_args!($($t)*))
+    };
+}
+pub(crate) use symbol;
+
+/// What names one kernel: its module and its symbol there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct KernelKey {
+    pub(crate) module: ModuleKey,
+    pub(crate) symbol: Symbol,
+}
+
+/// A kernel ready to launch, with the most blocks of [`Kernel::THREADS`] threads that the
+/// whole device runs at once (one wave), which grid-stride kernels need no more than.
+#[derive(Clone)]
+pub(crate) struct Kernel {
+    pub(crate) f: CudaFunction,
+    pub(crate) wave: u32,
+    pub(crate) symbol: Symbol,
+}
+
+/// The most parameters a kernel takes.
+const MAX_PARAMS: usize = 24;
+
+impl Kernel {
+    /// Threads per block of the elementwise kernels.
+    pub(crate) const THREADS: u32 = 256;
+
+    /// The launch of a grid-stride kernel over `items` units of work (one per thread and
+    /// step): one block per 256 units, at most one wave of the device.
+    pub(crate) fn config(&self, items: usize) -> LaunchConfig {
+        let blocks = items
+            .div_ceil(Self::THREADS as usize)
+            .clamp(1, self.wave.max(1) as usize) as u32;
+        LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (Self::THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
+    /// Queues the kernel on `stream` over the grid `cfg`, with `params` as its parameters.
+    ///
+    /// # Safety
+    /// `params` are the kernel's parameters in order, each of the type the kernel declares
+    /// for it; every device address among them points into memory that stays allocated
+    /// until `stream` has passed this work; and the kernel, run over `cfg`, reads and
+    /// writes only inside that memory.
+    pub(crate) unsafe fn launch(
+        &self,
+        stream: &CudaStream,
+        cfg: LaunchConfig,
+        params: &[&dyn DeviceRepr],
+    ) -> Result<()> {
+        if params.len() > MAX_PARAMS {
+            return Err(Error::Device(format!(
+                "cuda: {} takes {} parameters, more than {MAX_PARAMS}",
+                self.symbol.as_str(),
+                params.len()
+            )));
+        }
+        let mut raw = [std::ptr::null_mut::<c_void>(); MAX_PARAMS];
+        for (slot, p) in raw.iter_mut().zip(params) {
+            // The driver reads each parameter's bytes through its address (the values
+            // outlive the call, which copies them).
+            *slot = (*p as *const dyn DeviceRepr).cast::<c_void>().cast_mut();
+        }
+        let failed = |e: result::DriverError| {
+            Error::Device(format!("cuda: launching {}: {e}", self.symbol.as_str()))
+        };
+        stream.context().bind_to_thread().map_err(failed)?;
+        // SAFETY: the caller guarantees the parameters' types and the memory they address;
+        // `raw` holds one address per parameter, each of a live value.
+        unsafe {
+            result::launch_kernel(
+                self.f.cu_function(),
+                cfg.grid_dim,
+                cfg.block_dim,
+                cfg.shared_mem_bytes,
+                stream.cu_stream(),
+                &mut raw[..params.len()],
+            )
+        }
+        .map_err(failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symbols_hold_what_was_written_and_refuse_longer_names() {
+        let s = symbol!("unary_{}_{}_c", "exp", "f32").unwrap();
+        assert_eq!(s.as_str(), "unary_exp_f32_c");
+        assert_eq!(s, symbol!("unary_exp_f32_c").unwrap());
+        assert_ne!(s, symbol!("unary_exp_f32_s").unwrap());
+        assert!(symbol!("{}", "x".repeat(SYMBOL_BYTES + 1)).is_err());
+    }
+
+    #[test]
+    fn architectures_name_their_targets() {
+        let hopper = Arch::of(9, 0);
+        assert_eq!(hopper.name(), "sm_90");
+        assert_eq!(hopper.specific().unwrap().name(), "sm_90a");
+        assert!(Arch::of(8, 0).specific().is_err());
+        let m = ModuleKey {
+            family: "attention",
+            dtype: Some(DType::BF16),
+            arg: 128,
+            arch: hopper,
+        };
+        assert_eq!(m.name(), "attention_bf16_d128");
+    }
+}
