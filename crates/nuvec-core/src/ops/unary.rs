@@ -13,146 +13,191 @@
 use crate::error::invalid;
 use crate::ops::{check_errors, expect_inputs};
 use crate::primitive::{OutputSpec, Primitive};
-use crate::{Array, Category, DType, Error, Result};
+use crate::{Array, Category, DType, Error, Result, add, divide, multiply, subtract};
 
-/// The one-input elementwise primitives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum UnaryOp {
+/// Declares [`UnaryOp`] from one table: each variant with its docs and MLX's name, and
+/// [`UnaryOp::ALL`], so that a new function is one line here (plus its rules below, its CPU
+/// loop in `backend/cpu/unary.rs` and its CUDA functor in `kernels/unary.cu`).
+macro_rules! unary_ops {
+    ($($(#[$doc:meta])* $op:ident => $name:literal,)*) => {
+        /// The one-input elementwise primitives.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum UnaryOp {
+            $($(#[$doc])* $op,)*
+        }
+
+        impl UnaryOp {
+            /// Every unary primitive, in declaration order.
+            pub const ALL: &'static [UnaryOp] = &[$(UnaryOp::$op,)*];
+
+            /// The primitive's name (MLX's function name).
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $(UnaryOp::$op => $name,)*
+                }
+            }
+        }
+    };
+}
+
+unary_ops! {
     /// `|x|` (complex: the modulus, as float32).
-    Abs,
+    Abs => "abs",
     /// `-x`.
-    Negative,
+    Negative => "negative",
     /// `-1`, `0` or `1` by the sign of `x` (floats keep NaN).
-    Sign,
+    Sign => "sign",
     /// `x²`.
-    Square,
+    Square => "square",
     /// `√x`.
-    Sqrt,
+    Sqrt => "sqrt",
     /// `1 / √x`.
-    Rsqrt,
+    Rsqrt => "rsqrt",
     /// `1 / x`.
-    Reciprocal,
+    Reciprocal => "reciprocal",
     /// `eˣ`.
-    Exp,
+    Exp => "exp",
     /// `eˣ − 1`, accurate near 0.
-    Expm1,
+    Expm1 => "expm1",
     /// The natural logarithm.
-    Log,
+    Log => "log",
     /// `ln(1 + x)`, accurate near 0.
-    Log1p,
+    Log1p => "log1p",
     /// The base-2 logarithm.
-    Log2,
+    Log2 => "log2",
     /// The base-10 logarithm.
-    Log10,
+    Log10 => "log10",
     /// Sine.
-    Sin,
+    Sin => "sin",
     /// Cosine.
-    Cos,
+    Cos => "cos",
     /// Tangent.
-    Tan,
+    Tan => "tan",
     /// Inverse sine.
-    ArcSin,
+    ArcSin => "arcsin",
     /// Inverse cosine.
-    ArcCos,
+    ArcCos => "arccos",
     /// Inverse tangent.
-    ArcTan,
+    ArcTan => "arctan",
     /// Hyperbolic sine.
-    Sinh,
+    Sinh => "sinh",
     /// Hyperbolic cosine.
-    Cosh,
+    Cosh => "cosh",
     /// Hyperbolic tangent.
-    Tanh,
+    Tanh => "tanh",
     /// Inverse hyperbolic sine.
-    ArcSinh,
+    ArcSinh => "arcsinh",
     /// Inverse hyperbolic cosine.
-    ArcCosh,
+    ArcCosh => "arccosh",
     /// Inverse hyperbolic tangent.
-    ArcTanh,
+    ArcTanh => "arctanh",
     /// `1 / (1 + e⁻ˣ)`.
-    Sigmoid,
+    Sigmoid => "sigmoid",
     /// The error function.
-    Erf,
+    Erf => "erf",
     /// The inverse of the error function.
-    ErfInv,
+    ErfInv => "erfinv",
     /// Rounding down.
-    Floor,
+    Floor => "floor",
     /// Rounding up.
-    Ceil,
+    Ceil => "ceil",
     /// Rounding to the nearest integer, ties to even.
-    Round,
+    Round => "round",
     /// Rounding toward zero.
-    Trunc,
+    Trunc => "trunc",
     /// Whether `x` is NaN.
-    IsNan,
+    IsNan => "isnan",
     /// Whether `x` is infinite.
-    IsInf,
+    IsInf => "isinf",
     /// Whether `x` is `+∞`.
-    IsPosInf,
+    IsPosInf => "isposinf",
     /// Whether `x` is `−∞`.
-    IsNegInf,
+    IsNegInf => "isneginf",
     /// Whether `x` is neither infinite nor NaN.
-    IsFinite,
+    IsFinite => "isfinite",
     /// Logical not (of `x != 0`).
-    LogicalNot,
+    LogicalNot => "logical_not",
     /// Bitwise not of integers (logical not of booleans).
-    BitwiseInvert,
+    BitwiseInvert => "bitwise_invert",
     /// The complex conjugate.
-    Conjugate,
+    Conjugate => "conjugate",
     /// The real part.
-    Real,
+    Real => "real",
     /// The imaginary part.
-    Imag,
+    Imag => "imag",
+}
+
+/// Where the GPU computes a unary function. The CUDA backend instantiates its kernels from
+/// this (no list of its own), and a test checks that `kernels/unary.cu` defines a functor
+/// for each, so a new function cannot silently run on the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GpuKernel {
+    /// A functor over the float types.
+    Float,
+    /// A boolean functor over the float types (`logical_not`: every real type).
+    Predicate,
+    /// None: the function runs on the host (complex parts, bitwise invert).
+    Host,
 }
 
 impl UnaryOp {
-    /// The primitive's name (MLX's function name).
-    pub fn name(&self) -> &'static str {
+    /// Where the GPU computes the function (see [`GpuKernel`]).
+    pub(crate) fn gpu_kernel(self) -> GpuKernel {
         use UnaryOp::*;
         match self {
-            Abs => "abs",
-            Negative => "negative",
-            Sign => "sign",
-            Square => "square",
-            Sqrt => "sqrt",
-            Rsqrt => "rsqrt",
-            Reciprocal => "reciprocal",
-            Exp => "exp",
-            Expm1 => "expm1",
-            Log => "log",
-            Log1p => "log1p",
-            Log2 => "log2",
-            Log10 => "log10",
-            Sin => "sin",
-            Cos => "cos",
-            Tan => "tan",
-            ArcSin => "arcsin",
-            ArcCos => "arccos",
-            ArcTan => "arctan",
-            Sinh => "sinh",
-            Cosh => "cosh",
-            Tanh => "tanh",
-            ArcSinh => "arcsinh",
-            ArcCosh => "arccosh",
-            ArcTanh => "arctanh",
-            Sigmoid => "sigmoid",
-            Erf => "erf",
-            ErfInv => "erfinv",
-            Floor => "floor",
-            Ceil => "ceil",
-            Round => "round",
-            Trunc => "trunc",
-            IsNan => "isnan",
-            IsInf => "isinf",
-            IsPosInf => "isposinf",
-            IsNegInf => "isneginf",
-            IsFinite => "isfinite",
-            LogicalNot => "logical_not",
-            BitwiseInvert => "bitwise_invert",
-            Conjugate => "conjugate",
-            Real => "real",
-            Imag => "imag",
+            Abs | Negative | Sign | Square | Sqrt | Rsqrt | Reciprocal | Exp | Expm1 | Log
+            | Log1p | Log2 | Log10 | Sin | Cos | Tan | ArcSin | ArcCos | ArcTan | Sinh | Cosh
+            | Tanh | ArcSinh | ArcCosh | ArcTanh | Sigmoid | Erf | ErfInv | Floor | Ceil
+            | Round | Trunc => GpuKernel::Float,
+            IsNan | IsInf | IsPosInf | IsNegInf | IsFinite | LogicalNot => GpuKernel::Predicate,
+            BitwiseInvert | Conjugate | Real | Imag => GpuKernel::Host,
         }
+    }
+
+    /// `d out / d x` of a real unary function at `x` (with `out` its value), or `None` where the
+    /// derivative is zero (rounding, predicates).
+    pub(crate) fn derivative(self, x: &Array, out: &Array) -> Result<Option<Array>> {
+        use UnaryOp::*;
+        let one_minus_sq = |v: &Array| subtract(1.0, square(v)?);
+        let d = match self {
+            Abs => sign(x)?,
+            Negative => crate::full_like(x, -1.0)?,
+            Square => multiply(x, 2.0)?,
+            Sqrt => divide(0.5, out)?,
+            Rsqrt => divide(multiply(out, -0.5)?, x)?,
+            Reciprocal => negative(&square(out)?)?,
+            Exp => out.clone(),
+            Expm1 => add(out, 1.0)?,
+            Log => crate::reciprocal(x)?,
+            Log1p => crate::reciprocal(&add(x, 1.0)?)?,
+            Log2 => crate::reciprocal(&multiply(x, std::f64::consts::LN_2)?)?,
+            Log10 => crate::reciprocal(&multiply(x, std::f64::consts::LN_10)?)?,
+            Sin => cos(x)?,
+            Cos => negative(&sin(x)?)?,
+            Tan => add(square(out)?, 1.0)?,
+            ArcSin => crate::rsqrt(&one_minus_sq(x)?)?,
+            ArcCos => negative(&crate::rsqrt(&one_minus_sq(x)?)?)?,
+            ArcTan => crate::reciprocal(&add(square(x)?, 1.0)?)?,
+            Sinh => cosh(x)?,
+            Cosh => sinh(x)?,
+            Tanh => one_minus_sq(out)?,
+            ArcSinh => crate::rsqrt(&add(square(x)?, 1.0)?)?,
+            ArcCosh => crate::rsqrt(&subtract(square(x)?, 1.0)?)?,
+            ArcTanh => crate::reciprocal(&one_minus_sq(x)?)?,
+            Sigmoid => multiply(out, subtract(1.0, out)?)?,
+            Erf => multiply(
+                exp(&negative(&square(x)?)?)?,
+                std::f64::consts::FRAC_2_SQRT_PI,
+            )?,
+            ErfInv => multiply(exp(&square(out)?)?, std::f64::consts::PI.sqrt() / 2.0)?,
+            Sign | Floor | Ceil | Round | Trunc => return Ok(None),
+            IsNan | IsInf | IsPosInf | IsNegInf | IsFinite | LogicalNot | BitwiseInvert => {
+                return Ok(None);
+            }
+            Conjugate | Real | Imag => return Ok(None),
+        };
+        Ok(Some(d))
     }
 
     /// Whether the function maps into floats (integer inputs become `float32`).

@@ -20,7 +20,7 @@ use super::dtype::{FLOAT_TYPES, KERNEL_TYPES};
 use super::launch::{Kernel, symbol};
 use crate::array::{ArrayData, Layout, collapse};
 use crate::ops::binary::BinaryOp;
-use crate::ops::unary::UnaryOp;
+use crate::ops::unary::{GpuKernel, UnaryOp};
 use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result};
 
@@ -128,74 +128,25 @@ fn launch_one_input(
     Ok(())
 }
 
-const FLOAT_UNARY: &[UnaryOp] = &[
-    UnaryOp::Abs,
-    UnaryOp::Negative,
-    UnaryOp::Sign,
-    UnaryOp::Square,
-    UnaryOp::Sqrt,
-    UnaryOp::Rsqrt,
-    UnaryOp::Reciprocal,
-    UnaryOp::Exp,
-    UnaryOp::Expm1,
-    UnaryOp::Log,
-    UnaryOp::Log1p,
-    UnaryOp::Log2,
-    UnaryOp::Log10,
-    UnaryOp::Sin,
-    UnaryOp::Cos,
-    UnaryOp::Tan,
-    UnaryOp::ArcSin,
-    UnaryOp::ArcCos,
-    UnaryOp::ArcTan,
-    UnaryOp::Sinh,
-    UnaryOp::Cosh,
-    UnaryOp::Tanh,
-    UnaryOp::ArcSinh,
-    UnaryOp::ArcCosh,
-    UnaryOp::ArcTanh,
-    UnaryOp::Sigmoid,
-    UnaryOp::Erf,
-    UnaryOp::ErfInv,
-    UnaryOp::Floor,
-    UnaryOp::Ceil,
-    UnaryOp::Round,
-    UnaryOp::Trunc,
-];
-
-const PREDICATES: &[UnaryOp] = &[
-    UnaryOp::IsNan,
-    UnaryOp::IsInf,
-    UnaryOp::IsPosInf,
-    UnaryOp::IsNegInf,
-    UnaryOp::IsFinite,
-    UnaryOp::LogicalNot,
-];
-
 fn is_float(dtype: DType) -> bool {
     FLOAT_TYPES.contains(&dtype)
 }
 
-/// Whether `op` has a kernel for `dtype` (floats: every real function; other types: the
-/// logical not), checked without allocating.
+/// Whether `op` has a kernel for `dtype` (floats: every function the op declares a GPU
+/// kernel for; other types: the logical not).
 fn has_unary(dtype: DType, op: UnaryOp) -> bool {
-    if is_float(dtype) {
-        FLOAT_UNARY.contains(&op) || PREDICATES.contains(&op)
-    } else {
-        dtype != DType::C64 && op == UnaryOp::LogicalNot
+    match op.gpu_kernel() {
+        GpuKernel::Float | GpuKernel::Predicate if is_float(dtype) => true,
+        _ => dtype != DType::C64 && op == UnaryOp::LogicalNot,
     }
 }
 
 /// The unary functions with a kernel for `dtype`, and whether each is a predicate.
-fn unary_ops(dtype: DType) -> Vec<(UnaryOp, bool)> {
-    let mut ops: Vec<(UnaryOp, bool)> = Vec::new();
-    if is_float(dtype) {
-        ops.extend(FLOAT_UNARY.iter().map(|&o| (o, false)));
-        ops.extend(PREDICATES.iter().map(|&o| (o, true)));
-    } else if dtype != DType::C64 {
-        ops.push((UnaryOp::LogicalNot, true));
-    }
-    ops
+fn unary_ops(dtype: DType) -> impl Iterator<Item = (UnaryOp, bool)> {
+    UnaryOp::ALL
+        .iter()
+        .filter(move |&&op| has_unary(dtype, op))
+        .map(|&op| (op, op.gpu_kernel() == GpuKernel::Predicate))
 }
 
 /// The module of every unary kernel of one element type.
@@ -499,7 +450,38 @@ pub(crate) fn all_sources() -> Vec<(String, String)> {
 
 #[cfg(test)]
 mod tests {
-    use super::pack_width;
+    use super::{UNARY, pack_width, unary_source};
+    use crate::DType;
+    use crate::ops::unary::{GpuKernel, UnaryOp};
+
+    /// Every unary function that declares a GPU kernel has its functor in `unary.cu` (of the
+    /// right kind) and is instantiated for every float type; `logical_not` for every type.
+    #[test]
+    fn every_gpu_unary_function_has_a_functor_and_kernels() {
+        for &op in UnaryOp::ALL {
+            let name = op.name();
+            let def = match op.gpu_kernel() {
+                GpuKernel::Float => format!("NV_DEF_UNARY({name},"),
+                GpuKernel::Predicate => format!("NV_DEF_PRED({name},"),
+                GpuKernel::Host => continue,
+            };
+            assert!(UNARY.contains(&def), "kernels/unary.cu has no `{def} ...)`");
+            for dtype in [DType::F16, DType::BF16, DType::F32, DType::F64] {
+                let (ct, tn) = super::type_names(dtype).unwrap();
+                let src = unary_source(dtype);
+                assert!(
+                    src.contains(&format!("({name}, {ct}, {tn})")),
+                    "{name} over {tn}"
+                );
+            }
+        }
+        let ints = unary_source(DType::I32);
+        assert!(
+            ints.contains("NV_UNARY_PRED(logical_not, i32, i32)"),
+            "{ints}"
+        );
+        assert!(!ints.contains("NV_UNARY(exp, "));
+    }
 
     /// The host's pack width agrees with `NvWidth` in `common.cuh` on the cases that matter:
     /// 16 bytes of the narrower type, the wider side within 64 bytes.

@@ -6,8 +6,8 @@ use crate::ops::unary::UnaryOp;
 use crate::primitive::{Batched, Primitive};
 use crate::{Array, Result};
 use crate::{
-    add, cos, cosh, divide, equal, exp, greater, less, log, multiply, negative, sin, sinh, square,
-    subtract, where_, zeros_like,
+    add, divide, equal, exp, greater, less, log, multiply, negative, square, subtract, where_,
+    zeros_like,
 };
 
 /// `op(a, b)` recorded directly when the operands already share a shape and a type (as a
@@ -21,51 +21,6 @@ fn direct(op: BinaryOp, a: &Array, b: &Array) -> Result<Array> {
         BinaryOp::Subtract => subtract(a, b),
         _ => multiply(a, b),
     }
-}
-
-/// `d out / d x` of a real unary function at `x` (with `out` its value), or `None` where the
-/// derivative is zero (rounding, predicates).
-fn derivative(op: UnaryOp, x: &Array, out: &Array) -> Result<Option<Array>> {
-    use UnaryOp::*;
-    let one_minus_sq = |v: &Array| subtract(1.0, square(v)?);
-    let d = match op {
-        Abs => crate::sign(x)?,
-        Negative => crate::full_like(x, -1.0)?,
-        Square => multiply(x, 2.0)?,
-        Sqrt => divide(0.5, out)?,
-        Rsqrt => divide(multiply(out, -0.5)?, x)?,
-        Reciprocal => negative(&square(out)?)?,
-        Exp => out.clone(),
-        Expm1 => add(out, 1.0)?,
-        Log => crate::reciprocal(x)?,
-        Log1p => crate::reciprocal(&add(x, 1.0)?)?,
-        Log2 => crate::reciprocal(&multiply(x, std::f64::consts::LN_2)?)?,
-        Log10 => crate::reciprocal(&multiply(x, std::f64::consts::LN_10)?)?,
-        Sin => cos(x)?,
-        Cos => negative(&sin(x)?)?,
-        Tan => add(square(out)?, 1.0)?,
-        ArcSin => crate::rsqrt(&one_minus_sq(x)?)?,
-        ArcCos => negative(&crate::rsqrt(&one_minus_sq(x)?)?)?,
-        ArcTan => crate::reciprocal(&add(square(x)?, 1.0)?)?,
-        Sinh => cosh(x)?,
-        Cosh => sinh(x)?,
-        Tanh => one_minus_sq(out)?,
-        ArcSinh => crate::rsqrt(&add(square(x)?, 1.0)?)?,
-        ArcCosh => crate::rsqrt(&subtract(square(x)?, 1.0)?)?,
-        ArcTanh => crate::reciprocal(&one_minus_sq(x)?)?,
-        Sigmoid => multiply(out, subtract(1.0, out)?)?,
-        Erf => multiply(
-            exp(&negative(&square(x)?)?)?,
-            std::f64::consts::FRAC_2_SQRT_PI,
-        )?,
-        ErfInv => multiply(exp(&square(out)?)?, std::f64::consts::PI.sqrt() / 2.0)?,
-        Sign | Floor | Ceil | Round | Trunc => return Ok(None),
-        IsNan | IsInf | IsPosInf | IsNegInf | IsFinite | LogicalNot | BitwiseInvert => {
-            return Ok(None);
-        }
-        Conjugate | Real | Imag => return Ok(None),
-    };
-    Ok(Some(d))
 }
 
 /// The complex-aware linear functions, whose derivative applies the function itself.
@@ -93,7 +48,7 @@ pub(super) fn unary_vjp(
         let g_out2 = direct(BinaryOp::Multiply, &g_out, out)?;
         return Ok(vec![direct(BinaryOp::Subtract, g, &g_out2)?]);
     }
-    Ok(vec![match derivative(op, x, out)? {
+    Ok(vec![match op.derivative(x, out)? {
         Some(d) => direct(BinaryOp::Multiply, g, &d)?,
         None => zeros_like(x)?,
     }])
@@ -116,7 +71,7 @@ pub(super) fn unary_jvp(
     if matches!(op, UnaryOp::Real) && x.dtype() != crate::DType::C64 {
         return Ok(vec![t.clone()]);
     }
-    Ok(vec![match derivative(op, x, out)? {
+    Ok(vec![match op.derivative(x, out)? {
         Some(d) => multiply(t, &d)?,
         None => zeros_like(out)?,
     }])
