@@ -103,7 +103,13 @@ impl Primitive {
         cotangents: &[Option<Array>],
         argnums: &[usize],
     ) -> Result<Vec<Array>> {
-        crate::transforms::rules::vjp(self, inputs, outputs, cotangents, argnums)
+        let call = crate::transforms::rules::VjpArgs {
+            inputs,
+            outputs,
+            cotangents,
+            argnums,
+        };
+        crate::transforms::rules::vjp(self, call)
     }
 
     /// The tangent of each output, given each input's tangent (`None` for constants).
@@ -113,7 +119,12 @@ impl Primitive {
         outputs: &[Option<Array>],
         tangents: &[Option<Array>],
     ) -> Result<Vec<Array>> {
-        crate::transforms::rules::jvp(self, inputs, outputs, tangents)
+        let call = crate::transforms::rules::JvpArgs {
+            inputs,
+            outputs,
+            tangents,
+        };
+        crate::transforms::rules::jvp(self, call)
     }
 
     /// The primitive applied to batched inputs: `axes[i]` is input `i`'s batch axis (`None`

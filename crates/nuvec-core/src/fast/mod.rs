@@ -69,6 +69,7 @@ use crate::backend::cpu::fast::CpuKernel;
 use crate::backend::cuda::fast::CudaKernel;
 use crate::dtype::Canon;
 use crate::primitive::{Batched, OutputSpec, Primitive};
+use crate::transforms::rules::{JvpArgs, VjpArgs};
 use crate::{Array, Category, DType, DeviceKind, Error, Result, default_stream};
 
 /// A fused operation: the payload of [`Primitive::Fast`]. Float parameters are kept as
@@ -279,19 +280,13 @@ pub(crate) trait Fused {
     }
 
     /// The cotangents of the inputs `argnums`.
-    fn vjp(
-        &self,
-        inputs: &[Array],
-        _outputs: &[Option<Array>],
-        cotangents: &[Option<Array>],
-        argnums: &[usize],
-    ) -> Result<Vec<Array>> {
-        rules::vjp_of_fallback(self, inputs, cotangents, argnums)
+    fn vjp(&self, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+        rules::vjp_of_fallback(self, call)
     }
 
     /// The tangent of each output.
-    fn jvp(&self, inputs: &[Array], tangents: &[Option<Array>]) -> Result<Vec<Array>> {
-        rules::jvp_of_fallback(self, inputs, tangents)
+    fn jvp(&self, call: JvpArgs<'_>) -> Result<Vec<Array>> {
+        rules::jvp_of_fallback(self, call)
     }
 
     /// The operation over batched inputs.

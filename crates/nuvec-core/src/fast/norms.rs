@@ -10,6 +10,7 @@ use crate::backend::cpu::fast::CpuKernel;
 use crate::backend::cuda::fast::CudaKernel;
 use crate::error::invalid;
 use crate::primitive::{Batched, OutputSpec};
+use crate::transforms::rules::VjpArgs;
 use crate::{Array, Category, Result, promote_types};
 use crate::{add, mean, multiply, rsqrt, subtract};
 
@@ -189,16 +190,11 @@ pub(super) fn norm_specs(
 
 /// The cotangents of a norm's inputs `argnums` from its gradient node `op`, which takes the
 /// norm's inputs and the output's cotangent.
-fn gradient_node(
-    op: FastOp,
-    inputs: &[Array],
-    cotangents: &[Option<Array>],
-    argnums: &[usize],
-) -> Result<Vec<Array>> {
-    let mut node = inputs.to_vec();
-    node.push(single(cotangents)?.clone());
+fn gradient_node(op: FastOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+    let mut node = call.inputs.to_vec();
+    node.push(single(call.cotangents)?.clone());
     let all = record_or_fallback(op, node)?;
-    Ok(argnums.iter().map(|&i| all[i].clone()).collect())
+    Ok(call.argnums.iter().map(|&i| all[i].clone()).collect())
 }
 
 impl Fused for RmsNorm {
@@ -223,17 +219,11 @@ impl Fused for RmsNorm {
     }
 
     /// The dedicated gradient node, [`FastOp::RmsNormVjp`].
-    fn vjp(
-        &self,
-        inputs: &[Array],
-        _outputs: &[Option<Array>],
-        cotangents: &[Option<Array>],
-        argnums: &[usize],
-    ) -> Result<Vec<Array>> {
+    fn vjp(&self, call: VjpArgs<'_>) -> Result<Vec<Array>> {
         let op = FastOp::RmsNormVjp {
             eps: self.eps.to_bits(),
         };
-        gradient_node(op, inputs, cotangents, argnums)
+        gradient_node(op, call)
     }
 
     fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
@@ -310,17 +300,11 @@ impl Fused for LayerNorm {
     }
 
     /// The dedicated gradient node, [`FastOp::LayerNormVjp`].
-    fn vjp(
-        &self,
-        inputs: &[Array],
-        _outputs: &[Option<Array>],
-        cotangents: &[Option<Array>],
-        argnums: &[usize],
-    ) -> Result<Vec<Array>> {
+    fn vjp(&self, call: VjpArgs<'_>) -> Result<Vec<Array>> {
         let op = FastOp::LayerNormVjp {
             eps: self.eps.to_bits(),
         };
-        gradient_node(op, inputs, cotangents, argnums)
+        gradient_node(op, call)
     }
 
     fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {

@@ -8,6 +8,7 @@ use crate::backend::cpu::fast::CpuKernel;
 use crate::backend::cuda::fast::CudaKernel;
 use crate::error::invalid;
 use crate::primitive::{Batched, OutputSpec};
+use crate::transforms::rules::VjpArgs;
 use crate::{Array, Category, DType, Result, SliceArg};
 use crate::{add, concatenate, cos, divide, multiply, reshape, sin, slice, stack, subtract};
 
@@ -211,17 +212,15 @@ impl Fused for Rope {
     }
 
     /// The rotation is orthogonal: its transpose is the rotation backwards.
-    fn vjp(
-        &self,
-        inputs: &[Array],
-        _outputs: &[Option<Array>],
-        cotangents: &[Option<Array>],
-        argnums: &[usize],
-    ) -> Result<Vec<Array>> {
-        if argnums != [0] {
-            return vjp_of_fallback(self, inputs, cotangents, argnums);
+    fn vjp(&self, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+        if call.argnums != [0] {
+            return vjp_of_fallback(self, call);
         }
-        let node = substituted(inputs, &[0], std::slice::from_ref(single(cotangents)?));
+        let node = substituted(
+            call.inputs,
+            &[0],
+            std::slice::from_ref(single(call.cotangents)?),
+        );
         Ok(vec![one(self.op(!self.forward), node)?])
     }
 

@@ -4,6 +4,7 @@
 
 use super::{FastOp, Fused, record_or_fallback};
 use crate::primitive::Batched;
+use crate::transforms::rules::{JvpArgs, VjpArgs};
 pub(super) use crate::transforms::rules::{output, single};
 use crate::{Array, Result};
 
@@ -20,12 +21,11 @@ pub(super) fn substituted(inputs: &[Array], at: &[usize], values: &[Array]) -> V
 /// cotangent get zeros).
 pub(super) fn vjp_of_fallback<F: Fused + ?Sized>(
     unit: &F,
-    inputs: &[Array],
-    cotangents: &[Option<Array>],
-    argnums: &[usize],
+    call: VjpArgs<'_>,
 ) -> Result<Vec<Array>> {
-    let specs = unit.output_specs(inputs)?;
-    let cots = cotangents
+    let specs = unit.output_specs(call.inputs)?;
+    let cots = call
+        .cotangents
         .iter()
         .zip(&specs)
         .map(|(c, (shape, dtype))| match c {
@@ -33,30 +33,36 @@ pub(super) fn vjp_of_fallback<F: Fused + ?Sized>(
             None => crate::zeros(shape, *dtype),
         })
         .collect::<Result<Vec<_>>>()?;
-    let primals: Vec<Array> = argnums.iter().map(|&i| inputs[i].clone()).collect();
-    let f = |ps: &[Array]| unit.fallback(&substituted(inputs, argnums, ps));
+    let primals: Vec<Array> = call
+        .argnums
+        .iter()
+        .map(|&i| call.inputs[i].clone())
+        .collect();
+    let f = |ps: &[Array]| unit.fallback(&substituted(call.inputs, call.argnums, ps));
     Ok(crate::vjp(f, &primals, &cots)?.1)
 }
 
 /// The jvp of the fallback graph (integer inputs are constants).
 pub(super) fn jvp_of_fallback<F: Fused + ?Sized>(
     unit: &F,
-    inputs: &[Array],
-    tangents: &[Option<Array>],
+    call: JvpArgs<'_>,
 ) -> Result<Vec<Array>> {
-    let active: Vec<usize> = (0..inputs.len())
-        .filter(|&i| tangents[i].is_some() && inputs[i].dtype().is_inexact())
+    let active: Vec<usize> = (0..call.inputs.len())
+        .filter(|&i| call.tangents[i].is_some() && call.inputs[i].dtype().is_inexact())
         .collect();
     if active.is_empty() {
         return unit
-            .output_specs(inputs)?
+            .output_specs(call.inputs)?
             .iter()
             .map(|(shape, dtype)| crate::zeros(shape, *dtype))
             .collect();
     }
-    let primals: Vec<Array> = active.iter().map(|&i| inputs[i].clone()).collect();
-    let ts: Vec<Array> = active.iter().filter_map(|&i| tangents[i].clone()).collect();
-    let f = |ps: &[Array]| unit.fallback(&substituted(inputs, &active, ps));
+    let primals: Vec<Array> = active.iter().map(|&i| call.inputs[i].clone()).collect();
+    let ts: Vec<Array> = active
+        .iter()
+        .filter_map(|&i| call.tangents[i].clone())
+        .collect();
+    let f = |ps: &[Array]| unit.fallback(&substituted(call.inputs, &active, ps));
     Ok(crate::jvp(f, &primals, &ts)?.1)
 }
 

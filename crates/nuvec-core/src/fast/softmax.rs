@@ -10,6 +10,7 @@ use crate::backend::cuda::fast::CudaKernel;
 use crate::error::invalid;
 use crate::ops::reduce::ReduceOp;
 use crate::primitive::{Batched, OutputSpec, Primitive};
+use crate::transforms::rules::VjpArgs;
 use crate::{Array, DType, Result};
 use crate::{add, arange, equal, expand_dims, less, multiply, subtract, sum, where_};
 
@@ -101,14 +102,8 @@ impl Fused for Softmax {
         Ok(vec![softmax_graph(&inputs[0])?])
     }
 
-    fn vjp(
-        &self,
-        _inputs: &[Array],
-        outputs: &[Option<Array>],
-        cotangents: &[Option<Array>],
-        _argnums: &[usize],
-    ) -> Result<Vec<Array>> {
-        let (s, g) = (output(outputs)?, single(cotangents)?);
+    fn vjp(&self, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+        let (s, g) = (output(call.outputs)?, single(call.cotangents)?);
         let sg = multiply(s, g)?;
         Ok(vec![subtract(&sg, multiply(s, sum(&sg, &[-1], true)?)?)?])
     }
@@ -142,15 +137,9 @@ impl Fused for LogSumExp {
     }
 
     /// The cotangent times the softmax (fused itself where a kernel takes it).
-    fn vjp(
-        &self,
-        inputs: &[Array],
-        _outputs: &[Option<Array>],
-        cotangents: &[Option<Array>],
-        _argnums: &[usize],
-    ) -> Result<Vec<Array>> {
-        let s = one(FastOp::Softmax, vec![inputs[0].clone()])?;
-        Ok(vec![multiply(single(cotangents)?, &s)?])
+    fn vjp(&self, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+        let s = one(FastOp::Softmax, vec![call.inputs[0].clone()])?;
+        Ok(vec![multiply(single(call.cotangents)?, &s)?])
     }
 
     fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
@@ -202,21 +191,15 @@ impl Fused for CrossEntropy {
     }
 
     /// The dedicated gradient node for the logits (the targets are integers).
-    fn vjp(
-        &self,
-        inputs: &[Array],
-        outputs: &[Option<Array>],
-        cotangents: &[Option<Array>],
-        argnums: &[usize],
-    ) -> Result<Vec<Array>> {
-        if argnums != [0] {
-            return super::rules::vjp_of_fallback(self, inputs, cotangents, argnums);
+    fn vjp(&self, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+        if call.argnums != [0] {
+            return super::rules::vjp_of_fallback(self, call);
         }
         let node = vec![
-            inputs[0].clone(),
-            inputs[1].clone(),
-            output(outputs)?.clone(),
-            single(cotangents)?.clone(),
+            call.inputs[0].clone(),
+            call.inputs[1].clone(),
+            output(call.outputs)?.clone(),
+            single(call.cotangents)?.clone(),
         ];
         Ok(vec![one(FastOp::CrossEntropyVjp, node)?])
     }

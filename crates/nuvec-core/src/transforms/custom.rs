@@ -13,6 +13,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use super::rules::{JvpArgs, VjpArgs, all_or_zeros};
 use crate::array::ArrayData;
 use crate::error::invalid;
 use crate::primitive::{Batched, OutputSpec, Primitive};
@@ -286,21 +287,9 @@ fn check_results(rule: &str, got: &[Array], like: &[Array], role: &str) -> Resul
 }
 
 /// Reverse mode: the user's rule, or the vjp of the function itself.
-pub(crate) fn vjp(
-    op: &CustomOp,
-    inputs: &[Array],
-    cotangents: &[Option<Array>],
-    argnums: &[usize],
-) -> Result<Vec<Array>> {
-    let (primals, outputs) = inputs.split_at(op.primals);
-    let cotangents = outputs
-        .iter()
-        .zip(cotangents)
-        .map(|(o, c)| match c {
-            Some(c) => Ok(c.clone()),
-            None => crate::zeros_like(o),
-        })
-        .collect::<Result<Vec<Array>>>()?;
+pub(crate) fn vjp(op: &CustomOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+    let (primals, outputs) = call.inputs.split_at(op.primals);
+    let cotangents = all_or_zeros(call.cotangents, outputs)?;
     let grads = match &op.function.vjp {
         Some(rule) => {
             let grads = rule(primals, &cotangents, outputs)?;
@@ -309,31 +298,20 @@ pub(crate) fn vjp(
         }
         None => crate::vjp(&*op.function.fun, primals, &cotangents)?.1,
     };
-    argnums
+    call.argnums
         .iter()
         .map(|&i| match grads.get(i) {
             Some(g) => Ok(g.clone()),
             // The outputs of the inner graph carry no derivative through the node.
-            None => crate::zeros_like(&inputs[i]),
+            None => crate::zeros_like(&call.inputs[i]),
         })
         .collect()
 }
 
 /// Forward mode: the user's rule, or the jvp of the function itself.
-pub(crate) fn jvp(
-    op: &CustomOp,
-    inputs: &[Array],
-    tangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
-    let (primals, outputs) = inputs.split_at(op.primals);
-    let tangents = primals
-        .iter()
-        .zip(tangents)
-        .map(|(p, t)| match t {
-            Some(t) => Ok(t.clone()),
-            None => crate::zeros_like(p),
-        })
-        .collect::<Result<Vec<Array>>>()?;
+pub(crate) fn jvp(op: &CustomOp, call: JvpArgs<'_>) -> Result<Vec<Array>> {
+    let (primals, outputs) = call.inputs.split_at(op.primals);
+    let tangents = all_or_zeros(call.tangents, primals)?;
     let out_tangents = match &op.function.jvp {
         Some(rule) => {
             let ts = rule(primals, &tangents)?;

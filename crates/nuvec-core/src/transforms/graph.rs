@@ -120,29 +120,36 @@ thread_local! {
     static MAPS: Cell<Option<Vec<KeyMap<Array>>>> = const { Cell::new(None) };
 }
 
+/// A value from `pools`, or a new one: how the key sets and maps are reused.
+fn from_pool<T: Default>(pools: &'static Slot<Vec<T>>) -> T {
+    let mut pool = take(pools);
+    let value = pool.pop().unwrap_or_default();
+    keep(pools, pool);
+    value
+}
+
+/// Puts a cleared `value` back into `pools` for the next transform.
+fn into_pool<T>(pools: &'static Slot<Vec<T>>, value: T) {
+    let mut pool = take(pools);
+    pool.push(value);
+    keep(pools, pool);
+}
+
 /// An empty key set, reusing one a transform gave back.
 pub(crate) fn key_set() -> KeySet {
-    let mut pool = take(&SETS);
-    let set = pool.pop().unwrap_or_default();
-    keep(&SETS, pool);
-    set
+    from_pool(&SETS)
 }
 
 /// An empty key map, reusing one a transform gave back.
 pub(crate) fn key_map() -> KeyMap<Array> {
-    let mut pool = take(&MAPS);
-    let map = pool.pop().unwrap_or_default();
-    keep(&MAPS, pool);
-    map
+    from_pool(&MAPS)
 }
 
 /// Gives a key set back for the next transform.
 pub(crate) fn recycle_set(mut set: KeySet) {
     if set.capacity() <= KEEP_AT_MOST {
         set.clear();
-        let mut pool = take(&SETS);
-        pool.push(set);
-        keep(&SETS, pool);
+        into_pool(&SETS, set);
     }
 }
 
@@ -150,9 +157,7 @@ pub(crate) fn recycle_set(mut set: KeySet) {
 pub(crate) fn recycle_map(mut map: KeyMap<Array>) {
     if map.capacity() <= KEEP_AT_MOST {
         map.clear();
-        let mut pool = take(&MAPS);
-        pool.push(map);
-        keep(&MAPS, pool);
+        into_pool(&MAPS, map);
     }
 }
 

@@ -4,7 +4,7 @@ use super::TraceGuard;
 use super::graph::{
     differentiable, key, key_map, key_set, needed, recycle, recycle_map, recycle_set, tape,
 };
-use super::vjp::tracers;
+use super::vjp::{check_seeds, tracers};
 use crate::error::invalid;
 use crate::{Array, Result};
 
@@ -26,24 +26,7 @@ where
 {
     let refs: Vec<&Array> = primals.iter().chain(tangents).collect();
     crate::ops::check_errors(&refs)?;
-    if primals.len() != tangents.len() {
-        return Err(invalid(
-            "jvp",
-            format!("{} primals but {} tangents", primals.len(), tangents.len()),
-        ));
-    }
-    for (i, (p, t)) in primals.iter().zip(tangents).enumerate() {
-        if p.shape() != t.shape() {
-            return Err(invalid(
-                "jvp",
-                format!(
-                    "primal {i} has shape {:?} but its tangent {:?}",
-                    p.shape(),
-                    t.shape()
-                ),
-            ));
-        }
-    }
+    check_seeds("jvp", primals, tangents, ["primal", "tangent"])?;
     let _trace = TraceGuard::new();
     let xs = tracers(primals)?;
     let outs = f(&xs)?;

@@ -19,6 +19,36 @@ pub(crate) fn tracers(primals: &[Array]) -> Result<Vec<Array>> {
         .collect()
 }
 
+/// An error unless the `seeds` (tangents or cotangents) pair up with the `values` they seed
+/// (primals or outputs): as many, each of its value's shape. `value` and `seed` name the two
+/// roles in the messages.
+pub(crate) fn check_seeds(
+    op: &'static str,
+    values: &[Array],
+    seeds: &[Array],
+    [value, seed]: [&str; 2],
+) -> Result<()> {
+    if values.len() != seeds.len() {
+        return Err(invalid(
+            op,
+            format!("{} {value}s but {} {seed}s", values.len(), seeds.len()),
+        ));
+    }
+    for (i, (v, s)) in values.iter().zip(seeds).enumerate() {
+        if v.shape() != s.shape() {
+            return Err(invalid(
+                op,
+                format!(
+                    "{value} {i} has shape {:?} but its {seed} {:?}",
+                    v.shape(),
+                    s.shape()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The outputs of `f` at `primals` and the vector-Jacobian products of `cotangents` (one per
 /// output, of its shape) with respect to each primal.
 ///
@@ -44,24 +74,7 @@ where
     if outs.is_empty() {
         return Err(invalid("vjp", "the function returned no outputs"));
     }
-    if outs.len() != cotangents.len() {
-        return Err(invalid(
-            "vjp",
-            format!("{} outputs but {} cotangents", outs.len(), cotangents.len()),
-        ));
-    }
-    for (i, (o, c)) in outs.iter().zip(cotangents).enumerate() {
-        if o.shape() != c.shape() {
-            return Err(invalid(
-                "vjp",
-                format!(
-                    "output {i} has shape {:?} but its cotangent {:?}",
-                    o.shape(),
-                    c.shape()
-                ),
-            ));
-        }
-    }
+    check_seeds("vjp", &outs, cotangents, ["output", "cotangent"])?;
     let grads = backward(&xs, primals, &outs, cotangents)?;
     Ok((outs, grads))
 }

@@ -81,15 +81,25 @@ fn scan(op: ScanOp, a: &Array, axis: isize, reverse: bool, inclusive: bool) -> R
         a.clone()
     };
     op.output_dtype(x.dtype())?;
-    Array::op1(
-        Primitive::Scan {
-            op,
-            axis,
-            reverse,
-            inclusive,
-        },
-        vec![x],
-    )
+    scan_node(op, &x, axis, reverse, inclusive)
+}
+
+/// The scan primitive itself on `x`, unchecked: what [`scan`] records once it has checked
+/// and converted its input, and what the derivative rules record on values of a known type.
+pub(crate) fn scan_node(
+    op: ScanOp,
+    x: &Array,
+    axis: usize,
+    reverse: bool,
+    inclusive: bool,
+) -> Result<Array> {
+    let scan = Primitive::Scan {
+        op,
+        axis,
+        reverse,
+        inclusive,
+    };
+    Array::op1(scan, vec![x.clone()])
 }
 
 /// The running sum along `axis` (from the end when `reverse`; element `i` left out of its

@@ -7,7 +7,7 @@
 //! axes exchanged), and the tangent `conv(tx, w) + conv(x, tw)`. Batching folds the batch
 //! into the input's N, into the output channels, or (both batched) into the groups.
 
-use super::single;
+use super::{VjpArgs, single};
 use crate::error::invalid;
 use crate::ops::conv::{ConvOp, dilated};
 use crate::primitive::Batched;
@@ -48,17 +48,12 @@ fn merge_axes(shape: &[usize], axis: usize) -> Vec<isize> {
     out
 }
 
-pub(super) fn vjp(
-    p: &ConvOp,
-    inputs: &[Array],
-    cotangents: &[Option<Array>],
-    argnums: &[usize],
-) -> Result<Vec<Array>> {
-    let (x, w, g) = (&inputs[0], &inputs[1], single(cotangents)?);
-    argnums
+pub(super) fn vjp(p: &ConvOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+    let (x, w, g) = (&call.inputs[0], &call.inputs[1], single(call.cotangents)?);
+    call.argnums
         .iter()
         .map(|&a| {
-            let like = &inputs[a.min(1)];
+            let like = &call.inputs[a.min(1)];
             if x.size() == 0 || w.size() == 0 || g.size() == 0 {
                 // An empty sum on one side or the other.
                 return crate::zeros_like(like);

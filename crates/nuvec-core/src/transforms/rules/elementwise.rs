@@ -1,6 +1,6 @@
 //! Rules of the elementwise families: unary, binary and `where_`.
 
-use super::{batch_front, output, single};
+use super::{JvpArgs, VjpArgs, batch_front, or_zeros, output, single};
 use crate::ops::binary::BinaryOp;
 use crate::ops::unary::UnaryOp;
 use crate::primitive::{Batched, Primitive};
@@ -28,20 +28,15 @@ fn is_linear_complex(op: UnaryOp, x: &Array) -> bool {
     x.dtype() == crate::DType::C64 && matches!(op, UnaryOp::Conjugate | UnaryOp::Negative)
 }
 
-pub(super) fn unary_vjp(
-    op: UnaryOp,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    cotangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
-    let (x, g) = (&inputs[0], single(cotangents)?);
+pub(super) fn unary_vjp(op: UnaryOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+    let (x, g) = (&call.inputs[0], single(call.cotangents)?);
     if is_linear_complex(op, x) || (op == UnaryOp::Conjugate) {
         return Ok(vec![Array::op1(Primitive::Unary(op), vec![g.clone()])?]);
     }
     if matches!(op, UnaryOp::Real) && x.dtype() != crate::DType::C64 {
         return Ok(vec![g.clone()]);
     }
-    let out = output(outputs)?;
+    let out = output(call.outputs)?;
     if op == UnaryOp::Tanh && x.dtype().is_float() {
         // g · (1 − out²) as g − (g · out) · out: three nodes, no broadcast constant.
         let g_out = direct(BinaryOp::Multiply, g, out)?;
@@ -54,15 +49,10 @@ pub(super) fn unary_vjp(
     }])
 }
 
-pub(super) fn unary_jvp(
-    op: UnaryOp,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    tangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
-    let x = &inputs[0];
-    let out = output(outputs)?;
-    let Some(t) = &tangents[0] else {
+pub(super) fn unary_jvp(op: UnaryOp, call: JvpArgs<'_>) -> Result<Vec<Array>> {
+    let x = &call.inputs[0];
+    let out = output(call.outputs)?;
+    let Some(t) = &call.tangents[0] else {
         return Ok(vec![zeros_like(out)?]);
     };
     if is_linear_complex(op, x) || (op == UnaryOp::Conjugate) {
@@ -132,55 +122,46 @@ fn partials(
     })
 }
 
-pub(super) fn binary_vjp(
-    op: BinaryOp,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    cotangents: &[Option<Array>],
-    argnums: &[usize],
-) -> Result<Vec<Array>> {
-    let g = single(cotangents)?;
-    let (a, b) = (&inputs[0], &inputs[1]);
+pub(super) fn binary_vjp(op: BinaryOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+    let g = single(call.cotangents)?;
+    let (a, b) = (&call.inputs[0], &call.inputs[1]);
     // The common linear cases build only what each asked-for input needs.
     match op {
-        BinaryOp::Add => return Ok(argnums.iter().map(|_| g.clone()).collect()),
+        BinaryOp::Add => return Ok(call.argnums.iter().map(|_| g.clone()).collect()),
         BinaryOp::Subtract => {
-            return argnums
+            return call
+                .argnums
                 .iter()
                 .map(|&i| if i == 0 { Ok(g.clone()) } else { negative(g) })
                 .collect();
         }
         BinaryOp::Multiply => {
-            return argnums
+            return call
+                .argnums
                 .iter()
                 .map(|&i| direct(BinaryOp::Multiply, g, if i == 0 { b } else { a }))
                 .collect();
         }
         _ => {}
     }
-    let (da, db) = partials(op, a, b, output(outputs)?)?;
-    argnums
+    let (da, db) = partials(op, a, b, output(call.outputs)?)?;
+    call.argnums
         .iter()
         .map(|&i| {
             let d = if i == 0 { &da } else { &db };
             match d {
                 Some(d) => multiply(g, d),
-                None => zeros_like(&inputs[i]),
+                None => zeros_like(&call.inputs[i]),
             }
         })
         .collect()
 }
 
-pub(super) fn binary_jvp(
-    op: BinaryOp,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    tangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
-    let out = output(outputs)?;
-    let (da, db) = partials(op, &inputs[0], &inputs[1], out)?;
+pub(super) fn binary_jvp(op: BinaryOp, call: JvpArgs<'_>) -> Result<Vec<Array>> {
+    let out = output(call.outputs)?;
+    let (da, db) = partials(op, &call.inputs[0], &call.inputs[1], out)?;
     let mut total: Option<Array> = None;
-    for (d, t) in [(da, &tangents[0]), (db, &tangents[1])] {
+    for (d, t) in [(da, &call.tangents[0]), (db, &call.tangents[1])] {
         if let (Some(d), Some(t)) = (d, t) {
             let term = multiply(t, &d)?;
             total = Some(match total {
@@ -195,30 +176,21 @@ pub(super) fn binary_jvp(
     }])
 }
 
-pub(super) fn select_vjp(
-    inputs: &[Array],
-    cotangents: &[Option<Array>],
-    argnums: &[usize],
-) -> Result<Vec<Array>> {
-    let g = single(cotangents)?;
-    let c = &inputs[0];
-    argnums
+pub(super) fn select_vjp(call: VjpArgs<'_>) -> Result<Vec<Array>> {
+    let g = single(call.cotangents)?;
+    let c = &call.inputs[0];
+    call.argnums
         .iter()
         .map(|&i| match i {
             1 => where_(c, g, 0.0),
             2 => where_(c, 0.0, g),
-            _ => zeros_like(&inputs[i]),
+            _ => zeros_like(&call.inputs[i]),
         })
         .collect()
 }
 
 pub(super) fn select_jvp(inputs: &[Array], tangents: &[Option<Array>]) -> Result<Vec<Array>> {
-    let zero = |i: usize| -> Result<Array> {
-        match &tangents[i] {
-            Some(t) => Ok(t.clone()),
-            None => zeros_like(&inputs[i]),
-        }
-    };
+    let zero = |i: usize| or_zeros(&tangents[i], &inputs[i]);
     Ok(vec![where_(&inputs[0], zero(1)?, zero(2)?)?])
 }
 

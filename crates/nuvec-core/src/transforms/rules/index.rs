@@ -6,7 +6,7 @@
 //! and an update that a scatter dropped gets no cotangent. Replace-scatters with repeated
 //! indices keep the last update only, so only that one gets a cotangent.
 
-use super::{output, single};
+use super::{JvpArgs, VjpArgs, or_zeros, output, single};
 use crate::ops::index::{IndexOp, ScatterMode};
 use crate::ops::shape::ShapeOp;
 use crate::primitive::{Batched, Primitive};
@@ -110,10 +110,7 @@ fn survivors(
 
 /// The tangent of input `i`, zeros of its shape when it has none.
 fn tangent(inputs: &[Array], tangents: &[Option<Array>], i: usize) -> Result<Array> {
-    match &tangents[i] {
-        Some(t) => Ok(t.clone()),
-        None => zeros_like(&inputs[i]),
-    }
+    or_zeros(&tangents[i], &inputs[i])
 }
 
 /// The node's output: the recorded one, or the node again if that one was dropped.
@@ -124,21 +121,15 @@ fn result(op: &IndexOp, inputs: &[Array], outputs: &[Option<Array>]) -> Result<A
     }
 }
 
-pub(super) fn vjp(
-    op: &IndexOp,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    cotangents: &[Option<Array>],
-    argnums: &[usize],
-) -> Result<Vec<Array>> {
-    let g = single(cotangents)?;
-    let a = &inputs[0];
+pub(super) fn vjp(op: &IndexOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+    let g = single(call.cotangents)?;
+    let a = &call.inputs[0];
     match op {
         IndexOp::Take { axis } => {
             let axis = *axis;
-            let idx = &inputs[1];
+            let idx = &call.inputs[1];
             if g.size() == 0 {
-                return constant_or(argnums, inputs, zeros_like(a)?);
+                return constant_or(call.argnums, call.inputs, zeros_like(a)?);
             }
             // The cotangent is a[..axis] + idx + a[axis+1..]: bring the index axes to the
             // front, then a window of one along `axis`, and add it back at the clamped places.
@@ -154,14 +145,14 @@ pub(super) fn vjp(
                 mode: ScatterMode::Sum,
             };
             constant_or(
-                argnums,
-                inputs,
+                call.argnums,
+                call.inputs,
                 node(scatter, vec![zeros_like(a)?, at, upd])?,
             )
         }
         IndexOp::Gather { axes, slice_sizes } => {
             let mut args = vec![zeros_like(a)?];
-            for (idx, &axis) in inputs[1..].iter().zip(axes) {
+            for (idx, &axis) in call.inputs[1..].iter().zip(axes) {
                 args.push(clamped(idx, a.shape()[axis], slice_sizes[axis])?);
             }
             args.push(g.clone());
@@ -169,29 +160,32 @@ pub(super) fn vjp(
                 axes: axes.clone(),
                 mode: ScatterMode::Sum,
             };
-            constant_or(argnums, inputs, node(scatter, args)?)
+            constant_or(call.argnums, call.inputs, node(scatter, args)?)
         }
         IndexOp::GatherAxis { axis } => {
-            let at = clamped(&inputs[1], a.shape()[*axis], 1)?;
+            let at = clamped(&call.inputs[1], a.shape()[*axis], 1)?;
             let scatter = IndexOp::ScatterAxis {
                 axis: *axis,
                 mode: ScatterMode::Sum,
             };
             constant_or(
-                argnums,
-                inputs,
+                call.argnums,
+                call.inputs,
                 node(scatter, vec![zeros_like(a)?, at, g.clone()])?,
             )
         }
-        IndexOp::Scatter { axes, mode } => {
-            scatter_vjp(op, axes, *mode, inputs, outputs, g, argnums)
-        }
-        IndexOp::ScatterAxis { axis, mode } => {
-            scatter_axis_vjp(op, *axis, *mode, inputs, outputs, g, argnums)
-        }
-        IndexOp::SliceUpdate { start, step, mode } => {
-            slice_update_vjp(op, start, step, *mode, inputs, outputs, g, argnums)
-        }
+        IndexOp::Scatter { axes, mode } => scatter_vjp(op, axes, *mode, g, call),
+        IndexOp::ScatterAxis { axis, mode } => scatter_axis_vjp(op, *axis, *mode, g, call),
+        IndexOp::SliceUpdate { start, step, mode } => slice_update_vjp(
+            op,
+            start,
+            step,
+            *mode,
+            call.inputs,
+            call.outputs,
+            g,
+            call.argnums,
+        ),
     }
 }
 
@@ -230,15 +224,60 @@ fn scatter_target_cotangent(
     }
 }
 
+/// The cotangent of a scatter's updates `u` (written into `a`, the output's cotangent `g`):
+/// `g` gathered where they were written, kept only where an update lands (`fit`: `None`
+/// where every one does) and is what the output holds there (the last write for `Replace`,
+/// the winner for `Max` and `Min`). Both scatters' rules share it; `what` names the
+/// derivative a product scatter lacks.
+#[allow(clippy::too_many_arguments)]
+fn updates_cotangent(
+    op: &IndexOp,
+    mode: ScatterMode,
+    what: &str,
+    (g, a, u): (&Array, &Array, &Array),
+    rescatter: impl Fn(Array, Array, ScatterMode) -> Result<Array>,
+    gather: impl Fn(Array) -> Result<Array>,
+    out: impl Fn() -> Result<Array>,
+    fit: impl Fn() -> Result<Option<Array>>,
+) -> Result<Array> {
+    let gathered = gather(g.clone())?;
+    let keep = match mode {
+        ScatterMode::Replace => survivors(
+            a.shape(),
+            u.shape(),
+            |t, ids| rescatter(t, ids, mode),
+            &gather,
+        )?,
+        ScatterMode::Sum => match fit()? {
+            Some(m) => m,
+            None => return Ok(gathered),
+        },
+        ScatterMode::Max | ScatterMode::Min => {
+            let won = equal(&gather(out()?)?, u)?;
+            match fit()? {
+                Some(m) => logical_and(&m, &won)?,
+                None => won,
+            }
+        }
+        ScatterMode::Prod => return Err(unsupported(op, what)),
+    };
+    masked(&keep, &gathered)
+}
+
+/// An example's parameters (start, step, axes, sizes) with the batch's entry first, for a
+/// node that gains the batch as a leading axis.
+fn batch_first<T>(batch: T, example: impl IntoIterator<Item = T>) -> Vec<T> {
+    std::iter::once(batch).chain(example).collect()
+}
+
 fn scatter_vjp(
     op: &IndexOp,
     axes: &[usize],
     mode: ScatterMode,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
     g: &Array,
-    argnums: &[usize],
+    call: VjpArgs<'_>,
 ) -> Result<Vec<Array>> {
+    let (inputs, outputs, argnums) = (call.inputs, call.outputs, call.argnums);
     let (a, u) = (&inputs[0], &inputs[inputs.len() - 1]);
     let indices = &inputs[1..inputs.len() - 1];
     let window = &u.shape()[u.ndim() - a.ndim()..];
@@ -278,28 +317,9 @@ fn scatter_vjp(
             if u.size() == 0 {
                 return zeros_like(u);
             }
-            let gathered = gather(g.clone())?;
-            let keep = match mode {
-                ScatterMode::Replace => survivors(
-                    a.shape(),
-                    u.shape(),
-                    |t, ids| rescatter(t, ids, mode),
-                    gather,
-                )?,
-                ScatterMode::Sum => match all_fit(a, indices, axes, window)? {
-                    Some(m) => m,
-                    None => return Ok(gathered),
-                },
-                ScatterMode::Max | ScatterMode::Min => {
-                    let won = equal(&gather(out()?)?, u)?;
-                    match all_fit(a, indices, axes, window)? {
-                        Some(m) => logical_and(&m, &won)?,
-                        None => won,
-                    }
-                }
-                ScatterMode::Prod => return Err(unsupported(op, "the derivative for the updates")),
-            };
-            masked(&keep, &gathered)
+            let fit = || all_fit(a, indices, axes, window);
+            let what = "the derivative for the updates";
+            updates_cotangent(op, mode, what, (g, a, u), rescatter, gather, out, fit)
         })
         .collect()
 }
@@ -308,11 +328,10 @@ fn scatter_axis_vjp(
     op: &IndexOp,
     axis: usize,
     mode: ScatterMode,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
     g: &Array,
-    argnums: &[usize],
+    call: VjpArgs<'_>,
 ) -> Result<Vec<Array>> {
+    let (inputs, outputs, argnums) = (call.inputs, call.outputs, call.argnums);
     let (a, idx, v) = (&inputs[0], &inputs[1], &inputs[2]);
     let out = || result(op, inputs, outputs);
     let rescatter = |target: Array, upd: Array, mode: ScatterMode| {
@@ -331,24 +350,9 @@ fn scatter_axis_vjp(
                     // Nothing written (an empty axis skips every index).
                     return zeros_like(v);
                 }
-                let gathered = gather(g.clone())?;
-                let keep = match mode {
-                    ScatterMode::Replace => survivors(
-                        a.shape(),
-                        v.shape(),
-                        |t, ids| rescatter(t, ids, mode),
-                        gather,
-                    )?,
-                    ScatterMode::Sum => fits(idx, a.shape()[axis], 1)?,
-                    ScatterMode::Max | ScatterMode::Min => logical_and(
-                        &fits(idx, a.shape()[axis], 1)?,
-                        &equal(&gather(out()?)?, v)?,
-                    )?,
-                    ScatterMode::Prod => {
-                        return Err(unsupported(op, "the derivative for the values"));
-                    }
-                };
-                masked(&keep, &gathered)
+                let fit = || fits(idx, a.shape()[axis], 1).map(Some);
+                let what = "the derivative for the values";
+                updates_cotangent(op, mode, what, (g, a, v), rescatter, gather, out, fit)
             }
             _ => zeros_like(&inputs[i]),
         })
@@ -415,31 +419,26 @@ fn slice_update_vjp(
         .collect()
 }
 
-pub(super) fn jvp(
-    op: &IndexOp,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    tangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
-    let t0 = tangent(inputs, tangents, 0)?;
-    let last = inputs.len() - 1;
+pub(super) fn jvp(op: &IndexOp, call: JvpArgs<'_>) -> Result<Vec<Array>> {
+    let t0 = tangent(call.inputs, call.tangents, 0)?;
+    let last = call.inputs.len() - 1;
     let with = |first: Array, last_arg: Option<Array>, op: IndexOp| {
         let mut args = vec![first];
-        args.extend(inputs[1..last].iter().cloned());
-        args.push(last_arg.unwrap_or_else(|| inputs[last].clone()));
+        args.extend(call.inputs[1..last].iter().cloned());
+        args.push(last_arg.unwrap_or_else(|| call.inputs[last].clone()));
         node(op, args)
     };
     let out = match op {
         // Gathers are linear in the array: gather its tangent.
         IndexOp::Take { .. } | IndexOp::Gather { .. } | IndexOp::GatherAxis { .. } => {
             let mut args = vec![t0];
-            args.extend(inputs[1..].iter().cloned());
+            args.extend(call.inputs[1..].iter().cloned());
             node(op.clone(), args)?
         }
         IndexOp::Scatter { mode, .. }
         | IndexOp::ScatterAxis { mode, .. }
         | IndexOp::SliceUpdate { mode, .. } => {
-            let tu = tangent(inputs, tangents, last)?;
+            let tu = tangent(call.inputs, call.tangents, last)?;
             let remode = |mode: ScatterMode| {
                 let mut o = op.clone();
                 match &mut o {
@@ -452,13 +451,15 @@ pub(super) fn jvp(
             };
             match mode {
                 ScatterMode::Replace | ScatterMode::Sum => with(t0, Some(tu), op.clone())?,
-                ScatterMode::Prod => prod_jvp(op, inputs, t0, &tangents[last], &with, &remode)?,
+                ScatterMode::Prod => {
+                    prod_jvp(op, call.inputs, t0, &call.tangents[last], &with, &remode)?
+                }
                 ScatterMode::Max | ScatterMode::Min => {
                     // The winner's tangent: the target's where it won, plus each winning
                     // update's (ties count both, as the vjp does).
-                    let out = result(op, inputs, outputs)?;
-                    let ta = masked(&equal(&out, &inputs[0])?, &t0)?;
-                    let won = update_won(op, inputs, &out)?;
+                    let out = result(op, call.inputs, call.outputs)?;
+                    let ta = masked(&equal(&out, &call.inputs[0])?, &t0)?;
+                    let won = update_won(op, call.inputs, &out)?;
                     with(ta, Some(masked(&won, &tu)?), remode(ScatterMode::Sum))?
                 }
             }
@@ -597,13 +598,9 @@ pub(super) fn vmap(op: &IndexOp, inputs: &[Array], axes: &[Option<usize>]) -> Re
                 front(&inputs[0], axes[0], size)?,
                 front(&inputs[1], axes[1], size)?,
             ];
-            let mut start1 = vec![0];
-            start1.extend_from_slice(start);
-            let mut step1 = vec![1];
-            step1.extend_from_slice(step);
             let op = IndexOp::SliceUpdate {
-                start: start1,
-                step: step1,
+                start: batch_first(0, start.iter().copied()),
+                step: batch_first(1, step.iter().copied()),
                 mode: *mode,
             };
             Ok((vec![node(op, args)?], vec![Some(0)]))
@@ -642,10 +639,8 @@ pub(super) fn vmap(op: &IndexOp, inputs: &[Array], axes: &[Option<usize>]) -> Re
             args.extend(indices);
             let u = expand_dims(&front(u, axes[last], size)?, (ni + 1) as isize)?;
             args.push(u);
-            let mut on1 = vec![0];
-            on1.extend(shifted);
             let op = IndexOp::Scatter {
-                axes: on1,
+                axes: batch_first(0, shifted),
                 mode: *mode,
             };
             Ok((vec![node(op, args)?], vec![Some(0)]))
@@ -752,13 +747,9 @@ fn gather_vmap(
             let ni = indices[0].ndim() - 1;
             let mut args = vec![a, batch_index(size, indices[0].shape())?];
             args.extend(indices);
-            let mut on1 = vec![0];
-            on1.extend(shifted);
-            let mut sizes = vec![1];
-            sizes.extend_from_slice(slice_sizes);
             let op = IndexOp::Gather {
-                axes: on1,
-                slice_sizes: sizes,
+                axes: batch_first(0, shifted),
+                slice_sizes: batch_first(1, slice_sizes.iter().copied()),
             };
             // [B] + idx + [1] + window: drop the one.
             let out = drop_axis(&node(op, args)?, 1 + ni)?;

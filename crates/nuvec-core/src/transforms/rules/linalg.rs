@@ -6,7 +6,7 @@
 //! use the plain transpose, not the conjugate (as the elementwise `multiply` does), so the
 //! complex cotangents follow the same convention as every other rule.
 
-use super::single;
+use super::{JvpArgs, VjpArgs, single};
 use crate::ops::linalg::MatmulOp;
 use crate::primitive::Batched;
 use crate::{Array, Result, add, matmul, multiply, swapaxes};
@@ -33,39 +33,29 @@ fn alpha(op: &MatmulOp) -> f32 {
     }
 }
 
-pub(super) fn vjp(
-    op: &MatmulOp,
-    inputs: &[Array],
-    cotangents: &[Option<Array>],
-    argnums: &[usize],
-) -> Result<Vec<Array>> {
-    let g = single(cotangents)?;
-    let (a, b) = (&inputs[0], &inputs[1]);
-    argnums
+pub(super) fn vjp(op: &MatmulOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+    let g = single(call.cotangents)?;
+    let (a, b) = (&call.inputs[0], &call.inputs[1]);
+    call.argnums
         .iter()
         .map(|&i| match (i, op) {
             // out = α · a b (+ β c): d a = α · g bᵀ, d b = α · aᵀ g, d c = β · g.
             (0, _) => scaled(matmul(g, &mt(b)?)?, alpha(op)),
             (1, _) => scaled(matmul(&mt(a)?, g)?, alpha(op)),
             (_, MatmulOp::AddMm { beta, .. }) => scaled(g.clone(), *beta),
-            _ => crate::zeros_like(&inputs[i]),
+            _ => crate::zeros_like(&call.inputs[i]),
         })
         .collect()
 }
 
-pub(super) fn jvp(
-    op: &MatmulOp,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    tangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
-    let (a, b) = (&inputs[0], &inputs[1]);
+pub(super) fn jvp(op: &MatmulOp, call: JvpArgs<'_>) -> Result<Vec<Array>> {
+    let (a, b) = (&call.inputs[0], &call.inputs[1]);
     // The product rule: d(a b) = da · b + a · db.
     let mut product: Option<Array> = None;
-    if let Some(ta) = &tangents[0] {
+    if let Some(ta) = &call.tangents[0] {
         product = Some(matmul(ta, b)?);
     }
-    if let Some(tb) = &tangents[1] {
+    if let Some(tb) = &call.tangents[1] {
         let term = matmul(a, tb)?;
         product = Some(match product {
             Some(p) => add(&p, &term)?,
@@ -73,7 +63,7 @@ pub(super) fn jvp(
         });
     }
     let mut total = product.map(|p| scaled(p, alpha(op))).transpose()?;
-    if let (MatmulOp::AddMm { beta, .. }, Some(Some(tc))) = (op, tangents.get(2)) {
+    if let (MatmulOp::AddMm { beta, .. }, Some(Some(tc))) = (op, call.tangents.get(2)) {
         let term = scaled(tc.clone(), *beta)?;
         total = Some(match total {
             Some(t) => add(&t, &term)?,
@@ -82,7 +72,7 @@ pub(super) fn jvp(
     }
     Ok(vec![match total {
         Some(t) => t,
-        None => match outputs.first().and_then(Option::as_ref) {
+        None => match call.outputs.first().and_then(Option::as_ref) {
             Some(out) => crate::zeros_like(out)?,
             None => crate::zeros_like(&matmul(a, b)?)?,
         },

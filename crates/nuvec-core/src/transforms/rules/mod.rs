@@ -30,108 +30,127 @@ pub(crate) fn output(outputs: &[Option<Array>]) -> Result<&Array> {
         .ok_or_else(|| crate::error::invalid("vjp", "a rule needs an output that was dropped"))
 }
 
+/// What a reverse-mode rule is given: one node's call, passed along whole because every
+/// rule takes the same four slices (and most pass them on to a rule of their family).
+#[derive(Clone, Copy)]
+pub(crate) struct VjpArgs<'a> {
+    /// The node's inputs.
+    pub(crate) inputs: &'a [Array],
+    /// Its outputs (`None` where dropped).
+    pub(crate) outputs: &'a [Option<Array>],
+    /// Each output's cotangent (`None` where it has none).
+    pub(crate) cotangents: &'a [Option<Array>],
+    /// The inputs whose cotangents are wanted.
+    pub(crate) argnums: &'a [usize],
+}
+
+/// What a forward-mode rule is given: one node's call (see [`VjpArgs`]).
+#[derive(Clone, Copy)]
+pub(crate) struct JvpArgs<'a> {
+    /// The node's inputs.
+    pub(crate) inputs: &'a [Array],
+    /// Its outputs (`None` where dropped).
+    pub(crate) outputs: &'a [Option<Array>],
+    /// Each input's tangent (`None` for constants).
+    pub(crate) tangents: &'a [Option<Array>],
+}
+
+/// `value`, or zeros like `like` where there is none: a missing tangent or cotangent is zero.
+pub(crate) fn or_zeros(value: &Option<Array>, like: &Array) -> Result<Array> {
+    match value {
+        Some(v) => Ok(v.clone()),
+        None => crate::zeros_like(like),
+    }
+}
+
+/// [`or_zeros`] of each value against the array at its position.
+pub(crate) fn all_or_zeros(values: &[Option<Array>], like: &[Array]) -> Result<Vec<Array>> {
+    like.iter()
+        .zip(values)
+        .map(|(l, v)| or_zeros(v, l))
+        .collect()
+}
+
 /// Dispatches a reverse-mode rule.
-pub(crate) fn vjp(
-    p: &Primitive,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    cotangents: &[Option<Array>],
-    argnums: &[usize],
-) -> Result<Vec<Array>> {
-    match p {
-        Primitive::Unary(op) => elementwise::unary_vjp(*op, inputs, outputs, cotangents),
-        Primitive::Binary(op) => elementwise::binary_vjp(*op, inputs, outputs, cotangents, argnums),
-        Primitive::Select => elementwise::select_vjp(inputs, cotangents, argnums),
-        Primitive::AsType(_) => Ok(vec![single(cotangents)?.astype(inputs[0].dtype())?]),
-        Primitive::Identity => Ok(vec![single(cotangents)?.clone()]),
-        Primitive::StopGradient => argnums
+pub(crate) fn vjp(p: &Primitive, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+    // Zero cotangents for every input asked about.
+    let zeros = || -> Result<Vec<Array>> {
+        call.argnums
             .iter()
-            .map(|&i| crate::zeros_like(&inputs[i]))
-            .collect(),
-        Primitive::Shape(op) => shape::vjp(op, inputs, cotangents, argnums),
-        Primitive::Matmul(op) => linalg::vjp(op, inputs, cotangents, argnums),
+            .map(|&i| crate::zeros_like(&call.inputs[i]))
+            .collect()
+    };
+    match p {
+        Primitive::Unary(op) => elementwise::unary_vjp(*op, call),
+        Primitive::Binary(op) => elementwise::binary_vjp(*op, call),
+        Primitive::Select => elementwise::select_vjp(call),
+        Primitive::AsType(_) => Ok(vec![
+            single(call.cotangents)?.astype(call.inputs[0].dtype())?,
+        ]),
+        Primitive::Identity => Ok(vec![single(call.cotangents)?.clone()]),
+        Primitive::StopGradient => zeros(),
+        Primitive::Shape(op) => shape::vjp(op, call),
+        Primitive::Matmul(op) => linalg::vjp(op, call),
         // No inputs, so nothing to differentiate.
         Primitive::Creation(_) => Ok(Vec::new()),
-        Primitive::Reduce { op, axes } => {
-            reduce::reduce_vjp(*op, axes, inputs, outputs, cotangents, argnums)
-        }
+        Primitive::Reduce { op, axes } => reduce::reduce_vjp(*op, axes, call),
         // Integer outputs: no cotangent reaches them, so nothing flows back.
-        Primitive::ArgReduce { .. } => argnums
-            .iter()
-            .map(|&i| crate::zeros_like(&inputs[i]))
-            .collect(),
+        Primitive::ArgReduce { .. } => zeros(),
         Primitive::Scan {
             op,
             axis,
             reverse,
             inclusive,
-        } => reduce::scan_vjp(
-            (*op, *axis, *reverse, *inclusive),
-            inputs,
-            outputs,
-            cotangents,
-        ),
-        Primitive::Softmax => reduce::softmax_vjp(outputs, cotangents),
-        Primitive::Index(op) => index::vjp(op, inputs, outputs, cotangents, argnums),
-        Primitive::Sort(op) => sort::vjp(op, inputs, outputs, cotangents, argnums),
-        Primitive::Random(_) => random::vjp(inputs, argnums),
-        Primitive::Fast(op) => op.unit().vjp(inputs, outputs, cotangents, argnums),
-        Primitive::Conv(op) => conv::vjp(op, inputs, cotangents, argnums),
-        Primitive::Custom(op) => {
-            crate::transforms::custom_vjp_rule(op, inputs, cotangents, argnums)
-        }
-        Primitive::Quantized(op) => quantized::vjp(op, inputs, cotangents, argnums),
+        } => reduce::scan_vjp((*op, *axis, *reverse, *inclusive), call),
+        Primitive::Softmax => reduce::softmax_vjp(call.outputs, call.cotangents),
+        Primitive::Index(op) => index::vjp(op, call),
+        Primitive::Sort(op) => sort::vjp(op, call),
+        Primitive::Random(_) => random::vjp(call.inputs, call.argnums),
+        Primitive::Fast(op) => op.unit().vjp(call),
+        Primitive::Conv(op) => conv::vjp(op, call),
+        Primitive::Custom(op) => crate::transforms::custom_vjp_rule(op, call),
+        Primitive::Quantized(op) => quantized::vjp(op, call),
     }
 }
 
 /// Dispatches a forward-mode rule.
-pub(crate) fn jvp(
-    p: &Primitive,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    tangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
+pub(crate) fn jvp(p: &Primitive, call: JvpArgs<'_>) -> Result<Vec<Array>> {
     match p {
-        Primitive::Unary(op) => elementwise::unary_jvp(*op, inputs, outputs, tangents),
-        Primitive::Binary(op) => elementwise::binary_jvp(*op, inputs, outputs, tangents),
-        Primitive::Select => elementwise::select_jvp(inputs, tangents),
-        Primitive::AsType(dtype) => match &tangents[0] {
+        Primitive::Unary(op) => elementwise::unary_jvp(*op, call),
+        Primitive::Binary(op) => elementwise::binary_jvp(*op, call),
+        Primitive::Select => elementwise::select_jvp(call.inputs, call.tangents),
+        Primitive::AsType(dtype) => match &call.tangents[0] {
             Some(t) => Ok(vec![t.astype(*dtype)?]),
-            None => Ok(vec![crate::zeros(inputs[0].shape(), *dtype)?]),
+            None => Ok(vec![crate::zeros(call.inputs[0].shape(), *dtype)?]),
         },
-        Primitive::Identity => match &tangents[0] {
+        Primitive::Identity => match &call.tangents[0] {
             Some(t) => Ok(vec![t.clone()]),
-            None => Ok(vec![crate::zeros_like(&inputs[0])?]),
+            None => Ok(vec![crate::zeros_like(&call.inputs[0])?]),
         },
-        Primitive::StopGradient => Ok(vec![crate::zeros_like(&inputs[0])?]),
-        Primitive::Shape(op) => shape::jvp(op, inputs, tangents),
-        Primitive::Matmul(op) => linalg::jvp(op, inputs, outputs, tangents),
+        Primitive::StopGradient => Ok(vec![crate::zeros_like(&call.inputs[0])?]),
+        Primitive::Shape(op) => shape::jvp(op, call),
+        Primitive::Matmul(op) => linalg::jvp(op, call),
         Primitive::Creation(_) => p
-            .output_specs(inputs)?
+            .output_specs(call.inputs)?
             .into_iter()
             .map(|(shape, dtype)| crate::zeros(&shape, dtype))
             .collect(),
-        Primitive::Reduce { op, axes } => reduce::reduce_jvp(*op, axes, inputs, outputs, tangents),
-        Primitive::ArgReduce { .. } => Ok(vec![crate::zeros_like(output(outputs)?)?]),
+        Primitive::Reduce { op, axes } => reduce::reduce_jvp(*op, axes, call),
+        Primitive::ArgReduce { .. } => Ok(vec![crate::zeros_like(output(call.outputs)?)?]),
         Primitive::Scan {
             op,
             axis,
             reverse,
             inclusive,
-        } => reduce::scan_jvp(
-            (*op, *axis, *reverse, *inclusive),
-            inputs,
-            outputs,
-            tangents,
-        ),
-        Primitive::Softmax => reduce::softmax_jvp(outputs, tangents),
-        Primitive::Index(op) => index::jvp(op, inputs, outputs, tangents),
-        Primitive::Sort(op) => sort::jvp(op, inputs, outputs, tangents),
-        Primitive::Random(op) => random::jvp(op, inputs),
-        Primitive::Fast(op) => op.unit().jvp(inputs, tangents),
-        Primitive::Conv(op) => conv::jvp(op, inputs, tangents),
-        Primitive::Custom(op) => crate::transforms::custom_jvp(op, inputs, tangents),
-        Primitive::Quantized(op) => quantized::jvp(op, inputs, tangents),
+        } => reduce::scan_jvp((*op, *axis, *reverse, *inclusive), call),
+        Primitive::Softmax => reduce::softmax_jvp(call.outputs, call.tangents),
+        Primitive::Index(op) => index::jvp(op, call),
+        Primitive::Sort(op) => sort::jvp(op, call),
+        Primitive::Random(op) => random::jvp(op, call.inputs),
+        Primitive::Fast(op) => op.unit().jvp(call),
+        Primitive::Conv(op) => conv::jvp(op, call.inputs, call.tangents),
+        Primitive::Custom(op) => crate::transforms::custom_jvp(op, call),
+        Primitive::Quantized(op) => quantized::jvp(op, call),
     }
 }
 

@@ -7,7 +7,7 @@
 //! for the scales. The packed integers have none (the transforms never ask for integer
 //! inputs). Quantizing is not differentiable, as in MLX.
 
-use super::single;
+use super::{JvpArgs, VjpArgs, or_zeros, single};
 use crate::ops::quantized::QuantizedOp;
 use crate::primitive::Batched;
 use crate::transforms::move_axis;
@@ -64,20 +64,15 @@ fn scale_bias_cotangent(
 }
 
 /// Dispatches a reverse-mode rule.
-pub(super) fn vjp(
-    op: &QuantizedOp,
-    inputs: &[Array],
-    cotangents: &[Option<Array>],
-    argnums: &[usize],
-) -> Result<Vec<Array>> {
+pub(super) fn vjp(op: &QuantizedOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
     match *op {
         QuantizedOp::Quantize { .. } => Err(unsupported(op, "vjp")),
         QuantizedOp::Dequantize { group_size, bits } => {
-            let g = single(cotangents)?;
-            argnums
+            let g = single(call.cotangents)?;
+            call.argnums
                 .iter()
                 .map(|&i| match i {
-                    1 | 2 => scale_bias_cotangent(i, g, inputs, group_size, bits),
+                    1 | 2 => scale_bias_cotangent(i, g, call.inputs, group_size, bits),
                     _ => Err(unsupported(op, "vjp with respect to the packed integers")),
                 })
                 .collect()
@@ -87,8 +82,13 @@ pub(super) fn vjp(
             bits,
             transpose,
         } => {
-            let g = single(cotangents)?;
-            let (x, w, scales, biases) = (&inputs[0], &inputs[1], &inputs[2], &inputs[3]);
+            let g = single(call.cotangents)?;
+            let (x, w, scales, biases) = (
+                &call.inputs[0],
+                &call.inputs[1],
+                &call.inputs[2],
+                &call.inputs[3],
+            );
             // The cotangent of the dequantized matrix, built once for the scales and biases.
             let mut dw: Option<Array> = None;
             let mut matrix = || -> Result<Array> {
@@ -110,14 +110,14 @@ pub(super) fn vjp(
                 dw = Some(made.clone());
                 Ok(made)
             };
-            argnums
+            call.argnums
                 .iter()
                 .map(|&i| match i {
                     0 => {
                         crate::quantized_matmul(g, w, scales, biases, !transpose, group_size, bits)
                     }
                     2 | 3 => {
-                        scale_bias_cotangent(i - 1, &matrix()?, &inputs[1..], group_size, bits)
+                        scale_bias_cotangent(i - 1, &matrix()?, &call.inputs[1..], group_size, bits)
                     }
                     _ => Err(unsupported(op, "vjp with respect to the packed integers")),
                 })
@@ -138,32 +138,34 @@ fn matrix_tangent(
     if ts.is_none() && tb.is_none() {
         return Ok(None);
     }
-    let or_zero = |t: &Option<Array>, like: &Array| match t {
-        Some(t) => Ok(t.clone()),
-        None => crate::zeros_like(like),
-    };
-    let ts = or_zero(ts, &inputs[1])?;
-    let tb = or_zero(tb, &inputs[2])?;
+    let ts = or_zeros(ts, &inputs[1])?;
+    let tb = or_zeros(tb, &inputs[2])?;
     Ok(Some(crate::dequantize(
         &inputs[0], &ts, &tb, group_size, bits,
     )?))
 }
 
 /// Dispatches a forward-mode rule.
-pub(super) fn jvp(
-    op: &QuantizedOp,
-    inputs: &[Array],
-    tangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
+pub(super) fn jvp(op: &QuantizedOp, call: JvpArgs<'_>) -> Result<Vec<Array>> {
     match *op {
         QuantizedOp::Quantize { .. } => Err(unsupported(op, "jvp")),
         QuantizedOp::Dequantize { group_size, bits } => {
-            match matrix_tangent(inputs, &tangents[1], &tangents[2], group_size, bits)? {
+            match matrix_tangent(
+                call.inputs,
+                &call.tangents[1],
+                &call.tangents[2],
+                group_size,
+                bits,
+            )? {
                 Some(t) => Ok(vec![t]),
                 None => {
-                    let zero = crate::zeros_like(&inputs[1])?;
+                    let zero = crate::zeros_like(&call.inputs[1])?;
                     Ok(vec![crate::dequantize(
-                        &inputs[0], &zero, &zero, group_size, bits,
+                        &call.inputs[0],
+                        &zero,
+                        &zero,
+                        group_size,
+                        bits,
                     )?])
                 }
             }
@@ -173,14 +175,25 @@ pub(super) fn jvp(
             bits,
             transpose,
         } => {
-            let (x, w, scales, biases) = (&inputs[0], &inputs[1], &inputs[2], &inputs[3]);
+            let (x, w, scales, biases) = (
+                &call.inputs[0],
+                &call.inputs[1],
+                &call.inputs[2],
+                &call.inputs[3],
+            );
             let mut out: Option<Array> = None;
-            if let Some(t) = &tangents[0] {
+            if let Some(t) = &call.tangents[0] {
                 out = Some(crate::quantized_matmul(
                     t, w, scales, biases, transpose, group_size, bits,
                 )?);
             }
-            let dw = matrix_tangent(&inputs[1..], &tangents[2], &tangents[3], group_size, bits)?;
+            let dw = matrix_tangent(
+                &call.inputs[1..],
+                &call.tangents[2],
+                &call.tangents[3],
+                group_size,
+                bits,
+            )?;
             if let Some(dw) = dw {
                 let dw = if transpose {
                     crate::swapaxes(&dw, -1, -2)?

@@ -16,7 +16,8 @@
 //! - `all`, `any` and the arg-reductions are not differentiable (their outputs are booleans
 //!   and integers): their tangents are zeros of the output's type.
 
-use super::{output, single};
+use super::{JvpArgs, VjpArgs, output, single};
+use crate::ops::reduce::scan::scan_node;
 use crate::ops::reduce::{ArgReduceOp, ReduceOp, ScanOp};
 use crate::primitive::{Batched, Primitive};
 use crate::{Array, DType, Result};
@@ -27,19 +28,6 @@ pub(super) type ScanSpec = (ScanOp, usize, bool, bool);
 
 fn as_isize(axes: &[usize]) -> Vec<isize> {
     axes.iter().map(|&a| a as isize).collect()
-}
-
-/// The scan primitive itself on `x` (no dtype conversions: `x` is already of the right type).
-fn scan(op: ScanOp, x: &Array, axis: usize, reverse: bool, inclusive: bool) -> Result<Array> {
-    Array::op1(
-        Primitive::Scan {
-            op,
-            axis,
-            reverse,
-            inclusive,
-        },
-        vec![x.clone()],
-    )
 }
 
 /// `axes` (unbatched positions) as positions in an array with a batch axis at `batch`.
@@ -62,8 +50,8 @@ fn others_product(x: &Array, axes: &[usize]) -> Result<Array> {
     flat.push(moved_shape[lead..].iter().product());
     let flat = crate::reshape(&moved, &flat)?;
     let last = flat.ndim() - 1;
-    let before = scan(ScanOp::Prod, &flat, last, false, false)?;
-    let after = scan(ScanOp::Prod, &flat, last, true, false)?;
+    let before = scan_node(ScanOp::Prod, &flat, last, false, false)?;
+    let after = scan_node(ScanOp::Prod, &flat, last, true, false)?;
     let others = crate::reshape(&multiply(&before, &after)?, &moved_shape)?;
     let mut inverse = vec![0; perm.len()];
     for (i, &p) in perm.iter().enumerate() {
@@ -90,42 +78,30 @@ fn reduce_weights(op: ReduceOp, axes: &[usize], x: &Array, out: &Array) -> Resul
     }))
 }
 
-pub(super) fn reduce_vjp(
-    op: ReduceOp,
-    axes: &[usize],
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    cotangents: &[Option<Array>],
-    argnums: &[usize],
-) -> Result<Vec<Array>> {
-    let x = &inputs[0];
+pub(super) fn reduce_vjp(op: ReduceOp, axes: &[usize], call: VjpArgs<'_>) -> Result<Vec<Array>> {
+    let x = &call.inputs[0];
     if matches!(op, ReduceOp::All | ReduceOp::Any) {
-        return argnums
+        return call
+            .argnums
             .iter()
-            .map(|&i| crate::zeros_like(&inputs[i]))
+            .map(|&i| crate::zeros_like(&call.inputs[i]))
             .collect();
     }
-    let g = single(cotangents)?;
-    let dx = match reduce_weights(op, axes, x, output(outputs)?)? {
+    let g = single(call.cotangents)?;
+    let dx = match reduce_weights(op, axes, x, output(call.outputs)?)? {
         None => crate::broadcast_to(g, x.shape())?,
         Some(w) => multiply(g, &w)?,
     };
     Ok(vec![dx.astype(x.dtype())?])
 }
 
-pub(super) fn reduce_jvp(
-    op: ReduceOp,
-    axes: &[usize],
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    tangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
-    let out = output(outputs)?;
-    let t = match &tangents[0] {
+pub(super) fn reduce_jvp(op: ReduceOp, axes: &[usize], call: JvpArgs<'_>) -> Result<Vec<Array>> {
+    let out = output(call.outputs)?;
+    let t = match &call.tangents[0] {
         Some(t) if !matches!(op, ReduceOp::All | ReduceOp::Any) => t,
         _ => return Ok(vec![crate::zeros_like(out)?]),
     };
-    let weighted = match reduce_weights(op, axes, &inputs[0], out)? {
+    let weighted = match reduce_weights(op, axes, &call.inputs[0], out)? {
         None => t.clone(),
         Some(w) => multiply(t, &w)?,
     };
@@ -182,7 +158,7 @@ fn scan_winners(
     shape[axis] = n as isize;
     let index = crate::reshape(&crate::arange(0.0, n as f64, 1.0, DType::I32)?, &shape)?;
     let (winner, valid) = if reverse {
-        let w = scan(
+        let w = scan_node(
             ScanOp::Min,
             &where_(attains, &index, n as i32)?,
             axis,
@@ -192,7 +168,7 @@ fn scan_winners(
         let valid = crate::less(&w, n as i32)?;
         (w, valid)
     } else {
-        let w = scan(
+        let w = scan_node(
             ScanOp::Max,
             &where_(attains, &index, -1)?,
             axis,
@@ -215,10 +191,10 @@ fn cumprod_parts(
     inclusive: bool,
 ) -> Result<(Array, Array, Array, Array)> {
     let zero = equal(x, 0.0)?;
-    let zeros_before = scan(ScanOp::Sum, &zero, axis, reverse, false)?;
+    let zeros_before = scan_node(ScanOp::Sum, &zero, axis, reverse, false)?;
     let first = crate::logical_and(&zero, &equal(&zeros_before, 0)?)?;
     let safe = where_(&zero, 1.0, x)?;
-    let skipped = scan(
+    let skipped = scan_node(
         ScanOp::Prod,
         &where_(&first, 1.0, x)?,
         axis,
@@ -247,20 +223,15 @@ fn finite_floor(y: &Array) -> Result<Array> {
     where_(equal(y, f64::NEG_INFINITY)?, 0.0, y)
 }
 
-pub(super) fn scan_vjp(
-    spec: ScanSpec,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    cotangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
+pub(super) fn scan_vjp(spec: ScanSpec, call: VjpArgs<'_>) -> Result<Vec<Array>> {
     let (op, axis, reverse, inclusive) = spec;
-    let (x, g) = (&inputs[0], single(cotangents)?);
+    let (x, g) = (&call.inputs[0], single(call.cotangents)?);
     // The transpose of a scan's sum runs the other way with the same inclusiveness.
-    let back = |op: ScanOp, v: &Array| scan(op, v, axis, !reverse, inclusive);
+    let back = |op: ScanOp, v: &Array| scan_node(op, v, axis, !reverse, inclusive);
     let dx = match op {
         ScanOp::Sum => back(ScanOp::Sum, g)?,
         ScanOp::Prod => {
-            let y = output(outputs)?;
+            let y = output(call.outputs)?;
             let (zero, first, safe, skipped) = cumprod_parts(x, axis, reverse, inclusive)?;
             // At a nonzero x: Σ g·y / x (0 after the first zero, where every product holding
             // x also holds that zero); at the first zero: Σ g·(the products without it). At
@@ -270,7 +241,7 @@ pub(super) fn scan_vjp(
             add(where_(&zero, 0.0, &quotient)?, where_(&first, &at, 0.0)?)?
         }
         ScanOp::Max | ScanOp::Min => {
-            let y = output(outputs)?;
+            let y = output(call.outputs)?;
             let attains = if op == ScanOp::Max {
                 crate::greater_equal(x, y)?
             } else {
@@ -282,7 +253,7 @@ pub(super) fn scan_vjp(
         }
         ScanOp::LogAddExp => {
             // dx_k = Σ_i g_i exp(x_k − y_i), summed in log space with g's signs apart.
-            let y = finite_floor(output(outputs)?)?;
+            let y = finite_floor(output(call.outputs)?)?;
             let (gp, gn) = log_parts(g)?;
             let sp = back(ScanOp::LogAddExp, &subtract(&gp, &y)?)?;
             let sn = back(ScanOp::LogAddExp, &subtract(&gn, &y)?)?;
@@ -292,18 +263,13 @@ pub(super) fn scan_vjp(
     Ok(vec![dx.astype(x.dtype())?])
 }
 
-pub(super) fn scan_jvp(
-    spec: ScanSpec,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    tangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
+pub(super) fn scan_jvp(spec: ScanSpec, call: JvpArgs<'_>) -> Result<Vec<Array>> {
     let (op, axis, reverse, inclusive) = spec;
-    let (x, y) = (&inputs[0], output(outputs)?);
-    let Some(t) = &tangents[0] else {
+    let (x, y) = (&call.inputs[0], output(call.outputs)?);
+    let Some(t) = &call.tangents[0] else {
         return Ok(vec![crate::zeros_like(y)?]);
     };
-    let fwd = |op: ScanOp, v: &Array| scan(op, v, axis, reverse, inclusive);
+    let fwd = |op: ScanOp, v: &Array| scan_node(op, v, axis, reverse, inclusive);
     let dy = match op {
         ScanOp::Sum => fwd(ScanOp::Sum, t)?,
         ScanOp::Prod => {
@@ -345,11 +311,11 @@ pub(super) fn scan_vmap(
     let (op, axis, reverse, inclusive) = spec;
     let Some(b) = batch[0] else {
         return Ok((
-            vec![scan(op, &inputs[0], axis, reverse, inclusive)?],
+            vec![scan_node(op, &inputs[0], axis, reverse, inclusive)?],
             vec![None],
         ));
     };
-    let out = scan(
+    let out = scan_node(
         op,
         &inputs[0],
         shift_axes(&[axis], b)[0],

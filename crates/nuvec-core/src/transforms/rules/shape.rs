@@ -2,7 +2,7 @@
 //! primitive itself applied to the tangents; the reverse rules are the transposes (a slice
 //! for a pad, a split for a concatenation, a scatter for a strided view, ...).
 
-use super::single;
+use super::{JvpArgs, VjpArgs, all_or_zeros, single};
 use crate::ops::shape::{ShapeOp, split_pieces};
 use crate::primitive::{Batched, Primitive};
 use crate::transforms::move_axis;
@@ -20,24 +20,26 @@ fn linear(op: &ShapeOp, v: &Array) -> Result<Array> {
     Array::op1(Primitive::Shape(op.clone()), vec![v.clone()])
 }
 
-pub(super) fn vjp(
-    op: &ShapeOp,
-    inputs: &[Array],
-    cotangents: &[Option<Array>],
-    argnums: &[usize],
-) -> Result<Vec<Array>> {
+pub(super) fn vjp(op: &ShapeOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
     // The primitives of several inputs or outputs first; the rest have one of each.
     match op {
         ShapeOp::Split { axis, indices } => {
-            return Ok(vec![split_vjp(&inputs[0], *axis, indices, cotangents)?]);
+            return Ok(vec![split_vjp(
+                &call.inputs[0],
+                *axis,
+                indices,
+                call.cotangents,
+            )?]);
         }
         ShapeOp::Concatenate(axis) => {
-            return concatenate_vjp(inputs, *axis, single(cotangents)?, argnums);
+            return concatenate_vjp(call.inputs, *axis, single(call.cotangents)?, call.argnums);
         }
-        ShapeOp::Pad(widths) => return pad_vjp(inputs, widths, single(cotangents)?, argnums),
+        ShapeOp::Pad(widths) => {
+            return pad_vjp(call.inputs, widths, single(call.cotangents)?, call.argnums);
+        }
         _ => {}
     }
-    let (x, g) = (&inputs[0], single(cotangents)?);
+    let (x, g) = (&call.inputs[0], single(call.cotangents)?);
     let dx = match op {
         ShapeOp::Reshape(_) => crate::reshape(g, &as_isize(x.shape()))?,
         ShapeOp::Transpose(perm) => {
@@ -257,19 +259,8 @@ fn as_strided_vjp(
     crate::reshape(&flat, &as_isize(x.shape()))
 }
 
-pub(super) fn jvp(
-    op: &ShapeOp,
-    inputs: &[Array],
-    tangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
-    let tans = inputs
-        .iter()
-        .zip(tangents)
-        .map(|(x, t)| match t {
-            Some(t) => Ok(t.clone()),
-            None => crate::zeros_like(x),
-        })
-        .collect::<Result<Vec<_>>>()?;
+pub(super) fn jvp(op: &ShapeOp, call: JvpArgs<'_>) -> Result<Vec<Array>> {
+    let tans = all_or_zeros(call.tangents, call.inputs)?;
     Array::from_op(Primitive::Shape(op.clone()), tans)
 }
 

@@ -6,6 +6,7 @@
 //! the places the indices name. Indices and `searchsorted`'s positions are integers, with
 //! zero derivatives.
 
+use super::{JvpArgs, VjpArgs};
 use crate::ops::index::{IndexOp, ScatterMode};
 use crate::ops::sort::SortOp;
 use crate::primitive::{Batched, Primitive};
@@ -22,53 +23,54 @@ fn indices(op: &SortOp, inputs: &[Array], outputs: &[Option<Array>]) -> Result<A
     Ok(fresh.swap_remove(1))
 }
 
-pub(super) fn vjp(
-    op: &SortOp,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    cotangents: &[Option<Array>],
-    argnums: &[usize],
-) -> Result<Vec<Array>> {
+pub(super) fn vjp(op: &SortOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
     match op {
         SortOp::Sort { axis } | SortOp::Partition { axis, .. } => {
-            let x = &inputs[0];
-            let Some(g) = cotangents.first().and_then(Option::as_ref) else {
+            let x = &call.inputs[0];
+            let Some(g) = call.cotangents.first().and_then(Option::as_ref) else {
                 // Only the (integer) indices were used.
-                return argnums.iter().map(|&i| zeros_like(&inputs[i])).collect();
+                return call
+                    .argnums
+                    .iter()
+                    .map(|&i| zeros_like(&call.inputs[i]))
+                    .collect();
             };
             // The indices are a permutation of each lane: adding equals writing.
             let put = IndexOp::ScatterAxis {
                 axis: *axis,
                 mode: ScatterMode::Sum,
             };
-            let args = vec![zeros_like(x)?, indices(op, inputs, outputs)?, g.clone()];
+            let args = vec![
+                zeros_like(x)?,
+                indices(op, call.inputs, call.outputs)?,
+                g.clone(),
+            ];
             let dx = Array::op1(Primitive::Index(put), args)?;
-            Ok(argnums.iter().map(|_| dx.clone()).collect())
+            Ok(call.argnums.iter().map(|_| dx.clone()).collect())
         }
         // Piecewise constant: no derivative.
-        SortOp::SearchSorted { .. } => argnums.iter().map(|&i| zeros_like(&inputs[i])).collect(),
+        SortOp::SearchSorted { .. } => call
+            .argnums
+            .iter()
+            .map(|&i| zeros_like(&call.inputs[i]))
+            .collect(),
     }
 }
 
-pub(super) fn jvp(
-    op: &SortOp,
-    inputs: &[Array],
-    outputs: &[Option<Array>],
-    tangents: &[Option<Array>],
-) -> Result<Vec<Array>> {
+pub(super) fn jvp(op: &SortOp, call: JvpArgs<'_>) -> Result<Vec<Array>> {
     match op {
         SortOp::Sort { axis } | SortOp::Partition { axis, .. } => {
-            let x = &inputs[0];
-            let t = match &tangents[0] {
+            let x = &call.inputs[0];
+            let t = match &call.tangents[0] {
                 Some(t) => t.clone(),
                 None => zeros_like(x)?,
             };
-            let idx = indices(op, inputs, outputs)?;
+            let idx = indices(op, call.inputs, call.outputs)?;
             let take = IndexOp::GatherAxis { axis: *axis };
             let dv = Array::op1(Primitive::Index(take), vec![t, idx])?;
             Ok(vec![dv, zeros(x.shape(), DType::U32)?])
         }
-        SortOp::SearchSorted { .. } => Ok(vec![zeros(inputs[1].shape(), DType::U32)?]),
+        SortOp::SearchSorted { .. } => Ok(vec![zeros(call.inputs[1].shape(), DType::U32)?]),
     }
 }
 
