@@ -41,33 +41,9 @@ pub fn scaled_dot_product_attention(
 ) -> Result<Array> {
     const OP: &str = "scaled_dot_product_attention";
     check_inputs(&[q, k, v])?;
-    if [q, k, v].iter().any(|a| a.ndim() != 4) {
-        return Err(invalid(
-            OP,
-            format!(
-                "q, k and v must be 4-D, got {:?}, {:?} and {:?}",
-                q.shape(),
-                k.shape(),
-                v.shape()
-            ),
-        ));
-    }
-    let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
-    if ks[0] != qs[0] || vs[0] != qs[0] || qs[3] != ks[3] || ks[1] != vs[1] || ks[2] != vs[2] {
-        return Err(invalid(
-            OP,
-            format!("incompatible shapes {qs:?}, {ks:?} and {vs:?}"),
-        ));
-    }
-    if ks[1] == 0 || qs[1] % ks[1] != 0 {
-        return Err(invalid(
-            OP,
-            format!(
-                "the query heads ({}) must be a multiple of the key heads ({})",
-                qs[1], ks[1]
-            ),
-        ));
-    }
+    let [qs, ks, _] = check_qkv(OP, [q, k, v], ["q, k and v", "key"], |qs, ks, vs| {
+        ks[0] == qs[0] && vs[0] == qs[0] && qs[3] == ks[3] && ks[1] == vs[1] && ks[2] == vs[2]
+    })?;
     let dtype = promote_types(promote_types(q.dtype(), k.dtype()), v.dtype());
     floating(OP, dtype)?;
     let mut inputs = vec![q.astype(dtype)?, k.astype(dtype)?, v.astype(dtype)?];
@@ -118,6 +94,46 @@ pub fn scaled_dot_product_attention(
     one(op, inputs)
 }
 
+/// The shape checks both attentions make of `q` and the keys and values, `[B, H, L, D]`
+/// each: an error unless all three are 4-D (`names` says them), unless `fits` (each
+/// attention's own rule of which axes agree), and unless the query heads are a multiple of
+/// the `keys`' heads (each key head serves a group of them). Returns the three shapes.
+pub(super) fn check_qkv<'a>(
+    op: &'static str,
+    [q, k, v]: [&'a Array; 3],
+    [names, keys]: [&str; 2],
+    fits: impl Fn(&[usize], &[usize], &[usize]) -> bool,
+) -> Result<[&'a [usize]; 3]> {
+    if [q, k, v].iter().any(|a| a.ndim() != 4) {
+        return Err(invalid(
+            op,
+            format!(
+                "{names} must be 4-D, got {:?}, {:?} and {:?}",
+                q.shape(),
+                k.shape(),
+                v.shape()
+            ),
+        ));
+    }
+    let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
+    if !fits(qs, ks, vs) {
+        return Err(invalid(
+            op,
+            format!("incompatible shapes {qs:?}, {ks:?} and {vs:?}"),
+        ));
+    }
+    if ks[1] == 0 || qs[1] % ks[1] != 0 {
+        return Err(invalid(
+            op,
+            format!(
+                "the query heads ({}) must be a multiple of the {keys} heads ({})",
+                qs[1], ks[1]
+            ),
+        ));
+    }
+    Ok([qs, ks, vs])
+}
+
 /// [`FastOp::Attention`]: `(q, k, v[, mask][, sinks])`.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Attention {
@@ -136,44 +152,27 @@ impl Fused for Attention {
         "scaled_dot_product_attention"
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker {
-            op: self.name(),
-            inputs,
-        };
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
         let n = 3 + usize::from(self.mask) + usize::from(self.sinks);
         c.count(n, n)?;
-        let (q, k, v) = (
-            c.rank(0, Some(4))?,
-            c.rank(1, Some(4))?,
-            c.rank(2, Some(4))?,
-        );
-        c.float(0)?;
-        c.same_dtype(0, 1)?;
-        c.same_dtype(0, 2)?;
-        let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
-        c.holds(
-            ks[0] == qs[0]
-                && vs[0] == qs[0]
-                && ks[3] == qs[3]
-                && ks[1] == vs[1]
-                && ks[2] == vs[2]
-                && ks[1] > 0
-                && qs[1] % ks[1] == 0,
-            || format!("incompatible shapes {qs:?}, {ks:?} and {vs:?}"),
-        )?;
+        let [qs, ks, vs] = c.attention(|qs, ks, vs| {
+            ks[0] == qs[0] && vs[0] == qs[0] && ks[3] == qs[3] && ks[1] == vs[1] && ks[2] == vs[2]
+        })?;
         if self.mask {
             c.shape(3, &[qs[0], qs[1], qs[2], ks[2]])?;
-            if inputs[3].dtype() != DType::Bool {
+            if c.inputs[3].dtype() != DType::Bool {
                 c.same_dtype(0, 3)?;
             }
         }
         if self.sinks {
-            let last = inputs.len() - 1;
+            let last = c.inputs.len() - 1;
             c.shape(last, &[qs[1]])?;
             c.same_dtype(0, last)?;
         }
-        Ok(vec![(vec![qs[0], qs[1], qs[2], vs[3]], q.dtype())])
+        Ok(vec![(
+            vec![qs[0], qs[1], qs[2], vs[3]],
+            c.inputs[0].dtype(),
+        )])
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {

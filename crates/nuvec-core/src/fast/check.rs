@@ -1,4 +1,4 @@
-//! The checks of a fused node's inputs, shared by the units' `output_specs`.
+//! The checks of a fused node's inputs, shared by the units' `specs`.
 
 use crate::error::invalid;
 use crate::primitive::OutputSpec;
@@ -87,6 +87,28 @@ impl Checker<'_> {
 
     pub(crate) fn holds(&self, ok: bool, msg: impl FnOnce() -> String) -> Result<()> {
         if ok { Ok(()) } else { self.fail(msg()) }
+    }
+
+    /// The attention checks of inputs 0 to 2, `q` and the keys and values: each 4-D and of
+    /// `q`'s floating type, their shapes fitting as `fits` says, and the query heads a
+    /// multiple of the key heads (axis 1 of the keys). Returns the three shapes.
+    pub(crate) fn attention(
+        &self,
+        fits: impl Fn(&[usize], &[usize], &[usize]) -> bool,
+    ) -> Result<[&[usize]; 3]> {
+        let (q, k, v) = (
+            self.rank(0, Some(4))?,
+            self.rank(1, Some(4))?,
+            self.rank(2, Some(4))?,
+        );
+        self.float(0)?;
+        self.same_dtype(0, 1)?;
+        self.same_dtype(0, 2)?;
+        let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
+        self.holds(fits(qs, ks, vs) && ks[1] > 0 && qs[1] % ks[1] == 0, || {
+            format!("incompatible shapes {qs:?}, {ks:?} and {vs:?}")
+        })?;
+        Ok([qs, ks, vs])
     }
 
     /// The rotation's checks: `dims` against input `x`'s features, and the optional

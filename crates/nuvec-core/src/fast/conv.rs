@@ -110,11 +110,7 @@ impl Fused for DepthwiseConv1d {
         "conv1d"
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker {
-            op: self.name(),
-            inputs,
-        };
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
         c.count(2, 2)?;
         let (x, w) = (c.rank(0, Some(3))?, c.rank(1, Some(3))?);
         c.float(0)?;

@@ -343,20 +343,16 @@ impl Fused for GatedDelta {
         2
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker {
-            op: self.name(),
-            inputs,
-        };
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
         c.count(6, 6)?;
-        let (b, t, hv, dv, dk) = node_checks(&c)?;
+        let (b, t, hv, dv, dk) = node_checks(c)?;
         let state = c.rank(5, Some(4))?;
         c.shape(5, &[b, hv, dv, dk])?;
         let mut shape = state.shape().to_vec();
         if self.steps {
             shape.insert(1, t);
         }
-        Ok(vec![like_y(inputs), (shape, state.dtype())])
+        Ok(vec![like_y(c.inputs), (shape, state.dtype())])
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
@@ -377,13 +373,9 @@ impl Fused for GatedDeltaSlots {
         2
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker {
-            op: self.name(),
-            inputs,
-        };
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
         c.count(7, 7)?;
-        let (b, _, hv, dv, dk) = node_checks(&c)?;
+        let (b, _, hv, dv, dk) = node_checks(c)?;
         let pool = c.rank(5, Some(4))?;
         c.holds(pool.shape()[1..] == [hv, dv, dk], || {
             format!(
@@ -393,7 +385,7 @@ impl Fused for GatedDeltaSlots {
         })?;
         c.integer(6)?;
         c.shape(6, &[b])?;
-        Ok(vec![like_y(inputs), like(pool)])
+        Ok(vec![like_y(c.inputs), like(pool)])
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {

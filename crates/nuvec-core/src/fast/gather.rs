@@ -303,16 +303,35 @@ pub(crate) struct GatherQmm {
     pub(crate) transpose: bool,
 }
 
+/// The checks both gathered products make of their indices, inputs `at` and `at + 1` (integers
+/// of one shape) and the optional offsets after them (1-D integers); the output is one
+/// `[m, n]` product per index, in `dtype`.
+fn indexed_specs(
+    c: &Checker<'_>,
+    at: usize,
+    [m, n]: [usize; 2],
+    dtype: DType,
+) -> Result<Vec<OutputSpec>> {
+    c.integer(at)?;
+    c.integer(at + 1)?;
+    let indices = c.inputs[at].shape();
+    c.shape(at + 1, indices)?;
+    if c.inputs.len() == at + 3 {
+        c.rank(at + 2, Some(1))?;
+        c.integer(at + 2)?;
+    }
+    let mut shape = indices.to_vec();
+    shape.extend([m, n]);
+    Ok(vec![(shape, dtype)])
+}
+
 impl Fused for GatherMm {
     fn name(&self) -> &'static str {
         "gather_mm"
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker {
-            op: self.name(),
-            inputs,
-        };
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
+        let inputs = c.inputs;
         c.count(4, 5)?;
         let (a, b) = (&inputs[0], &inputs[1]);
         c.holds(a.ndim() >= 2 && b.ndim() >= 2, || {
@@ -323,16 +342,7 @@ impl Fused for GatherMm {
         let (m, k) = (a.shape()[a.ndim() - 2], a.shape()[a.ndim() - 1]);
         let (k2, n) = (b.shape()[b.ndim() - 2], b.shape()[b.ndim() - 1]);
         c.holds(k == k2, || format!("inner sizes {k} and {k2} differ"))?;
-        c.integer(2)?;
-        c.integer(3)?;
-        c.shape(3, inputs[2].shape())?;
-        if inputs.len() == 5 {
-            c.rank(4, Some(1))?;
-            c.integer(4)?;
-        }
-        let mut shape = inputs[2].shape().to_vec();
-        shape.extend([m, n]);
-        Ok(vec![(shape, a.dtype())])
+        indexed_specs(c, 2, [m, n], a.dtype())
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
@@ -345,11 +355,8 @@ impl Fused for GatherQmm {
         "gather_qmm"
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker {
-            op: self.name(),
-            inputs,
-        };
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
+        let inputs = c.inputs;
         c.count(6, 7)?;
         let (x, w, scales) = (&inputs[0], &inputs[1], &inputs[2]);
         c.holds(x.ndim() >= 2 && w.ndim() >= 2, || {
@@ -390,16 +397,7 @@ impl Fused for GatherQmm {
         };
         let kx = x.shape()[x.ndim() - 1];
         c.holds(kx == k, || format!("inner sizes {kx} and {k} differ"))?;
-        c.integer(4)?;
-        c.integer(5)?;
-        c.shape(5, inputs[4].shape())?;
-        if inputs.len() == 7 {
-            c.rank(6, Some(1))?;
-            c.integer(6)?;
-        }
-        let mut shape = inputs[4].shape().to_vec();
-        shape.extend([x.shape()[x.ndim() - 2], n]);
-        Ok(vec![(shape, x.dtype())])
+        indexed_specs(c, 4, [x.shape()[x.ndim() - 2], n], x.dtype())
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {

@@ -71,6 +71,7 @@ use crate::dtype::Canon;
 use crate::primitive::{Batched, OutputSpec, Primitive};
 use crate::transforms::rules::{JvpArgs, VjpArgs};
 use crate::{Array, Category, DType, DeviceKind, Error, Result, default_stream};
+use check::Checker;
 
 /// A fused operation: the payload of [`Primitive::Fast`]. Float parameters are kept as
 /// `f32::to_bits` so that the enum can be compared and hashed.
@@ -266,10 +267,18 @@ pub(crate) trait Fused {
     /// The operation's name, as errors and graph dumps show it.
     fn name(&self) -> &'static str;
 
-    /// The checks a node's inputs must pass (the public functions check and convert their
-    /// arguments first; these keep a node built by hand from reaching a fallback that cannot
-    /// take it), and the shape and type of each output.
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>>;
+    /// The checks a node's inputs (`c.inputs`) must pass (the public functions check and
+    /// convert their arguments first; these keep a node built by hand from reaching a
+    /// fallback that cannot take it), and the shape and type of each output.
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>>;
+
+    /// [`Fused::specs`] of `inputs`, its errors named after the operation.
+    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
+        self.specs(&Checker {
+            op: self.name(),
+            inputs,
+        })
+    }
 
     /// The same computation from ordinary operations, recorded on the current stream.
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>>;

@@ -42,14 +42,8 @@ impl Fused for RmsNormVjp {
         2
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        grad_specs(
-            &Checker {
-                op: self.name(),
-                inputs,
-            },
-            1,
-        )
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
+        grad_specs(c, 1)
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
@@ -66,14 +60,8 @@ impl Fused for LayerNormVjp {
         3
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        grad_specs(
-            &Checker {
-                op: self.name(),
-                inputs,
-            },
-            2,
-        )
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
+        grad_specs(c, 2)
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {

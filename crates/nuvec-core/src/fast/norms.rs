@@ -197,50 +197,48 @@ fn gradient_node(op: FastOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
     Ok(call.argnums.iter().map(|&i| all[i].clone()).collect())
 }
 
-impl Fused for RmsNorm {
-    fn name(&self) -> &'static str {
-        "rms_norm"
-    }
+/// The unit of a normalisation of rows with a dedicated gradient node: `unit` takes `x` and
+/// `params` parameters of the last axis, falls back to `graph` and records the node
+/// `FastOp::grad` for its reverse mode. RMS and layer norm differ in nothing else.
+macro_rules! norm_unit {
+    ($unit:ident, $name:literal, params: $params:literal, graph: $graph:ident, grad: $grad:ident) => {
+        impl Fused for $unit {
+            fn name(&self) -> &'static str {
+                $name
+            }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        norm_specs(
-            &Checker {
-                op: self.name(),
-                inputs,
-            },
-            0,
-            1,
-            1,
-        )
-    }
+            fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
+                norm_specs(c, 0, $params, 1)
+            }
 
-    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
-        Ok(vec![rms_graph(inputs, self.eps)?])
-    }
+            fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+                Ok(vec![$graph(inputs, self.eps)?])
+            }
 
-    /// The dedicated gradient node, [`FastOp::RmsNormVjp`].
-    fn vjp(&self, call: VjpArgs<'_>) -> Result<Vec<Array>> {
-        let op = FastOp::RmsNormVjp {
-            eps: self.eps.to_bits(),
-        };
-        gradient_node(op, call)
-    }
+            /// The dedicated gradient node.
+            fn vjp(&self, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+                let eps = self.eps.to_bits();
+                gradient_node(FastOp::$grad { eps }, call)
+            }
 
-    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
-        let op = FastOp::RmsNorm {
-            eps: self.eps.to_bits(),
-        };
-        vmap_rows(self, op, &[0], inputs, axes)
-    }
+            fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
+                let eps = self.eps.to_bits();
+                vmap_rows(self, FastOp::$unit { eps }, &[0], inputs, axes)
+            }
 
-    fn cpu(&self) -> Option<&dyn CpuKernel> {
-        Some(self)
-    }
+            fn cpu(&self) -> Option<&dyn CpuKernel> {
+                Some(self)
+            }
 
-    fn cuda(&self) -> Option<&dyn CudaKernel> {
-        Some(self)
-    }
+            fn cuda(&self) -> Option<&dyn CudaKernel> {
+                Some(self)
+            }
+        }
+    };
 }
+
+norm_unit!(RmsNorm, "rms_norm", params: 1, graph: rms_graph, grad: RmsNormVjp);
+norm_unit!(LayerNorm, "layer_norm", params: 2, graph: layer_graph, grad: LayerNormVjp);
 
 impl Fused for AddRmsNorm {
     fn name(&self) -> &'static str {
@@ -251,16 +249,8 @@ impl Fused for AddRmsNorm {
         2
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        norm_specs(
-            &Checker {
-                op: self.name(),
-                inputs,
-            },
-            1,
-            1,
-            2,
-        )
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
+        norm_specs(c, 1, 1, 2)
     }
 
     /// The sum, and its norm (fused itself where a kernel takes it).
@@ -271,51 +261,6 @@ impl Fused for AddRmsNorm {
         };
         let y = one(norm, vec![h.clone(), inputs[2].clone()])?;
         Ok(vec![h, y])
-    }
-
-    fn cuda(&self) -> Option<&dyn CudaKernel> {
-        Some(self)
-    }
-}
-
-impl Fused for LayerNorm {
-    fn name(&self) -> &'static str {
-        "layer_norm"
-    }
-
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        norm_specs(
-            &Checker {
-                op: self.name(),
-                inputs,
-            },
-            0,
-            2,
-            1,
-        )
-    }
-
-    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
-        Ok(vec![layer_graph(inputs, self.eps)?])
-    }
-
-    /// The dedicated gradient node, [`FastOp::LayerNormVjp`].
-    fn vjp(&self, call: VjpArgs<'_>) -> Result<Vec<Array>> {
-        let op = FastOp::LayerNormVjp {
-            eps: self.eps.to_bits(),
-        };
-        gradient_node(op, call)
-    }
-
-    fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
-        let op = FastOp::LayerNorm {
-            eps: self.eps.to_bits(),
-        };
-        vmap_rows(self, op, &[0], inputs, axes)
-    }
-
-    fn cpu(&self) -> Option<&dyn CpuKernel> {
-        Some(self)
     }
 
     fn cuda(&self) -> Option<&dyn CudaKernel> {

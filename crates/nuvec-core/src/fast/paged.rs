@@ -6,7 +6,7 @@
 //! `block_table[s, p / block_size]`, row `p % block_size`; a writer addresses it by its
 //! *slot*, `block · block_size + row`.
 
-use super::attention::{Attention, attention_graph};
+use super::attention::{Attention, attention_graph, check_qkv};
 use super::check::{Checker, like};
 use super::{FastOp, Fused, check_inputs, floating, integral, one};
 use crate::backend::cuda::fast::CudaKernel;
@@ -51,33 +51,10 @@ pub fn paged_attention(
 ) -> Result<Array> {
     const OP: &str = "paged_attention";
     check_inputs(&[q, k_cache, v_cache, block_table, lengths])?;
-    if [q, k_cache, v_cache].iter().any(|a| a.ndim() != 4) {
-        return Err(invalid(
-            OP,
-            format!(
-                "q and the caches must be 4-D, got {:?}, {:?} and {:?}",
-                q.shape(),
-                k_cache.shape(),
-                v_cache.shape()
-            ),
-        ));
-    }
-    let (qs, ks, vs) = (q.shape(), k_cache.shape(), v_cache.shape());
-    if ks[..3] != vs[..3] || ks[3] != qs[3] {
-        return Err(invalid(
-            OP,
-            format!("incompatible shapes {qs:?}, {ks:?} and {vs:?}"),
-        ));
-    }
-    if ks[1] == 0 || qs[1] % ks[1] != 0 {
-        return Err(invalid(
-            OP,
-            format!(
-                "the query heads ({}) must be a multiple of the cache's heads ({})",
-                qs[1], ks[1]
-            ),
-        ));
-    }
+    let names = ["q and the caches", "cache's"];
+    let [qs, _, _] = check_qkv(OP, [q, k_cache, v_cache], names, |qs, ks, vs| {
+        ks[..3] == vs[..3] && ks[3] == qs[3]
+    })?;
     if block_table.ndim() != 2 || block_table.shape()[0] != qs[0] {
         return Err(invalid(
             OP,
@@ -264,25 +241,9 @@ impl Fused for PagedAttention {
         "paged_attention"
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker {
-            op: self.name(),
-            inputs,
-        };
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
         c.count(5, 5)?;
-        let (q, kc, vc) = (
-            c.rank(0, Some(4))?,
-            c.rank(1, Some(4))?,
-            c.rank(2, Some(4))?,
-        );
-        c.float(0)?;
-        c.same_dtype(0, 1)?;
-        c.same_dtype(0, 2)?;
-        let (qs, ks, vs) = (q.shape(), kc.shape(), vc.shape());
-        c.holds(
-            ks[..3] == vs[..3] && ks[3] == qs[3] && ks[1] > 0 && qs[1] % ks[1] == 0,
-            || format!("incompatible shapes {qs:?}, {ks:?} and {vs:?}"),
-        )?;
+        let [qs, _, vs] = c.attention(|qs, ks, vs| ks[..3] == vs[..3] && ks[3] == qs[3])?;
         let table = c.rank(3, Some(2))?;
         c.integer(3)?;
         c.integer(4)?;
@@ -290,7 +251,10 @@ impl Fused for PagedAttention {
             format!("a block table of shape {:?}", table.shape())
         })?;
         c.shape(4, &[qs[0]])?;
-        Ok(vec![(vec![qs[0], qs[1], qs[2], vs[3]], q.dtype())])
+        Ok(vec![(
+            vec![qs[0], qs[1], qs[2], vs[3]],
+            c.inputs[0].dtype(),
+        )])
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
@@ -310,11 +274,7 @@ impl Fused for PagedWrite {
         "paged_write"
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker {
-            op: self.name(),
-            inputs,
-        };
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
         c.count(3, 3)?;
         let cache = c.rank(0, Some(4))?;
         c.float(0)?;

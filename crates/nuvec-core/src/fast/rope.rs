@@ -186,11 +186,7 @@ impl Fused for Rope {
         "rope"
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker {
-            op: self.name(),
-            inputs,
-        };
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
         c.count(2, 3)?;
         let x = c.rank(0, None)?;
         c.float(0)?;
@@ -198,7 +194,7 @@ impl Fused for Rope {
             format!("the input needs 3 dimensions, got {:?}", x.shape())
         })?;
         c.rotation(0, 2, self.angles.dims)?;
-        let offset = &inputs[1];
+        let offset = &c.inputs[1];
         c.integer(1)?;
         c.holds(
             offset.ndim() <= 1 && (offset.size() == 1 || offset.size() == x.shape()[0]),
@@ -491,11 +487,7 @@ impl Fused for NormRope {
         "norm_rope"
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        let c = Checker {
-            op: self.name(),
-            inputs,
-        };
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
         let at = usize::from(self.cache);
         c.count(2 + at, 3 + at)?;
         let x = c.rank(at, Some(4))?;
@@ -513,7 +505,7 @@ impl Fused for NormRope {
                 || format!("a cache of shape {cs:?} cannot take {s:?} at {offset}"),
             )?;
         }
-        Ok(vec![like(&inputs[0])])
+        Ok(vec![like(&c.inputs[0])])
     }
 
     /// The norm and rotation nodes (fused themselves where kernels take them), then the cache

@@ -88,14 +88,8 @@ impl Fused for Softmax {
         "softmax"
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        last_axis_specs(
-            &Checker {
-                op: self.name(),
-                inputs,
-            },
-            false,
-        )
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
+        last_axis_specs(c, false)
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
@@ -122,14 +116,8 @@ impl Fused for LogSumExp {
         "logsumexp"
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        last_axis_specs(
-            &Checker {
-                op: self.name(),
-                inputs,
-            },
-            true,
-        )
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
+        last_axis_specs(c, true)
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
@@ -176,14 +164,8 @@ impl Fused for CrossEntropy {
         "cross_entropy"
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        cross_entropy_specs(
-            &Checker {
-                op: self.name(),
-                inputs,
-            },
-            false,
-        )
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
+        cross_entropy_specs(c, false)
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
@@ -214,14 +196,8 @@ impl Fused for CrossEntropyVjp {
         "cross_entropy_vjp"
     }
 
-    fn output_specs(&self, inputs: &[Array]) -> Result<Vec<OutputSpec>> {
-        cross_entropy_specs(
-            &Checker {
-                op: self.name(),
-                inputs,
-            },
-            true,
-        )
+    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
+        cross_entropy_specs(c, true)
     }
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
