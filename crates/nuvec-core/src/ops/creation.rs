@@ -13,7 +13,7 @@
 //! # }
 //! ```
 
-use crate::ops::check_errors;
+use crate::ops::{check_errors, check_matrices};
 use crate::primitive::{OutputSpec, Primitive};
 use crate::{Array, DType, Result, error::invalid};
 
@@ -258,13 +258,8 @@ pub fn tri(n: usize, m: Option<usize>, k: isize, dtype: DType) -> Result<Array> 
 /// The mask of [`tril`] (`below` true) or [`triu`] over the last two axes of `a`.
 fn triangle(op: &'static str, a: &Array, k: isize, below: bool) -> Result<Array> {
     check_errors(&[a])?;
+    check_matrices(op, "", a)?;
     let nd = a.ndim();
-    if nd < 2 {
-        return Err(invalid(
-            op,
-            format!("needs at least 2 dimensions, got shape {:?}", a.shape()),
-        ));
-    }
     let (n, m) = (a.shape()[nd - 2], a.shape()[nd - 1]);
     let zero = zeros(&[], a.dtype())?;
     if below {

@@ -17,7 +17,9 @@
 //! ```
 
 use crate::error::invalid;
-use crate::ops::{broadcast_shapes, broadcast_to, check_errors, expect_inputs, normalize_axis};
+use crate::ops::{
+    broadcast_shapes, broadcast_to, check_errors, check_matrices, expect_inputs, normalize_axis,
+};
 use crate::primitive::{OutputSpec, Primitive};
 use crate::{Array, DType, Error, Result, promote_types};
 
@@ -515,12 +517,7 @@ pub fn kron(a: &Array, b: &Array) -> Result<Array> {
 pub fn trace(a: &Array, offset: isize, axis1: isize, axis2: isize) -> Result<Array> {
     const OP: &str = "trace";
     check_errors(&[a])?;
-    if a.ndim() < 2 {
-        return Err(invalid(
-            OP,
-            format!("needs at least 2 dimensions, got shape {:?}", a.shape()),
-        ));
-    }
+    check_matrices(OP, "", a)?;
     let first = normalize_axis(OP, axis1, a.ndim())?;
     let second = normalize_axis(OP, axis2, a.ndim())?;
     if first == second {

@@ -38,6 +38,21 @@ pub(crate) fn expect_inputs(op: &'static str, inputs: &[Array], n: usize) -> Res
     Ok(())
 }
 
+/// An error unless `a` is a matrix or a stack of them (at least 2-D); `what` names it in the
+/// message, or is empty where `a` is the operation's only array.
+pub(crate) fn check_matrices(op: &'static str, what: &str, a: &Array) -> Result<()> {
+    if a.ndim() >= 2 {
+        return Ok(());
+    }
+    let needs = format!("needs at least 2 dimensions, got shape {:?}", a.shape());
+    let msg = if what.is_empty() {
+        needs
+    } else {
+        format!("{what} {needs}")
+    };
+    Err(invalid(op, msg))
+}
+
 /// Reports the error of the first input in an error state.
 pub(crate) fn check_errors(inputs: &[&Array]) -> Result<()> {
     match inputs.iter().find_map(|a| a.error()) {

@@ -24,7 +24,7 @@
 //! ```
 
 use crate::error::invalid;
-use crate::ops::{broadcast_shapes, broadcast_to, check_errors, expect_inputs};
+use crate::ops::{broadcast_shapes, broadcast_to, check_errors, check_matrices, expect_inputs};
 use crate::primitive::{OutputSpec, Primitive};
 use crate::{Array, DType, Error, Result, promote_types};
 
@@ -109,15 +109,7 @@ fn check_packed(
             format!("the packed matrix must be uint32, got {}", wq.dtype()),
         ));
     }
-    if wq.ndim() < 2 {
-        return Err(invalid(
-            op,
-            format!(
-                "the packed matrix needs at least 2 dimensions, got shape {:?}",
-                wq.shape()
-            ),
-        ));
-    }
+    check_matrices(op, "the packed matrix", wq)?;
     if scales.shape() != biases.shape() {
         return Err(invalid(
             op,
@@ -249,15 +241,7 @@ fn check_quantizable(w: &Array, group_size: usize) -> Result<()> {
             ),
         ));
     }
-    if w.ndim() < 2 {
-        return Err(invalid(
-            OP,
-            format!(
-                "the matrix needs at least 2 dimensions, got shape {:?}",
-                w.shape()
-            ),
-        ));
-    }
+    check_matrices(OP, "the matrix", w)?;
     let k = w.shape()[w.ndim() - 1];
     if !k.is_multiple_of(group_size) {
         return Err(invalid(

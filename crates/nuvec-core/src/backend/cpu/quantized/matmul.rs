@@ -266,7 +266,7 @@ fn compute<C: Gemv>(
 ) {
     match (vector, p.transpose) {
         (true, true) => C::rows(p, prep, bits, b, n0, temp),
-        (true, false) => vector_n(p, bits, b, n0, cols, temp),
+        (true, false) => vector_n(p, bits, (b, n0, cols), temp),
         (false, _) => panel(p, bits, b, r0, n0, cols, temp),
     }
 }
@@ -299,13 +299,12 @@ fn has_avx2() -> bool {
 }
 
 /// The vector path with `w` as is (`[k, n]` packed along `n`): each row `r` of `w` adds
-/// `x[i, r] · (s · q + b)` to the band's accumulators, group by group.
+/// `x[i, r] · (s · q + b)` to the band's accumulators, group by group. The band is
+/// `(b, n0, cols)`: batch entry `b`, columns `n0..n0 + cols`.
 fn vector_n<C: Compute + Element>(
     p: &Problem<'_, C>,
     bits: usize,
-    b: usize,
-    n0: usize,
-    cols: usize,
+    band: (usize, usize, usize),
     out: &mut [C],
 ) {
     #[cfg(target_arch = "x86_64")]
@@ -314,27 +313,23 @@ fn vector_n<C: Compute + Element>(
         fn wide<C: Compute + Element>(
             p: &Problem<'_, C>,
             bits: usize,
-            b: usize,
-            n0: usize,
-            cols: usize,
+            band: (usize, usize, usize),
             out: &mut [C],
         ) {
-            vector_n_body::<C, true>(p, bits, b, n0, cols, out)
+            vector_n_body::<C, true>(p, bits, band, out)
         }
         // SAFETY: `wide` needs AVX2 and FMA, which the CPU has (checked above).
-        unsafe { wide::<C>(p, bits, b, n0, cols, out) };
+        unsafe { wide::<C>(p, bits, band, out) };
         return;
     }
-    vector_n_body::<C, false>(p, bits, b, n0, cols, out)
+    vector_n_body::<C, false>(p, bits, band, out)
 }
 
 #[inline(always)]
 fn vector_n_body<C: Compute + Element, const FMA: bool>(
     p: &Problem<'_, C>,
     bits: usize,
-    b: usize,
-    n0: usize,
-    cols: usize,
+    (b, n0, cols): (usize, usize, usize),
     out: &mut [C],
 ) {
     let (m, k, gs) = (p.m, p.k, p.group_size);
