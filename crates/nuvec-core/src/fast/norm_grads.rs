@@ -33,41 +33,33 @@ fn grad_specs(c: &Checker<'_>, params: usize) -> Result<Vec<OutputSpec>> {
     Ok((0..=params).map(|i| like(&c.inputs[i])).collect())
 }
 
-impl Fused for RmsNormVjp {
-    fn name(&self) -> &'static str {
-        "rms_norm_vjp"
-    }
+/// The unit of a norm's gradient node: `unit` takes `(x, params.., g)` and falls back to
+/// `graph`, with one cotangent output for `x` and each parameter. The two gradients differ
+/// in nothing else.
+macro_rules! grad_unit {
+    ($unit:ident, $name:literal, params: $params:literal, graph: $graph:ident) => {
+        impl Fused for $unit {
+            fn name(&self) -> &'static str {
+                $name
+            }
 
-    fn output_count(&self) -> usize {
-        2
-    }
+            fn output_count(&self) -> usize {
+                $params + 1
+            }
 
-    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
-        grad_specs(c, 1)
-    }
+            fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
+                grad_specs(c, $params)
+            }
 
-    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
-        rms_vjp_graph(inputs, self.eps)
-    }
+            fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
+                $graph(inputs, self.eps)
+            }
+        }
+    };
 }
 
-impl Fused for LayerNormVjp {
-    fn name(&self) -> &'static str {
-        "layer_norm_vjp"
-    }
-
-    fn output_count(&self) -> usize {
-        3
-    }
-
-    fn specs(&self, c: &Checker<'_>) -> Result<Vec<OutputSpec>> {
-        grad_specs(c, 2)
-    }
-
-    fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
-        layer_vjp_graph(inputs, self.eps)
-    }
-}
+grad_unit!(RmsNormVjp, "rms_norm_vjp", params: 1, graph: rms_vjp_graph);
+grad_unit!(LayerNormVjp, "layer_norm_vjp", params: 2, graph: layer_vjp_graph);
 
 /// `g` summed over every axis but the last.
 fn sum_rows(g: &Array) -> Result<Array> {

@@ -232,6 +232,18 @@ fn below_one(dtype: DType) -> f32 {
     }
 }
 
+/// An error unless the samples' `dtype` is a real floating type, as the continuous
+/// distributions need.
+fn check_real_float(op: &'static str, dtype: DType) -> Result<()> {
+    if !dtype.is_float() {
+        return Err(invalid(
+            op,
+            format!("samples must have a real float type, got {dtype}"),
+        ));
+    }
+    Ok(())
+}
+
 /// An error when a Rust scalar bound is NaN or infinite (array bounds are data, not checked).
 fn check_finite(op: &'static str, name: &str, value: &Operand) -> Result<()> {
     if let Operand::Scalar(Scalar::Float(v)) = value
@@ -269,12 +281,7 @@ pub fn uniform(
 ) -> Result<Array> {
     const OP: &str = "uniform";
     let (low, high) = (low.into(), high.into());
-    if !dtype.is_float() {
-        return Err(invalid(
-            OP,
-            format!("samples must have a real float type, got {dtype}"),
-        ));
-    }
+    check_real_float(OP, dtype)?;
     check_finite(OP, "low", &low)?;
     check_finite(OP, "high", &high)?;
     uniform_impl(OP, &low, &high, shape, dtype, key)
@@ -409,12 +416,7 @@ pub fn truncated_normal(
 ) -> Result<Array> {
     const OP: &str = "truncated_normal";
     let (lower, upper) = (lower.into(), upper.into());
-    if !dtype.is_float() {
-        return Err(invalid(
-            OP,
-            format!("samples must have a real float type, got {dtype}"),
-        ));
-    }
+    check_real_float(OP, dtype)?;
     let scalar = |x: &Operand| match x {
         Operand::Scalar(s) => Some(s.canon().as_f64()),
         Operand::Array(_) => None,
@@ -458,12 +460,7 @@ pub fn truncated_normal(
 /// ```
 pub fn gumbel(shape: &[usize], dtype: DType, key: Option<&Array>) -> Result<Array> {
     const OP: &str = "gumbel";
-    if !dtype.is_float() {
-        return Err(invalid(
-            OP,
-            format!("samples must have a real float type, got {dtype}"),
-        ));
-    }
+    check_real_float(OP, dtype)?;
     gumbel_impl(OP, shape, dtype, key)
 }
 
@@ -498,12 +495,7 @@ pub fn laplace(
     key: Option<&Array>,
 ) -> Result<Array> {
     const OP: &str = "laplace";
-    if !dtype.is_float() {
-        return Err(invalid(
-            OP,
-            format!("samples must have a real float type, got {dtype}"),
-        ));
-    }
+    check_real_float(OP, dtype)?;
     if !loc.is_finite() || !scale.is_finite() {
         return Err(invalid(
             OP,

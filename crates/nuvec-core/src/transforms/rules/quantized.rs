@@ -65,6 +65,7 @@ fn scale_bias_cotangent(
 
 /// Dispatches a reverse-mode rule.
 pub(super) fn vjp(op: &QuantizedOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
+    let inputs = call.inputs;
     match *op {
         QuantizedOp::Quantize { .. } => Err(unsupported(op, "vjp")),
         QuantizedOp::Dequantize { group_size, bits } => {
@@ -72,7 +73,7 @@ pub(super) fn vjp(op: &QuantizedOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
             call.argnums
                 .iter()
                 .map(|&i| match i {
-                    1 | 2 => scale_bias_cotangent(i, g, call.inputs, group_size, bits),
+                    1 | 2 => scale_bias_cotangent(i, g, inputs, group_size, bits),
                     _ => Err(unsupported(op, "vjp with respect to the packed integers")),
                 })
                 .collect()
@@ -83,12 +84,7 @@ pub(super) fn vjp(op: &QuantizedOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
             transpose,
         } => {
             let g = single(call.cotangents)?;
-            let (x, w, scales, biases) = (
-                &call.inputs[0],
-                &call.inputs[1],
-                &call.inputs[2],
-                &call.inputs[3],
-            );
+            let (x, w, scales, biases) = (&inputs[0], &inputs[1], &inputs[2], &inputs[3]);
             // The cotangent of the dequantized matrix, built once for the scales and biases.
             let mut dw: Option<Array> = None;
             let mut matrix = || -> Result<Array> {
@@ -117,7 +113,7 @@ pub(super) fn vjp(op: &QuantizedOp, call: VjpArgs<'_>) -> Result<Vec<Array>> {
                         crate::quantized_matmul(g, w, scales, biases, !transpose, group_size, bits)
                     }
                     2 | 3 => {
-                        scale_bias_cotangent(i - 1, &matrix()?, &call.inputs[1..], group_size, bits)
+                        scale_bias_cotangent(i - 1, &matrix()?, &inputs[1..], group_size, bits)
                     }
                     _ => Err(unsupported(op, "vjp with respect to the packed integers")),
                 })
@@ -147,11 +143,12 @@ fn matrix_tangent(
 
 /// Dispatches a forward-mode rule.
 pub(super) fn jvp(op: &QuantizedOp, call: JvpArgs<'_>) -> Result<Vec<Array>> {
+    let inputs = call.inputs;
     match *op {
         QuantizedOp::Quantize { .. } => Err(unsupported(op, "jvp")),
         QuantizedOp::Dequantize { group_size, bits } => {
             match matrix_tangent(
-                call.inputs,
+                inputs,
                 &call.tangents[1],
                 &call.tangents[2],
                 group_size,
@@ -159,13 +156,9 @@ pub(super) fn jvp(op: &QuantizedOp, call: JvpArgs<'_>) -> Result<Vec<Array>> {
             )? {
                 Some(t) => Ok(vec![t]),
                 None => {
-                    let zero = crate::zeros_like(&call.inputs[1])?;
+                    let zero = crate::zeros_like(&inputs[1])?;
                     Ok(vec![crate::dequantize(
-                        &call.inputs[0],
-                        &zero,
-                        &zero,
-                        group_size,
-                        bits,
+                        &inputs[0], &zero, &zero, group_size, bits,
                     )?])
                 }
             }
@@ -175,12 +168,7 @@ pub(super) fn jvp(op: &QuantizedOp, call: JvpArgs<'_>) -> Result<Vec<Array>> {
             bits,
             transpose,
         } => {
-            let (x, w, scales, biases) = (
-                &call.inputs[0],
-                &call.inputs[1],
-                &call.inputs[2],
-                &call.inputs[3],
-            );
+            let (x, w, scales, biases) = (&inputs[0], &inputs[1], &inputs[2], &inputs[3]);
             let mut out: Option<Array> = None;
             if let Some(t) = &call.tangents[0] {
                 out = Some(crate::quantized_matmul(
@@ -188,7 +176,7 @@ pub(super) fn jvp(op: &QuantizedOp, call: JvpArgs<'_>) -> Result<Vec<Array>> {
                 )?);
             }
             let dw = matrix_tangent(
-                &call.inputs[1..],
+                &inputs[1..],
                 &call.tangents[2],
                 &call.tangents[3],
                 group_size,
