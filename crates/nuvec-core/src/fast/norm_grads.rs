@@ -4,6 +4,7 @@
 use super::check::{Checker, like};
 use super::norms::inverse_rms;
 use super::{Fused, scalar, wide};
+use crate::backend::cuda::fast::CudaKernel;
 use crate::primitive::OutputSpec;
 use crate::{Array, Result};
 use crate::{mean, multiply, subtract, sum};
@@ -55,6 +56,10 @@ impl Fused for RmsNormVjp {
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
         rms_vjp_graph(inputs, self.eps)
     }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
+    }
 }
 
 impl Fused for LayerNormVjp {
@@ -78,6 +83,10 @@ impl Fused for LayerNormVjp {
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
         layer_vjp_graph(inputs, self.eps)
+    }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
     }
 }
 
