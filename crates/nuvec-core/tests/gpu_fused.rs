@@ -1,6 +1,6 @@
 //! Fused nodes on the GPU run their own kernels: after the public operations whose CUDA
-//! kernels exist (the norms, softmax, log-sum-exp, the rotation, decoding attention, paged
-//! attention) have recorded and evaluated fused nodes, no fused node ran its fallback graph
+//! kernels exist (the norms and their gradients, softmax, log-sum-exp, cross entropy and its
+//! gradient, the rotation, decoding attention, paged attention) have recorded and evaluated fused nodes, no fused node ran its fallback graph
 //! inside the node ([`fast::nested_fallbacks`]); a node built by hand for inputs no kernel
 //! takes does. One test in this binary, so no other test moves the process-wide count.
 //! Skips itself, saying so, where no CUDA device answers.
@@ -36,6 +36,7 @@ fn fused_nodes_run_their_kernels_not_their_fallbacks() {
         )
         .unwrap();
         let table = Array::from_slice(&[1i32, 0, 2], &[1, 3]).unwrap();
+        let targets = Array::from_slice(&[0i32, 5, 4095, -1, 7, 100, 2, 3], &[8]).unwrap();
         let lengths = Array::from_slice(&[40i32], &[1]).unwrap();
         let cache = random(&mut rng, &[3, 2, 16, 128], -1.0, 1.0, dtype);
         let before = fast::nested_fallbacks();
@@ -50,7 +51,33 @@ fn fused_nodes_run_their_kernels_not_their_fallbacks() {
                 fast::rope(&xt, 64, false, Some(1e4), 1.0, &Array::scalar(3i32), None).unwrap(),
                 fast::scaled_dot_product_attention(&q, &kv, &kv, 0.1, none, None).unwrap(),
                 fast::paged_attention(&q, &cache, &cache, &table, &lengths, 0.1).unwrap(),
+                fast::cross_entropy(&x, &targets).unwrap(),
             ];
+            // The gradient nodes: the norms' and cross entropy's.
+            let rms = |xs: &[Array]| Ok(vec![fast::rms_norm(&xs[0], Some(&xs[1]), 1e-5)?]);
+            let ln = |xs: &[Array]| {
+                Ok(vec![fast::layer_norm(
+                    &xs[0],
+                    Some(&xs[1]),
+                    Some(&xs[1]),
+                    1e-5,
+                )?])
+            };
+            let ce = |xs: &[Array]| Ok(vec![fast::cross_entropy(&xs[0], &targets)?]);
+            let cot = std::slice::from_ref(&x);
+            let mut outs = outs;
+            outs.extend(vjp(rms, &[x.clone(), w.clone()], cot).unwrap().1);
+            outs.extend(vjp(ln, &[x.clone(), w.clone()], cot).unwrap().1);
+            let loss_cot = ones(&[8], DType::F32).unwrap();
+            outs.extend(
+                vjp(
+                    ce,
+                    std::slice::from_ref(&x),
+                    std::slice::from_ref(&loss_cot),
+                )
+                .unwrap()
+                .1,
+            );
             for o in &outs {
                 assert!(
                     fused(o),

@@ -48,7 +48,7 @@ mod check;
 pub(crate) mod conv;
 pub(crate) mod gated_delta;
 mod gather;
-mod norm_grads;
+pub(crate) mod norm_grads;
 pub(crate) mod norms;
 pub(crate) mod paged;
 pub(crate) mod rope;

@@ -1,7 +1,7 @@
 //! The fused operations ([`FastOp`]) on the GPU.
 //!
 //! Each kernel is a [`CudaKernel`] implemented for its operation's unit, in the file of its
-//! family (`norms.rs`, `rope.rs`, `softmax.rs`, `attention.rs`, with their sources in
+//! family (`norms.rs`, `norm_grads.rs`, `rope.rs`, `softmax.rs`, `attention.rs`, with their sources in
 //! `kernels/fast/`). Its [`CudaKernel::takes`] looks at shapes and dtypes only: the public
 //! operations ask it before recording a fused node on a GPU stream, and [`eval`] asks it again,
 //! so a recorded node always finds its kernel. Layouts are the kernel's business: what it
@@ -14,6 +14,7 @@
 //! the depthwise convolution).
 
 mod attention;
+mod norm_grads;
 mod norms;
 mod pending;
 mod rope;
@@ -127,5 +128,6 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
     let mut sources = norms::all_sources();
     sources.extend(rope::all_sources());
     sources.extend(attention::all_sources());
+    sources.extend(softmax::all_sources());
     sources
 }

@@ -3,7 +3,9 @@
 //! [`FastOp::LayerNorm`](crate::fast::FastOp::LayerNorm) on the GPU (`kernels/fast/norms.cu`),
 //! with the CPU kernels' formula and roundings (`backend/cpu/fast/norms.rs`): statistics in
 //! float32, the normalised value rounded to the element type, then the weight, then the
-//! bias. A warp or a block per row; rows of up to 8192 elements are read from memory once.
+//! bias. Rows of up to 16,384 elements are held in registers (`lanes` threads of 8, 16 or 32
+//! slots each, sized to the row so that occupancy stays high) and read from memory once;
+//! longer rows are read once per pass by the looped kernel.
 //! Inputs are read through their strides; leading axes that do not merge into eight are
 //! copied first.
 //!
@@ -87,19 +89,35 @@ impl CudaKernel for LayerNorm {
 }
 
 const COMMON: &str = include_str!("../kernels/common.cuh");
+const ROWS: &str = include_str!("../kernels/fast/rows.cuh");
 const NORMS: &str = include_str!("../kernels/fast/norms.cu");
 
-/// Threads per block (`NV_THREADS` in `norms.cu`).
-const THREADS: usize = 256;
-/// Rows of at most this many elements get a warp each, longer ones a block.
-const WARP_ROW: usize = 1024;
+/// Threads per block of the looped kernel and of a warp-per-row launch (`NV_THREADS` in
+/// `norms.cu`).
+pub(super) const THREADS: usize = 256;
 /// Blocks launched at most (the kernel loops over the rest).
 const MAX_BLOCKS: usize = 1 << 20;
 
-/// The module of the norm kernel of elements of `dtype`.
-fn source(dtype: DType) -> String {
+/// The register layout of a row of `n` elements: `lanes` threads (32 to 512) of at most
+/// `max_slots` slots each (`norm_slots_*`, `norm_vjp_*`), about 16 elements a thread; `None`
+/// for rows longer than the registers hold (the looped kernel then).
+pub(super) fn slots(n: usize, max_slots: usize) -> Option<(usize, usize)> {
+    let lanes = n.div_ceil(16).next_power_of_two().clamp(32, 512);
+    [8, 16, 32]
+        .into_iter()
+        .find(|&s| s <= max_slots && lanes * s >= n)
+        .map(|s| (lanes, s))
+}
+
+/// The block of a launch with `lanes` threads a row: eight rows of a warp, or one row.
+pub(super) fn block_of(lanes: usize) -> usize {
+    if lanes == 32 { THREADS } else { lanes }
+}
+
+/// The module of the norm kernels of elements of `dtype`.
+pub(super) fn source(dtype: DType) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
-    format!("{COMMON}\n{NORMS}\nNV_NORMS({ct}, {tn})\n")
+    format!("{COMMON}\n{ROWS}\n{NORMS}\nNV_NORMS({ct}, {tn})\n")
 }
 
 /// The rows (all axes but the last) of `layout` as a view, and the step along the last
@@ -194,13 +212,17 @@ fn norm(
     };
     let hp = h.as_ref().map_or(0, |h| h.1);
     let tn = type_names(dtype).expect("a float type").1;
+    // Rows the registers hold: `lanes` threads of `s` slots (one read of each input). Longer
+    // rows: the looped kernel, a warp or a block of 256 per row.
+    let (name, lanes, block) = match slots(n, 32) {
+        Some((lanes, s)) => (symbol!("norm_slots_{tn}_{s}")?, lanes, block_of(lanes)),
+        None => (symbol!("norm_rows_{tn}")?, THREADS, THREADS),
+    };
     let f = place
         .gpu
-        .kernel_of("norms", Some(dtype), symbol!("norm_rows_{tn}")?, || {
-            source(dtype)
-        })?;
-    let lanes: i32 = if n > WARP_ROW { THREADS as i32 } else { 32 };
-    let groups = THREADS / lanes as usize;
+        .kernel_of("norms", Some(dtype), name, || source(dtype))?;
+    let groups = block / lanes;
+    let lanes = lanes as i32;
     let (nr, n64) = (nrows as i64, n as i64);
     let centre = i32::from(bias.is_some());
     let params: [&dyn DeviceRepr; 17] = [
@@ -209,7 +231,7 @@ fn norm(
     ];
     let cfg = LaunchConfig {
         grid_dim: (nrows.div_ceil(groups).clamp(1, MAX_BLOCKS) as u32, 1, 1),
-        block_dim: (THREADS as u32, 1, 1),
+        block_dim: (block as u32, 1, 1),
         shared_mem_bytes: 0,
     };
     // SAFETY: `xrows` (x's layout without its last axis) locates each of the `nrows` rows
@@ -217,7 +239,7 @@ fn norm(
     // residual (of x's shape) when `rp` is not null; `wp`/`bp` are null or point at the
     // first of `n` elements `ws`/`bs` apart inside their blocks; `yp` (and `hp` with a
     // residual) are fresh row-major blocks of `nrows · n` elements of x's type; all of one
-    // type, and the arguments match `norm_rows_*` in `norms.cu`.
+    // type, and the arguments match `norm_rows_*` and `norm_slots_*` in `norms.cu`.
     unsafe { f.launch(&place.stream, cfg, &params) }?;
     Ok(Some(outputs(y, h)))
 }

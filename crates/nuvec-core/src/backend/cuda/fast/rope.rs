@@ -1,7 +1,10 @@
 //! [`FastOp::Rope`](crate::fast::FastOp::Rope) on the GPU (`kernels/fast/rope.cu`), as the CPU
 //! kernel computes it (`backend/cpu/fast/rope.rs`): angles, sines and cosines in float32,
-//! each rotated value rounded once. A warp per row, the input read through its strides (a
-//! transposed `[B, H, L, D]` view of `[B, L, H, D]` needs no copy), the output row-major.
+//! each rotated value rounded once. The input is read through its strides (a transposed
+//! `[B, H, L, D]` view of `[B, L, H, D]` needs no copy), the output is row-major. Rows of step
+//! 1 rotated whole and 16-byte aligned run `rope_heads_*`: the heads of one position share
+//! their sines and cosines (computed once) and move in 16-byte packs; other rows run
+//! `rope_rows_*`, a warp per row.
 //!
 //! The kernel takes what the CPU's does ([`Rope::kernel_takes`]); leading axes that do not
 //! merge into eight are copied first.
@@ -45,6 +48,48 @@ const MAX_BLOCKS: usize = 1 << 20;
 fn source(dtype: DType) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
     format!("{COMMON}\n{ROPE}\nNV_ROPE({ct}, {tn})\n")
+}
+
+/// Whether `rope_heads_*` takes `x` (at device address `xp`, rows `s` apart... see
+/// `nv_rope_heads`): rows of step 1 rotated whole, every row 16 bytes aligned, the chunks of
+/// a row within a block, and the rows of a batch entry a whole number of `positions` each.
+/// Returns the chunks a row has and the rows that share a position in an entry.
+fn heads_layout(
+    x: &ArrayData,
+    xp: u64,
+    p: &Rope,
+    s: i64,
+    positions: usize,
+    per_batch: usize,
+) -> Option<(usize, usize)> {
+    let size = x.dtype().size();
+    let pack = 16 / size;
+    let d = *x.layout.shape.last()?;
+    let half = p.angles.dims / 2;
+    let nd = x.layout.shape.len();
+    let aligned = |bytes: usize| bytes.is_multiple_of(16);
+    let rows_aligned = x.layout.strides[..nd - 1]
+        .iter()
+        .zip(&x.layout.shape)
+        .all(|(&st, &n)| n == 1 || aligned(st.unsigned_abs() * size));
+    let chunks = if p.angles.traditional {
+        d / pack
+    } else {
+        half / pack
+    };
+    let fits = s == 1
+        && p.angles.dims == d
+        && aligned(xp as usize + x.layout.offset * size)
+        && rows_aligned
+        && if p.angles.traditional {
+            d.is_multiple_of(pack)
+        } else {
+            half.is_multiple_of(pack)
+        }
+        && (1..=THREADS).contains(&chunks)
+        && positions > 0
+        && per_batch.is_multiple_of(positions);
+    fits.then_some((chunks, per_batch / positions))
 }
 
 /// `(x, offset[, freqs])` rotated, or `None` where the fallback graph runs instead (see
@@ -103,13 +148,36 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
     // As the CPU kernel: inv_freq[i] = exp(i · step) in float32, step = −ln(base) / half.
     let step = (-f64::from(p.angles.base).ln() / half as f64) as f32;
     let tn = type_names(dtype).expect("a float type").1;
+    let per_batch = nrows / b;
+    let heads = heads_layout(x, xp, p, s, t, per_batch);
+    let (name, cfg) = match heads {
+        Some((chunks, heads)) => {
+            let threads = (chunks * heads).next_multiple_of(32).clamp(32, THREADS);
+            let cfg = LaunchConfig {
+                grid_dim: ((nrows / heads).clamp(1, MAX_BLOCKS) as u32, 1, 1),
+                block_dim: (threads.max(chunks.next_multiple_of(32)) as u32, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            (symbol!("rope_heads_{tn}")?, cfg)
+        }
+        None => {
+            let cfg = LaunchConfig {
+                grid_dim: (
+                    nrows.div_ceil(THREADS / 32).clamp(1, MAX_BLOCKS) as u32,
+                    1,
+                    1,
+                ),
+                block_dim: (THREADS as u32, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            (symbol!("rope_rows_{tn}")?, cfg)
+        }
+    };
     let f = place
         .gpu
-        .kernel_of("rope", Some(dtype), symbol!("rope_rows_{tn}")?, || {
-            source(dtype)
-        })?;
+        .kernel_of("rope", Some(dtype), name, || source(dtype))?;
     let (nr, d64, t64) = (nrows as i64, d as i64, t as i64);
-    let per_batch = (nrows / b) as i64;
+    let per_batch = per_batch as i64;
     let half64 = half as i64;
     let (trad, fwd) = (i32::from(p.angles.traditional), i32::from(p.forward));
     let params: [&dyn DeviceRepr; 18] = [
@@ -132,15 +200,6 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
         &trad,
         &fwd,
     ];
-    let cfg = LaunchConfig {
-        grid_dim: (
-            nrows.div_ceil(THREADS / 32).clamp(1, MAX_BLOCKS) as u32,
-            1,
-            1,
-        ),
-        block_dim: (THREADS as u32, 1, 1),
-        shared_mem_bytes: 0,
-    };
     // SAFETY: `rows` (x's layout without its last axis) locates each of the `nrows` rows
     // inside x's block, their `d` elements `s` apart; `op` points at the first of 1 or `b`
     // 32-bit offsets `ostride` apart (batch entries `0..b`, as `t / per_batch < b`); `fp`

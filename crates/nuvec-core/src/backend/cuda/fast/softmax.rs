@@ -1,15 +1,53 @@
-//! [`FastOp::Softmax`](crate::fast::FastOp::Softmax) and
-//! [`FastOp::LogSumExp`](crate::fast::FastOp::LogSumExp) on the GPU: the row kernels of the
-//! reductions (`reduce.rs`, `kernels/reduce.cu`), over the last axis, accumulated in float32.
+//! [`FastOp::Softmax`](crate::fast::FastOp::Softmax),
+//! [`FastOp::LogSumExp`](crate::fast::FastOp::LogSumExp),
+//! [`FastOp::CrossEntropy`](crate::fast::FastOp::CrossEntropy) and
+//! [`FastOp::CrossEntropyVjp`](crate::fast::FastOp::CrossEntropyVjp) on the GPU
+//! (`kernels/fast/softmax.cu`), accumulated in float32.
+//!
+//! Softmax and log-sum-exp of float32, float16 and bfloat16 rows the registers hold (up to
+//! 16,384 elements) read each row once into registers (`softmax_slots_*`, the norms' layout:
+//! `lanes` threads of 8 to 32 slots); other rows and float64 run the reductions' row kernels
+//! (`reduce.rs`). Cross entropy reads each row of logits once with an online maximum and sum,
+//! a row split over several blocks when there are too few rows to fill the device, and its
+//! gradient writes `g · (softmax − onehot)` in one more pass, the log-sum-exp recovered from
+//! the loss.
 
+use cudarc::driver::{DeviceRepr, LaunchConfig};
+
+use super::norms::{block_of, rows_view, slots};
 use super::{CudaKernel, Place, with_copies};
-use crate::Result;
 use crate::array::ArrayData;
+use crate::backend::cuda::elementwise::type_names;
+use crate::backend::cuda::launch::{Kernel, Symbol, symbol};
 use crate::backend::cuda::reduce;
-use crate::fast::softmax::{LogSumExp, Softmax};
+use crate::fast::softmax::{CrossEntropy, CrossEntropyVjp, LogSumExp, Softmax};
 use crate::fast::{Arg, kernel_sized};
 use crate::ops::reduce::ReduceOp;
 use crate::primitive::OutputSpec;
+use crate::{DType, Result};
+
+const COMMON: &str = include_str!("../kernels/common.cuh");
+const ROWS: &str = include_str!("../kernels/fast/rows.cuh");
+const SOFTMAX: &str = include_str!("../kernels/fast/softmax.cu");
+
+/// The element types of these kernels.
+const TYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+
+/// Blocks launched at most along a grid's first axis (the kernels loop over the rest).
+const MAX_BLOCKS: usize = 1 << 20;
+
+/// The module of these kernels over `dtype`.
+fn source(dtype: DType) -> String {
+    let (ct, tn) = type_names(dtype).expect("a float type");
+    format!("{COMMON}\n{ROWS}\n{SOFTMAX}\nNV_SOFTMAX_FAST({ct}, {tn})\n")
+}
+
+/// Kernel `symbol` of this family over `dtype`.
+fn kernel(place: &Place, dtype: DType, symbol: Symbol) -> Result<Kernel> {
+    place
+        .gpu
+        .kernel_of("softmax_fast", Some(dtype), symbol, || source(dtype))
+}
 
 /// One input of a kernel type with at least one axis.
 fn takes_rows(inputs: &[Arg<'_>]) -> bool {
@@ -27,7 +65,13 @@ impl CudaKernel for Softmax {
         inputs: &mut [ArrayData],
         _: &[OutputSpec],
     ) -> Result<Vec<ArrayData>> {
-        with_copies(place, "softmax", inputs, |i| reduce::softmax(place, &i[0]))
+        with_copies(place, "softmax", inputs, |i| {
+            let shape = i[0].layout.shape.clone();
+            match slot_rows(place, &i[0], false, &shape)? {
+                Some(out) => Ok(Some(out)),
+                None => reduce::softmax(place, &i[0]),
+            }
+        })
     }
 }
 
@@ -44,7 +88,223 @@ impl CudaKernel for LogSumExp {
     ) -> Result<Vec<ArrayData>> {
         let last = inputs[0].layout.shape.len() - 1;
         with_copies(place, "logsumexp", inputs, |i| {
-            reduce::reduce(place, ReduceOp::LogSumExp, &[last], &i[0], outputs)
+            match slot_rows(place, &i[0], true, &outputs[0].0)? {
+                Some(out) => Ok(Some(out)),
+                None => reduce::reduce(place, ReduceOp::LogSumExp, &[last], &i[0], outputs),
+            }
         })
     }
+}
+
+/// Softmax (`lse` false, output of `x`'s shape) or log-sum-exp (`shape` holds one value a
+/// row) over the last axis of `x` with each row in registers; `None` where the reductions'
+/// kernels run instead (float64, rows too long, views of more than eight leading axes).
+fn slot_rows(
+    place: &Place,
+    x: &ArrayData,
+    lse: bool,
+    shape: &[usize],
+) -> Result<Option<Vec<ArrayData>>> {
+    let dtype = x.dtype();
+    let Some(&n) = x.layout.shape.last() else {
+        return Ok(None);
+    };
+    let (true, Some((lanes, s)), Some((rows, st))) =
+        (TYPES.contains(&dtype), slots(n, 32), rows_view(&x.layout))
+    else {
+        return Ok(None);
+    };
+    if n == 0 {
+        return Ok(None);
+    }
+    let nrows = x.layout.size() / n;
+    let (out, outp) = place.output(dtype, shape)?;
+    if nrows == 0 {
+        return Ok(Some(vec![out]));
+    }
+    let tn = type_names(dtype).expect("a float type").1;
+    let f = kernel(place, dtype, symbol!("softmax_slots_{tn}_{s}")?)?;
+    let xp = place.input(x)?;
+    let block = block_of(lanes);
+    let groups = block / lanes;
+    let (nr, n64, lanes32, lse32) = (nrows as i64, n as i64, lanes as i32, i32::from(lse));
+    let params: [&dyn DeviceRepr; 8] = [&xp, &rows, &st, &outp, &nr, &n64, &lanes32, &lse32];
+    let cfg = LaunchConfig {
+        grid_dim: (nrows.div_ceil(groups).clamp(1, MAX_BLOCKS) as u32, 1, 1),
+        block_dim: (block as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `rows` (x's layout without its last axis) locates each of the `nrows` rows
+    // inside x's block, their `n` elements `st` apart; the output is a fresh row-major block
+    // of `nrows · n` elements (softmax) or `nrows` (log-sum-exp) of x's type; the arguments
+    // match `softmax_slots_*`.
+    unsafe { f.launch(&place.stream, cfg, &params) }?;
+    Ok(Some(vec![out]))
+}
+
+/// The chunks a row of `n` logits is split into over `nrows` rows so that the device has
+/// about two blocks a multiprocessor, at least 8,192 logits each; and the chunk's length, a
+/// multiple of `pack` elements.
+fn chunks(place: &Place, nrows: usize, n: usize, pack: usize) -> (usize, usize) {
+    let want = (2 * place.gpu.props.sms as usize).div_ceil(nrows.max(1));
+    let splits = want.min(n.div_ceil(8192)).clamp(1, 65_535);
+    let per = n.div_ceil(splits).next_multiple_of(pack);
+    (n.div_ceil(per), per)
+}
+
+/// Threads of a cross-entropy block over chunks of `per` elements: a quarter pack a thread
+/// at least, 32 to 512.
+fn ce_threads(per: usize, pack: usize) -> usize {
+    (per / pack / 4).next_power_of_two().clamp(32, 512)
+}
+
+/// Whether `(logits, targets, tail..)` are what the cross-entropy kernels take: logits of a
+/// kernel type with a last axis of at least one class, int32 targets, float32 `tail`.
+fn takes_ce(args: &[Arg<'_>], tail: usize) -> bool {
+    let [x, t, rest @ ..] = args else {
+        return false;
+    };
+    kernel_sized(args)
+        && rest.len() == tail
+        && TYPES.contains(&x.dtype)
+        && x.shape.last().is_some_and(|&n| n > 0)
+        // One block a row along the grid's first axis.
+        && x.shape[..x.shape.len() - 1].iter().product::<usize>() <= i32::MAX as usize
+        && t.dtype == DType::I32
+        && rest.iter().all(|a| a.dtype == DType::F32)
+}
+
+impl CudaKernel for CrossEntropy {
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
+        takes_ce(inputs, 0)
+    }
+
+    fn eval(
+        &self,
+        place: &Place,
+        inputs: &mut [ArrayData],
+        _: &[OutputSpec],
+    ) -> Result<Vec<ArrayData>> {
+        with_copies(place, "cross_entropy", inputs, |i| {
+            cross_entropy(place, &i[0], &i[1])
+        })
+    }
+}
+
+impl CudaKernel for CrossEntropyVjp {
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
+        takes_ce(inputs, 2)
+    }
+
+    fn eval(
+        &self,
+        place: &Place,
+        inputs: &mut [ArrayData],
+        _: &[OutputSpec],
+    ) -> Result<Vec<ArrayData>> {
+        with_copies(place, "cross_entropy_vjp", inputs, |i| {
+            cross_entropy_vjp(place, i)
+        })
+    }
+}
+
+/// The address of a row-major input's first element, or `None` for another layout.
+fn row_major_at(place: &Place, d: &ArrayData) -> Result<Option<u64>> {
+    if !d.layout.is_row_contiguous() {
+        return Ok(None);
+    }
+    Ok(Some(
+        place.input(d)? + (d.layout.offset * d.dtype().size()) as u64,
+    ))
+}
+
+/// The loss per row of `logits` against `targets` (float32, the rows' shape).
+fn cross_entropy(place: &Place, x: &ArrayData, t: &ArrayData) -> Result<Option<Vec<ArrayData>>> {
+    let dtype = x.dtype();
+    let shape = &x.layout.shape;
+    let n = shape[shape.len() - 1];
+    let nrows = x.layout.size() / n;
+    let (loss, lp) = place.output(DType::F32, &shape[..shape.len() - 1])?;
+    if nrows == 0 {
+        return Ok(Some(vec![loss]));
+    }
+    let (Some(xp), Some(tp)) = (row_major_at(place, x)?, row_major_at(place, t)?) else {
+        return Ok(None);
+    };
+    let pack = 16 / dtype.size();
+    let (splits, per) = chunks(place, nrows, n, pack);
+    let parts = place.gpu.alloc.alloc(nrows * splits * 8, place.stream_id)?;
+    let pp = parts.ptr();
+    let tn = type_names(dtype).expect("a float type").1;
+    let f = kernel(place, dtype, symbol!("cross_entropy_parts_{tn}")?)?;
+    let (n64, per64) = (n as i64, per as i64);
+    let params: [&dyn DeviceRepr; 4] = [&xp, &pp, &n64, &per64];
+    let cfg = LaunchConfig {
+        grid_dim: (nrows as u32, splits as u32, 1),
+        block_dim: (ce_threads(per, pack) as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: x is a row-major block of `nrows · n` logits; block (row, chunk) reads the
+    // chunk's elements of its row and writes its pair of `parts`, which holds `nrows ·
+    // splits` pairs of floats; the arguments match `cross_entropy_parts_*`.
+    unsafe { f.launch(&place.stream, cfg, &params) }?;
+    let f = kernel(place, dtype, symbol!("cross_entropy_loss_{tn}")?)?;
+    let (nr, sp) = (nrows as i64, splits as i64);
+    let params: [&dyn DeviceRepr; 7] = [&xp, &tp, &pp, &lp, &nr, &n64, &sp];
+    // SAFETY: one thread a row reads its `splits` pairs (written by the launch before on
+    // this stream), its target (int32, `nrows` of them) and that logit when inside the row,
+    // and writes its loss (`nrows` floats); the arguments match `cross_entropy_loss_*`.
+    unsafe { f.launch(&place.stream, f.config(nrows), &params) }?;
+    // The pairs go back to the cache, for later work of this stream only.
+    drop(parts);
+    Ok(Some(vec![loss]))
+}
+
+/// `g · (softmax(logits) − onehot(targets))` from `(logits, targets, loss, g)`.
+fn cross_entropy_vjp(place: &Place, i: &[ArrayData]) -> Result<Option<Vec<ArrayData>>> {
+    let x = &i[0];
+    let dtype = x.dtype();
+    let n = x.layout.shape[x.layout.shape.len() - 1];
+    let nrows = x.layout.size() / n;
+    let (dx, dxp) = place.output(dtype, &x.layout.shape)?;
+    if nrows == 0 {
+        return Ok(Some(vec![dx]));
+    }
+    let mut at = [0u64; 4];
+    for (a, d) in at.iter_mut().zip(i) {
+        match row_major_at(place, d)? {
+            Some(p) => *a = p,
+            None => return Ok(None),
+        }
+    }
+    let [xp, tp, lp, gp] = at;
+    let pack = 16 / dtype.size();
+    let (splits, per) = chunks(place, nrows, n, pack);
+    let tn = type_names(dtype).expect("a float type").1;
+    let f = kernel(place, dtype, symbol!("cross_entropy_grad_{tn}")?)?;
+    let (n64, per64) = (n as i64, per as i64);
+    let params: [&dyn DeviceRepr; 7] = [&xp, &tp, &lp, &gp, &dxp, &n64, &per64];
+    let cfg = LaunchConfig {
+        grid_dim: (nrows as u32, splits as u32, 1),
+        block_dim: (ce_threads(per, pack) as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: x and dx are row-major blocks of `nrows · n` elements, targets, losses and
+    // cotangents row-major blocks of `nrows`; block (row, chunk) reads and writes only its
+    // chunk of its row, and its row's target logit inside the row; the arguments match
+    // `cross_entropy_grad_*`.
+    unsafe { f.launch(&place.stream, cfg, &params) }?;
+    Ok(Some(vec![dx]))
+}
+
+/// Every kernel source of this family, complete, for compiling ahead of time (CI).
+#[cfg(test)]
+pub(super) fn all_sources() -> Vec<(String, String)> {
+    TYPES
+        .into_iter()
+        .map(|d| {
+            let tn = type_names(d).expect("a float type").1;
+            (format!("softmax_fast_{tn}"), source(d))
+        })
+        .collect()
 }

@@ -1,8 +1,9 @@
-// RMS and layer normalisation over the last axis (with the residual sum of add_rms_norm).
-// Needs common.cuh first. Every kernel runs with 256 threads per block.
+// RMS and layer normalisation over the last axis (with the residual sum of add_rms_norm),
+// and their gradients. Needs common.cuh and fast/rows.cuh first.
 //
-// Each row gets `lanes` threads: a warp (rows of at most 1024 elements, eight rows per
-// block) or the whole block. A row of at most NV_CACHE * lanes elements is read once into
+// Rows the registers hold (at most 512 threads of 8 to 32 slots) run the `slots` kernels
+// below. Longer rows run the looped kernel, 256 threads a block: each row gets `lanes`
+// threads, a warp or the whole block. A row of at most NV_CACHE * lanes elements is read once into
 // registers (NV_CACHE floats per thread); a longer one is read again for each pass (two
 // for RMS, three for layer normalisation). Rows are located by the `rows` view (the leading
 // axes) with their elements `s` apart; when a row has step 1 and every pointer it touches
@@ -12,25 +13,6 @@
 
 #define NV_THREADS 256
 #define NV_CACHE 32
-
-// The sum of `v` over the `lanes` threads of a row (a warp or the block), in every one of
-// them. With the block form every thread of the block must call it.
-__device__ __forceinline__ float nv_row_sum(float v, int lanes) {
-#pragma unroll
-  for (int m = 16; m >= 1; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-  if (lanes > 32) {
-    __shared__ float part[NV_THREADS / 32];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0) part[warp] = v;
-    __syncthreads();
-    v = lane < lanes / 32 ? part[lane] : 0.0f;
-#pragma unroll
-    for (int m = 16; m >= 1; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-    // `part` is written again by the next call.
-    __syncthreads();
-  }
-  return v;
-}
 
 // What a norm reads and writes: the input row, the residual row (add_rms_norm: `r` not
 // null, the sum written to `h`), the parameters (null when absent, elements `ws`/`bs`
@@ -223,8 +205,187 @@ __device__ __forceinline__ void nv_norm_rows(const T* __restrict__ x, const Stri
   }
 }
 
-// `norm_rows_<type>`.
+// ---------------------------------------------------------------------------------------
+// Rows held in registers (rows.cuh).
+
+// The mean (layer norm; 0 for RMS) and the inverse root mean square about it of the row in
+// `c`, which then holds the centred values (0 past the row).
+template <typename T, int S>
+__device__ __forceinline__ void nv_slot_stats(float (&c)[S], i64 n, float eps, bool centre,
+                                              bool packed, int lane, int lanes, float& mean,
+                                              float& inv) {
+  const float fn = (float)n;
+  mean = 0.0f;
+  if (centre) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) sum += c[s];
+    mean = nv_row_sum(sum, lanes) / fn;
+#pragma unroll
+    for (int s = 0; s < S; ++s) c[s] = nv_slot<T>(s, packed, lane, lanes) < n ? c[s] - mean : 0.0f;
+  }
+  float sq = 0.0f;
+#pragma unroll
+  for (int s = 0; s < S; ++s) sq += c[s] * c[s];
+  sq = nv_row_sum(sq, lanes);
+  inv = 1.0f / sqrtf(sq / fn + eps);
+}
+
+// One row of at most `lanes * S` elements, from registers.
+template <typename T, int S>
+__device__ __forceinline__ void nv_norm_slots(const NvNormRow<T>& R, i64 n, float eps, bool centre,
+                                              int lane, int lanes) {
+  constexpr int V = 16 / sizeof(T);
+  const bool packed = nv_norm_packed<T, V>(R, n);
+  float c[S];
+  nv_load_slots<T, S>(R.x, R.xs, n, packed, lane, lanes, c);
+  if (R.r != nullptr) {
+    float q[S];
+    nv_load_slots<T, S>(R.r, R.rs, n, packed, lane, lanes, q);
+#pragma unroll
+    for (int s = 0; s < S; ++s) c[s] = nv_up(nv_down<T>(c[s] + q[s]));
+    nv_store_slots<T, S>(R.h, n, packed, lane, lanes, c);
+  }
+  float mean, inv;
+  nv_slot_stats<T, S>(c, n, eps, centre, packed, lane, lanes, mean, inv);
+  const bool hw = R.w != nullptr, hb = R.b != nullptr;
+  float w[S], b[S];
+  nv_param_slots<T, S>(R.w, R.ws, n, packed, lane, lanes, 1.0f, w);
+  nv_param_slots<T, S>(R.b, R.bs, n, packed, lane, lanes, 0.0f, b);
+#pragma unroll
+  for (int s = 0; s < S; ++s) c[s] = nv_up(nv_norm_out<T>(c[s], 0.0f, inv, hw, w[s], hb, b[s]));
+  nv_store_slots<T, S>(R.y, n, packed, lane, lanes, c);
+}
+
+// Every row, from registers: `lanes` threads a row (32: eight rows a block of 256; more: the
+// block is one row), grid-stride over the rows.
+template <typename T, int S>
+__device__ __forceinline__ void nv_norm_slot_rows(const T* __restrict__ x, const Strided& xrows,
+                                                  i64 xs, const T* __restrict__ r,
+                                                  const Strided& rrows, i64 rs,
+                                                  const T* __restrict__ w, i64 ws,
+                                                  const T* __restrict__ b, i64 bs,
+                                                  T* __restrict__ y, T* __restrict__ h, i64 nrows,
+                                                  i64 n, float eps, int centre, int lanes) {
+  const int groups = blockDim.x / lanes;
+  const int g = threadIdx.x / lanes, lane = threadIdx.x % lanes;
+  for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += (i64)gridDim.x * groups) {
+    NvNormRow<T> R;
+    R.x = x + nv_locate(xrows, t);
+    R.xs = xs;
+    R.r = r == nullptr ? nullptr : r + nv_locate(rrows, t);
+    R.rs = rs;
+    R.h = r == nullptr ? nullptr : h + t * n;
+    R.w = w;
+    R.ws = ws;
+    R.b = b;
+    R.bs = bs;
+    R.y = y + t * n;
+    nv_norm_slots<T, S>(R, n, eps, centre != 0, lane, lanes);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// The gradients of both norms, rows in registers as above. For row x with cotangent g,
+// c = x - mean (mean 0 for RMS), inv = 1 / sqrt(mean(c²) + eps), u = g·w:
+//   dx = (u - mean(u)) · inv - c · mean(u·c) · inv³      (mean(u) only for layer norm)
+// and the parameters' cotangents sum g·c·inv (weight) and g (bias) over the rows: each row
+// group adds its rows into registers and writes one partial row of float32 sums; a second
+// kernel adds the partial rows in a fixed order (no atomics: every run gives the same bits).
+template <typename T, int S>
+__device__ __forceinline__ void nv_norm_vjp_rows(const T* __restrict__ x, const T* __restrict__ w,
+                                                 const T* __restrict__ g, T* __restrict__ dx,
+                                                 float* __restrict__ pw, float* __restrict__ pb,
+                                                 i64 nrows, i64 n, float eps, int centre,
+                                                 int lanes) {
+  constexpr int V = 16 / sizeof(T);
+  const int groups = blockDim.x / lanes;
+  const int gi = threadIdx.x / lanes, lane = threadIdx.x % lanes;
+  const bool packed = n % V == 0 && nv_aligned(x) && nv_aligned(g) && nv_aligned(dx) &&
+                      (w == nullptr || nv_aligned(w));
+  float wv[S], aw[S], ab[S];
+  nv_param_slots<T, S>(w, 1, n, packed, lane, lanes, 1.0f, wv);
+#pragma unroll
+  for (int s = 0; s < S; ++s) aw[s] = ab[s] = 0.0f;
+  const float fn = (float)n;
+  for (i64 t = (i64)blockIdx.x * groups + gi; t < nrows; t += (i64)gridDim.x * groups) {
+    float c[S], u[S];
+    nv_load_slots<T, S>(x + t * n, 1, n, packed, lane, lanes, c);
+    nv_load_slots<T, S>(g + t * n, 1, n, packed, lane, lanes, u);
+    float mean, inv;
+    nv_slot_stats<T, S>(c, n, eps, centre != 0, packed, lane, lanes, mean, inv);
+    float su = 0.0f, suc = 0.0f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      ab[s] += u[s];
+      aw[s] += u[s] * c[s] * inv;
+      u[s] *= wv[s];
+      su += u[s];
+      suc += u[s] * c[s];
+    }
+    const float umean = centre ? nv_row_sum(su, lanes) / fn : 0.0f;
+    const float proj = nv_row_sum(suc, lanes) / fn * inv * inv * inv;
+#pragma unroll
+    for (int s = 0; s < S; ++s) c[s] = (u[s] - umean) * inv - c[s] * proj;
+    nv_store_slots<T, S>(dx + t * n, n, packed, lane, lanes, c);
+  }
+  // This group's partial row: slot order as the loads (packed or not, same mapping).
+  const i64 prow = (i64)blockIdx.x * groups + gi;
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    const i64 i = nv_slot<T>(s, packed, lane, lanes);
+    if (i < n) {
+      if (pw != nullptr) pw[prow * n + i] = aw[s];
+      if (pb != nullptr) pb[prow * n + i] = ab[s];
+    }
+  }
+}
+
+// out[i] = the sum over the `parts` partial rows of column i, in row order: 32 columns a
+// block, eight threads a column, then their eight sums added in shared memory.
+template <typename T>
+__device__ __forceinline__ void nv_sum_parts(const float* __restrict__ part, i64 parts, i64 n,
+                                             T* __restrict__ out) {
+  __shared__ float acc[8][33];
+  const int col = threadIdx.x & 31, row = threadIdx.x >> 5;
+  const i64 i = (i64)blockIdx.x * 32 + col;
+  float v = 0.0f;
+  if (i < n)
+    for (i64 p = row; p < parts; p += 8) v += part[p * n + i];
+  acc[row][col] = v;
+  __syncthreads();
+  if (row == 0 && i < n) {
+    float t = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) t += acc[k][col];
+    out[i] = nv_down<T>(t);
+  }
+}
+
+// At most 512 threads a row, so that the compiler may give each thread up to 128 registers:
+// the slots (S each of the row, weight and bias) stay in registers.
+#define NV_NORM_FWD(T, tn, S) \
+  extern "C" __global__ void __launch_bounds__(512) norm_slots_##tn##_##S( \
+      const T* x, Strided xrows, i64 xs, const T* r, Strided rrows, i64 rs, const T* w, i64 ws, \
+      const T* b, i64 bs, T* y, T* h, i64 nrows, i64 n, float eps, int centre, int lanes) { \
+    nv_norm_slot_rows<T, S>(x, xrows, xs, r, rrows, rs, w, ws, b, bs, y, h, nrows, n, eps, \
+                            centre, lanes); }
+#define NV_NORM_VJP(T, tn, S) \
+  extern "C" __global__ void __launch_bounds__(512) norm_vjp_##tn##_##S( \
+      const T* x, const T* w, const T* g, T* dx, float* pw, float* pb, i64 nrows, i64 n, \
+      float eps, int centre, int lanes) { \
+    nv_norm_vjp_rows<T, S>(x, w, g, dx, pw, pb, nrows, n, eps, centre, lanes); }
+
+// `norm_rows_<type>` (any row), `norm_slots_<type>_<S>` and `norm_vjp_<type>_<S>` (rows of
+// at most lanes * S elements), `norm_parts_<type>` (the parameters' cotangents).
 #define NV_NORMS(T, tn) \
+  NV_NORM_FWD(T, tn, 8) \
+  NV_NORM_FWD(T, tn, 16) \
+  NV_NORM_FWD(T, tn, 32) \
+  NV_NORM_VJP(T, tn, 8) \
+  NV_NORM_VJP(T, tn, 16) \
+  extern "C" __global__ void __launch_bounds__(256) norm_parts_##tn( \
+      const float* part, i64 parts, i64 n, T* out) { nv_sum_parts<T>(part, parts, n, out); } \
   extern "C" __global__ void __launch_bounds__(NV_THREADS) norm_rows_##tn( \
       const T* x, Strided xrows, i64 xs, const T* r, Strided rrows, i64 rs, const T* w, i64 ws, \
       const T* b, i64 bs, T* y, T* h, i64 nrows, i64 n, float eps, int centre, int lanes) { \

@@ -1,0 +1,200 @@
+// Softmax and log-sum-exp over the last axis with the row in registers, and cross entropy
+// over long rows (vocabularies) in one pass. Needs common.cuh and fast/rows.cuh first.
+// Everything accumulates in float; a row whose maximum is not finite (a NaN or +inf in it,
+// or only -inf) has no finite exponentials: log-sum-exp gives that maximum and softmax NaN
+// everywhere, as the CPU does.
+
+// The row's maximum m and the sum of exp(c - m) over its slots (0 past the row); `finite`
+// says whether m is.
+template <typename T, int S>
+__device__ __forceinline__ bool nv_slot_max_sum(const float (&c)[S], i64 n, bool packed,
+                                                int lane, int lanes, float& m, float& sum) {
+  float mx = -NV_INF;
+#pragma unroll
+  for (int s = 0; s < S; ++s)
+    if (nv_slot<T>(s, packed, lane, lanes) < n) mx = nv_max_nan(mx, c[s]);
+  m = nv_row_max(mx, lanes);
+  const bool finite = m == m && m != -NV_INF && m != NV_INF;
+  float acc = 0.0f;
+  if (finite) {
+#pragma unroll
+    for (int s = 0; s < S; ++s)
+      if (nv_slot<T>(s, packed, lane, lanes) < n) acc += expf(c[s] - m);
+  }
+  // Every thread takes part (the block form synchronises); `finite` is the same in all.
+  sum = nv_row_sum(acc, lanes);
+  return finite;
+}
+
+// Every row of `x` (located by `rows`, elements `st` apart) through `lanes` threads of S
+// slots: softmax into the row-major `out` (`lse` false) or log-sum-exp into out[t].
+template <typename T, int S>
+__device__ __forceinline__ void nv_softmax_slot_rows(const T* __restrict__ x, const Strided& rows,
+                                                     i64 st, T* __restrict__ out, i64 nrows, i64 n,
+                                                     int lanes, bool lse) {
+  constexpr int V = 16 / sizeof(T);
+  const int groups = blockDim.x / lanes;
+  const int g = threadIdx.x / lanes, lane = threadIdx.x % lanes;
+  for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += (i64)gridDim.x * groups) {
+    const T* p = x + nv_locate(rows, t);
+    T* q = out + t * n;
+    const bool packed = st == 1 && n % V == 0 && nv_aligned(p) && (lse || nv_aligned(q));
+    float c[S];
+    nv_load_slots<T, S>(p, st, n, packed, lane, lanes, c);
+    float m, sum;
+    const bool finite = nv_slot_max_sum<T, S>(c, n, packed, lane, lanes, m, sum);
+    if (lse) {
+      if (lane == 0) out[t] = nv_down<T>(finite ? m + logf(sum) : m);
+      continue;
+    }
+    const float scale = 1.0f / sum;
+#pragma unroll
+    for (int s = 0; s < S; ++s) c[s] = finite ? expf(c[s] - m) * scale : NV_NAN;
+    nv_store_slots<T, S>(q, n, packed, lane, lanes, c);
+  }
+}
+
+// ---- cross entropy over rows of n logits (row-major): block (row, chunk), a row split into
+// `gridDim.y` chunks of `per` elements (a multiple of the pack) when rows are few.
+// Pass one: each block runs an online maximum and sum over its chunk of its row (16-byte
+// packs when aligned) and writes the pair; pass two combines a row's pairs, takes the
+// target's logit and writes the loss. The gradient recovers the row's log-sum-exp from the
+// loss and the target's logit, and writes g * (softmax - onehot) in one pass.
+
+// (m, s) merged with the value v: m is the running maximum and s the sum of exp(x - m);
+// a NaN makes both NaN, and +inf leaves m = +inf (the row's log-sum-exp is then m).
+__device__ __forceinline__ void nv_online(float& m, float& s, float v) {
+  if (v > m) {
+    s = (m == -NV_INF ? 0.0f : s * expf(m - v));
+    m = v;
+  }
+  if (m != -NV_INF) s += expf(v - m);
+  if (v != v) m = s = v;
+}
+
+// The chunk [lo, hi) of a row a block takes.
+__device__ __forceinline__ void nv_chunk(i64 n, i64 per, i64& lo, i64& hi) {
+  lo = (i64)blockIdx.y * per;
+  hi = lo + per < n ? lo + per : n;
+}
+
+template <typename T>
+__device__ __forceinline__ void nv_ce_parts(const T* __restrict__ x, float* __restrict__ parts,
+                                            i64 n, i64 per) {
+  constexpr int V = 16 / sizeof(T);
+  const i64 row = blockIdx.x;
+  const T* p = x + row * n;
+  i64 lo, hi;
+  nv_chunk(n, per, lo, hi);
+  float m = -NV_INF, s = 0.0f;
+  // `per` is a multiple of V, so packed chunks start on a pack.
+  if (n % V == 0 && nv_aligned(p)) {
+    const NvPack<T, V>* pp = reinterpret_cast<const NvPack<T, V>*>(p);
+#pragma unroll 4
+    for (i64 q = lo / V + threadIdx.x; q < hi / V; q += blockDim.x) {
+      const NvPack<T, V> a = pp[q];
+#pragma unroll
+      for (int j = 0; j < V; ++j) nv_online(m, s, nv_up(a.v[j]));
+    }
+  } else {
+    for (i64 i = lo + threadIdx.x; i < hi; i += blockDim.x) nv_online(m, s, nv_up(p[i]));
+  }
+  const int lanes = blockDim.x;
+  const float rm = nv_row_max(m, lanes);
+  const float share = (m == -NV_INF || rm != rm) ? (m != m ? m : 0.0f) : s * expf(m - rm);
+  const float rs = nv_row_sum(share, lanes);
+  if (threadIdx.x == 0) {
+    parts[(row * gridDim.y + blockIdx.y) * 2] = rm;
+    parts[(row * gridDim.y + blockIdx.y) * 2 + 1] = rs;
+  }
+}
+
+// The target's logit of row `row` (0 when the index is outside the row once negative ones
+// count from the end), and the index (-1 then).
+template <typename T>
+__device__ __forceinline__ float nv_target(const T* __restrict__ x, const i32* __restrict__ t,
+                                           i64 row, i64 n, i64& at) {
+  i64 k = t[row];
+  if (k < 0) k += n;
+  at = (k >= 0 && k < n) ? k : -1;
+  return at >= 0 ? nv_up(x[row * n + at]) : 0.0f;
+}
+
+// One thread a row: the row's `splits` pairs merged into its log-sum-exp, minus the target.
+template <typename T>
+__device__ __forceinline__ void nv_ce_loss(const T* __restrict__ x, const i32* __restrict__ t,
+                                           const float* __restrict__ parts, float* __restrict__ loss,
+                                           i64 nrows, i64 n, i64 splits) {
+  for (i64 row = (i64)blockIdx.x * blockDim.x + threadIdx.x; row < nrows;
+       row += (i64)gridDim.x * blockDim.x) {
+    float m = -NV_INF;
+    for (i64 k = 0; k < splits; ++k) m = nv_max_nan(m, parts[(row * splits + k) * 2]);
+    float lse = m;
+    if (m == m && m != NV_INF && m != -NV_INF) {
+      float s = 0.0f;
+      for (i64 k = 0; k < splits; ++k) {
+        const float pm = parts[(row * splits + k) * 2];
+        if (pm != -NV_INF) s += parts[(row * splits + k) * 2 + 1] * expf(pm - m);
+      }
+      lse = m + logf(s);
+    }
+    i64 at;
+    loss[row] = lse - nv_target<T>(x, t, row, n, at);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void nv_ce_grad(const T* __restrict__ x, const i32* __restrict__ t,
+                                           const float* __restrict__ loss,
+                                           const float* __restrict__ g, T* __restrict__ dx, i64 n,
+                                           i64 per) {
+  constexpr int V = 16 / sizeof(T);
+  const i64 row = blockIdx.x;
+  i64 at;
+  const float lse = loss[row] + nv_target<T>(x, t, row, n, at);
+  const float gr = g[row];
+  const T* p = x + row * n;
+  T* q = dx + row * n;
+  i64 lo, hi;
+  nv_chunk(n, per, lo, hi);
+  if (n % V == 0 && nv_aligned(p) && nv_aligned(q)) {
+    const NvPack<T, V>* pp = reinterpret_cast<const NvPack<T, V>*>(p);
+    NvPack<T, V>* qp = reinterpret_cast<NvPack<T, V>*>(q);
+#pragma unroll 4
+    for (i64 k = lo / V + threadIdx.x; k < hi / V; k += blockDim.x) {
+      const NvPack<T, V> a = pp[k];
+      NvPack<T, V> o;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float hit = (k * V + j == at) ? 1.0f : 0.0f;
+        o.v[j] = nv_down<T>(gr * (expf(nv_up(a.v[j]) - lse) - hit));
+      }
+      qp[k] = o;
+    }
+  } else {
+    for (i64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+      const float hit = i == at ? 1.0f : 0.0f;
+      q[i] = nv_down<T>(gr * (expf(nv_up(p[i]) - lse) - hit));
+    }
+  }
+}
+
+#define NV_SOFTMAX_SLOTS(T, tn, S) \
+  extern "C" __global__ void __launch_bounds__(512) softmax_slots_##tn##_##S( \
+      const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n, int lanes, int lse) { \
+    nv_softmax_slot_rows<T, S>(x, rows, st, out, nrows, n, lanes, lse != 0); }
+
+// `softmax_slots_<type>_<S>` (softmax or log-sum-exp, rows of at most lanes * S elements),
+// `cross_entropy_{parts,loss,grad}_<type>`.
+#define NV_SOFTMAX_FAST(T, tn) \
+  NV_SOFTMAX_SLOTS(T, tn, 8) \
+  NV_SOFTMAX_SLOTS(T, tn, 16) \
+  NV_SOFTMAX_SLOTS(T, tn, 32) \
+  extern "C" __global__ void __launch_bounds__(512) cross_entropy_parts_##tn( \
+      const T* x, float* parts, i64 n, i64 per) { nv_ce_parts<T>(x, parts, n, per); } \
+  extern "C" __global__ void cross_entropy_loss_##tn( \
+      const T* x, const i32* t, const float* parts, float* loss, i64 nrows, i64 n, i64 splits) { \
+    nv_ce_loss<T>(x, t, parts, loss, nrows, n, splits); } \
+  extern "C" __global__ void __launch_bounds__(512) cross_entropy_grad_##tn( \
+      const T* x, const i32* t, const float* loss, const float* g, T* dx, i64 n, i64 per) { \
+    nv_ce_grad<T>(x, t, loss, g, dx, n, per); }
