@@ -189,6 +189,10 @@ impl Fused for CrossEntropy {
     fn vmap(&self, inputs: &[Array], axes: &[Option<usize>]) -> Result<Batched> {
         vmap_rows(self, FastOp::CrossEntropy, &[0, 1], inputs, axes)
     }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
+    }
 }
 
 impl Fused for CrossEntropyVjp {
@@ -202,6 +206,10 @@ impl Fused for CrossEntropyVjp {
 
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
         Ok(vec![cross_entropy_vjp_graph(inputs)?])
+    }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
     }
 }
 

@@ -156,6 +156,9 @@ impl Gpu {
         let per_sm = f
             .occupancy_max_active_blocks_per_multiprocessor(Kernel::THREADS, 0, None)
             .map_err(|e| Error::Device(format!("cuda: reading a kernel's occupancy: {e}")))?;
+        if kernel_info() {
+            report(&f, key, per_sm);
+        }
         let k = Kernel {
             f,
             wave: per_sm.max(1) * self.props.sms,
@@ -184,6 +187,29 @@ impl Gpu {
     pub(crate) fn stream_id(&self, index: usize) -> usize {
         self.ordinal * STREAMS + index
     }
+}
+
+/// Whether `NUVEC_KERNEL_INFO` asks for a line on stderr about each kernel as it loads.
+fn kernel_info() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("NUVEC_KERNEL_INFO").is_some_and(|v| v != "0"))
+}
+
+/// One line about a kernel just loaded: its registers, spilled (local) and static shared
+/// bytes a thread or block, and blocks of 256 threads a multiprocessor holds.
+fn report(f: &cudarc::driver::CudaFunction, key: &KernelKey, per_sm: u32) {
+    use sys::CUfunction_attribute_enum as A;
+    let get = |a: A| f.get_attribute(a).unwrap_or(-1);
+    eprintln!(
+        "nuvec kernel {} ({}, {}): {} registers, {} local bytes, {} shared bytes, {} blocks of 256 a multiprocessor",
+        key.symbol.as_str(),
+        key.module.name(),
+        key.module.arch.name(),
+        get(A::CU_FUNC_ATTRIBUTE_NUM_REGS),
+        get(A::CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES),
+        get(A::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES),
+        per_sm,
+    );
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

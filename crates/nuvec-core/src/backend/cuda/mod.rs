@@ -15,7 +15,8 @@
 //! - `launch.rs`: the typed kernel key (module family, element type, template argument,
 //!   target architecture incl. `sm_90a`, symbol), [`Gpu::kernel`]'s one table of loaded
 //!   kernels, and `Kernel::launch`, the one place a kernel is queued;
-//! - `jit.rs`: NVRTC, with compiled modules kept in memory and their PTX on disk;
+//! - `jit.rs`: NVRTC, with compiled modules kept in memory and their PTX on disk
+//!   (`NUVEC_KERNEL_INFO=1` prints each kernel's registers, spills and occupancy as it loads);
 //! - `context.rs`: each device, its streams and what it is (multiprocessors, shared memory,
 //!   architecture), read once when it opens.
 

@@ -99,10 +99,12 @@ pub(super) const THREADS: usize = 256;
 const MAX_BLOCKS: usize = 1 << 20;
 
 /// The register layout of a row of `n` elements: `lanes` threads (32 to 512) of at most
-/// `max_slots` slots each (`norm_slots_*`, `norm_vjp_*`), about 16 elements a thread; `None`
-/// for rows longer than the registers hold (the looped kernel then).
+/// `max_slots` slots each (`norm_slots_*`, `norm_vjp_*`, `softmax_slots_*`), about 8
+/// elements a thread (one 16-byte pack of a half type), more only for rows past 4,096
+/// elements; `None` for rows longer than the registers hold (the looped kernel then). Few
+/// slots keep a thread's registers few, so that many rows are in flight at once.
 pub(super) fn slots(n: usize, max_slots: usize) -> Option<(usize, usize)> {
-    let lanes = n.div_ceil(16).next_power_of_two().clamp(32, 512);
+    let lanes = n.div_ceil(8).next_power_of_two().clamp(32, 512);
     [8, 16, 32]
         .into_iter()
         .find(|&s| s <= max_slots && lanes * s >= n)

@@ -50,10 +50,10 @@ fn source(dtype: DType) -> String {
     format!("{COMMON}\n{ROPE}\nNV_ROPE({ct}, {tn})\n")
 }
 
-/// Whether `rope_heads_*` takes `x` (at device address `xp`, rows `s` apart... see
-/// `nv_rope_heads`): rows of step 1 rotated whole, every row 16 bytes aligned, the chunks of
-/// a row within a block, and the rows of a batch entry a whole number of `positions` each.
-/// Returns the chunks a row has and the rows that share a position in an entry.
+/// Whether `rope_heads_*` takes `x` (its buffer at device address `xp`, elements `s` apart
+/// along a row; see `nv_rope_heads`): rows of step 1 rotated whole, every row 16 bytes
+/// aligned, a row's chunks within one block, and a batch entry's rows a whole number of
+/// `positions` each. Returns the chunks of a row and the rows that share a position.
 fn heads_layout(
     x: &ArrayData,
     xp: u64,
@@ -152,10 +152,11 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
     let heads = heads_layout(x, xp, p, s, t, per_batch);
     let (name, cfg) = match heads {
         Some((chunks, heads)) => {
+            // Every head of a position in one block where they fit (chunks <= THREADS).
             let threads = (chunks * heads).next_multiple_of(32).clamp(32, THREADS);
             let cfg = LaunchConfig {
                 grid_dim: ((nrows / heads).clamp(1, MAX_BLOCKS) as u32, 1, 1),
-                block_dim: (threads.max(chunks.next_multiple_of(32)) as u32, 1, 1),
+                block_dim: (threads as u32, 1, 1),
                 shared_mem_bytes: 0,
             };
             (symbol!("rope_heads_{tn}")?, cfg)

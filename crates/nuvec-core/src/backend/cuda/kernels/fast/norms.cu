@@ -362,16 +362,17 @@ __device__ __forceinline__ void nv_sum_parts(const float* __restrict__ part, i64
   }
 }
 
-// At most 512 threads a row, so that the compiler may give each thread up to 128 registers:
-// the slots (S each of the row, weight and bias) stay in registers.
-#define NV_NORM_FWD(T, tn, S) \
-  extern "C" __global__ void __launch_bounds__(512) norm_slots_##tn##_##S( \
+// At most 512 threads a block, and at least `MINB` blocks of 512 resident a multiprocessor:
+// the register budget (65536 / (512 * MINB) a thread) that keeps S slots each of the row,
+// weight and bias in registers while enough rows are in flight to hide the memory's latency.
+#define NV_NORM_FWD(T, tn, S, MINB) \
+  extern "C" __global__ void __launch_bounds__(512, MINB) norm_slots_##tn##_##S( \
       const T* x, Strided xrows, i64 xs, const T* r, Strided rrows, i64 rs, const T* w, i64 ws, \
       const T* b, i64 bs, T* y, T* h, i64 nrows, i64 n, float eps, int centre, int lanes) { \
     nv_norm_slot_rows<T, S>(x, xrows, xs, r, rrows, rs, w, ws, b, bs, y, h, nrows, n, eps, \
                             centre, lanes); }
-#define NV_NORM_VJP(T, tn, S) \
-  extern "C" __global__ void __launch_bounds__(512) norm_vjp_##tn##_##S( \
+#define NV_NORM_VJP(T, tn, S, MINB) \
+  extern "C" __global__ void __launch_bounds__(512, MINB) norm_vjp_##tn##_##S( \
       const T* x, const T* w, const T* g, T* dx, float* pw, float* pb, i64 nrows, i64 n, \
       float eps, int centre, int lanes) { \
     nv_norm_vjp_rows<T, S>(x, w, g, dx, pw, pb, nrows, n, eps, centre, lanes); }
@@ -379,11 +380,11 @@ __device__ __forceinline__ void nv_sum_parts(const float* __restrict__ part, i64
 // `norm_rows_<type>` (any row), `norm_slots_<type>_<S>` and `norm_vjp_<type>_<S>` (rows of
 // at most lanes * S elements), `norm_parts_<type>` (the parameters' cotangents).
 #define NV_NORMS(T, tn) \
-  NV_NORM_FWD(T, tn, 8) \
-  NV_NORM_FWD(T, tn, 16) \
-  NV_NORM_FWD(T, tn, 32) \
-  NV_NORM_VJP(T, tn, 8) \
-  NV_NORM_VJP(T, tn, 16) \
+  NV_NORM_FWD(T, tn, 8, 3) \
+  NV_NORM_FWD(T, tn, 16, 2) \
+  NV_NORM_FWD(T, tn, 32, 1) \
+  NV_NORM_VJP(T, tn, 8, 2) \
+  NV_NORM_VJP(T, tn, 16, 1) \
   extern "C" __global__ void __launch_bounds__(256) norm_parts_##tn( \
       const float* part, i64 parts, i64 n, T* out) { nv_sum_parts<T>(part, parts, n, out); } \
   extern "C" __global__ void __launch_bounds__(NV_THREADS) norm_rows_##tn( \

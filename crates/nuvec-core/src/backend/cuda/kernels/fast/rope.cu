@@ -119,7 +119,7 @@ __device__ __forceinline__ void nv_rope_heads(
 
 // `rope_rows_<type>` (any rows) and `rope_heads_<type>` (see nv_rope_heads).
 #define NV_ROPE(T, tn) \
-  extern "C" __global__ void __launch_bounds__(NV_THREADS) rope_heads_##tn( \
+  extern "C" __global__ void __launch_bounds__(NV_THREADS, 4) rope_heads_##tn( \
       const T* x, Strided rows, i64 s, T* y, i64 nrows, i64 d, i64 positions, i64 per_batch, \
       const void* offsets, i64 ostride, int unsigned_off, const float* freqs, i64 fstride, \
       float step, float scale, i64 half, int traditional, int forward) { \

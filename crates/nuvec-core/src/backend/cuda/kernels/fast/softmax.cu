@@ -179,22 +179,23 @@ __device__ __forceinline__ void nv_ce_grad(const T* __restrict__ x, const i32* _
   }
 }
 
-#define NV_SOFTMAX_SLOTS(T, tn, S) \
-  extern "C" __global__ void __launch_bounds__(512) softmax_slots_##tn##_##S( \
+// Register budgets as the norms' (norms.cu): at least MINB blocks of 512 a multiprocessor.
+#define NV_SOFTMAX_SLOTS(T, tn, S, MINB) \
+  extern "C" __global__ void __launch_bounds__(512, MINB) softmax_slots_##tn##_##S( \
       const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n, int lanes, int lse) { \
     nv_softmax_slot_rows<T, S>(x, rows, st, out, nrows, n, lanes, lse != 0); }
 
 // `softmax_slots_<type>_<S>` (softmax or log-sum-exp, rows of at most lanes * S elements),
 // `cross_entropy_{parts,loss,grad}_<type>`.
 #define NV_SOFTMAX_FAST(T, tn) \
-  NV_SOFTMAX_SLOTS(T, tn, 8) \
-  NV_SOFTMAX_SLOTS(T, tn, 16) \
-  NV_SOFTMAX_SLOTS(T, tn, 32) \
-  extern "C" __global__ void __launch_bounds__(512) cross_entropy_parts_##tn( \
+  NV_SOFTMAX_SLOTS(T, tn, 8, 3) \
+  NV_SOFTMAX_SLOTS(T, tn, 16, 2) \
+  NV_SOFTMAX_SLOTS(T, tn, 32, 1) \
+  extern "C" __global__ void __launch_bounds__(512, 2) cross_entropy_parts_##tn( \
       const T* x, float* parts, i64 n, i64 per) { nv_ce_parts<T>(x, parts, n, per); } \
   extern "C" __global__ void cross_entropy_loss_##tn( \
       const T* x, const i32* t, const float* parts, float* loss, i64 nrows, i64 n, i64 splits) { \
     nv_ce_loss<T>(x, t, parts, loss, nrows, n, splits); } \
-  extern "C" __global__ void __launch_bounds__(512) cross_entropy_grad_##tn( \
+  extern "C" __global__ void __launch_bounds__(512, 2) cross_entropy_grad_##tn( \
       const T* x, const i32* t, const float* loss, const float* g, T* dx, i64 n, i64 per) { \
     nv_ce_grad<T>(x, t, loss, g, dx, n, per); }
