@@ -37,7 +37,7 @@ fn takes_vjp(args: &[Arg<'_>], params: usize) -> bool {
         && args[1..=params]
             .iter()
             .all(|p| p.shape.is_empty() || p.shape == [n])
-        && slots(n, VJP_SLOTS).is_some()
+        && slots(n, VJP_SLOTS, 8).is_some()
 }
 
 impl CudaKernel for RmsNormVjp {
@@ -124,7 +124,7 @@ fn norm_vjp(
     ) else {
         return Ok(None);
     };
-    let Some((lanes, s)) = slots(n, VJP_SLOTS) else {
+    let Some((lanes, s)) = slots(n, VJP_SLOTS, 8) else {
         return Ok(None);
     };
     let nrows: usize = shape[..shape.len() - 1].iter().product();

@@ -99,12 +99,13 @@ pub(super) const THREADS: usize = 256;
 const MAX_BLOCKS: usize = 1 << 20;
 
 /// The register layout of a row of `n` elements: `lanes` threads (32 to 512) of at most
-/// `max_slots` slots each (`norm_slots_*`, `norm_vjp_*`, `softmax_slots_*`), about 8
-/// elements a thread (one 16-byte pack of a half type), more only for rows past 4,096
-/// elements; `None` for rows longer than the registers hold (the looped kernel then). Few
-/// slots keep a thread's registers few, so that many rows are in flight at once.
-pub(super) fn slots(n: usize, max_slots: usize) -> Option<(usize, usize)> {
-    let lanes = n.div_ceil(8).next_power_of_two().clamp(32, 512);
+/// `max_slots` slots each (`norm_slots_*`, `norm_vjp_*`, `softmax_slots_*`), about `per`
+/// elements a thread; `None` for rows longer than the registers hold (the looped kernel
+/// then). Several 16-byte loads a thread and few threads a row keep many rows' loads in
+/// flight at once, which is what a row kernel's speed depends on: its reductions stall each
+/// row between its loads and its stores.
+pub(super) fn slots(n: usize, max_slots: usize, per: usize) -> Option<(usize, usize)> {
+    let lanes = n.div_ceil(per).next_power_of_two().clamp(32, 512);
     [8, 16, 32]
         .into_iter()
         .find(|&s| s <= max_slots && lanes * s >= n)
@@ -216,7 +217,7 @@ fn norm(
     let tn = type_names(dtype).expect("a float type").1;
     // Rows the registers hold: `lanes` threads of `s` slots (one read of each input). Longer
     // rows: the looped kernel, a warp or a block of 256 per row.
-    let (name, lanes, block) = match slots(n, 32) {
+    let (name, lanes, block) = match slots(n, 32, 32) {
         Some((lanes, s)) => (symbol!("norm_slots_{tn}_{s}")?, lanes, block_of(lanes)),
         None => (symbol!("norm_rows_{tn}")?, THREADS, THREADS),
     };

@@ -109,9 +109,11 @@ fn slot_rows(
     let Some(&n) = x.layout.shape.last() else {
         return Ok(None);
     };
-    let (true, Some((lanes, s)), Some((rows, st))) =
-        (TYPES.contains(&dtype), slots(n, 32), rows_view(&x.layout))
-    else {
+    let (true, Some((lanes, s)), Some((rows, st))) = (
+        TYPES.contains(&dtype),
+        slots(n, 32, 32),
+        rows_view(&x.layout),
+    ) else {
         return Ok(None);
     };
     if n == 0 {

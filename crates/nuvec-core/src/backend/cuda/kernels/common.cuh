@@ -24,12 +24,18 @@ struct Strided {
   i32 ndim;
 };
 
+// The loop is unrolled over all NV_MAX_DIMS axes with the unused ones skipped: indexing the
+// view (a kernel parameter) only at constant positions keeps it in the parameter space,
+// where a loop over `ndim` would make every thread copy it to local memory first.
 __device__ __forceinline__ i64 nv_locate(const Strided& s, i64 i) {
   i64 at = s.offset;
-  for (int d = s.ndim - 1; d >= 0; --d) {
-    i64 q = i / s.shape[d];
-    at += (i - q * s.shape[d]) * s.strides[d];
-    i = q;
+#pragma unroll
+  for (int d = NV_MAX_DIMS - 1; d >= 0; --d) {
+    if (d < s.ndim) {
+      const i64 q = i / s.shape[d];
+      at += (i - q * s.shape[d]) * s.strides[d];
+      i = q;
+    }
   }
   return at;
 }

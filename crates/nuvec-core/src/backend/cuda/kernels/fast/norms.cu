@@ -383,7 +383,7 @@ __device__ __forceinline__ void nv_sum_parts(const float* __restrict__ part, i64
   NV_NORM_FWD(T, tn, 8, 3) \
   NV_NORM_FWD(T, tn, 16, 2) \
   NV_NORM_FWD(T, tn, 32, 1) \
-  NV_NORM_VJP(T, tn, 8, 2) \
+  NV_NORM_VJP(T, tn, 8, 1) \
   NV_NORM_VJP(T, tn, 16, 1) \
   extern "C" __global__ void __launch_bounds__(256) norm_parts_##tn( \
       const float* part, i64 parts, i64 n, T* out) { nv_sum_parts<T>(part, parts, n, out); } \
