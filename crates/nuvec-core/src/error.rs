@@ -61,6 +61,15 @@ pub enum Error {
         /// What is missing (for example "vjp").
         what: String,
     },
+    /// Kernel source that NVRTC, the GPU's run-time compiler, rejected: a user's kernel
+    /// ([`crate::fast::CustomKernel`]) that does not compile, with NVRTC's log.
+    #[error("{kernel}: NVRTC could not compile the kernel:\n{log}")]
+    Compile {
+        /// The module (and the architecture it was compiled for).
+        kernel: String,
+        /// NVRTC's log: its errors and warnings, with their lines.
+        log: String,
+    },
     /// Reading or writing files.
     #[error("io: {0}")]
     Io(String),

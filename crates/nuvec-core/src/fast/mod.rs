@@ -4,7 +4,9 @@
 //! (a residual connection and its norm), [`norm_rope`] (norm, rotation and a cache write),
 //! the paged key/value cache of vLLM ([`paged_attention`], [`paged_write`]) and a pool of
 //! recurrent states addressed by slot ([`gated_delta_slots`]). [`crate::softmax`] and
-//! [`crate::logsumexp`] over the last axis join them on the GPU.
+//! [`crate::logsumexp`] over the last axis join them on the GPU. Users write kernels of
+//! their own with [`CustomKernel`] (MLX's `mx.fast.cuda_kernel`), which run on GPU streams
+//! only and have no fallback.
 //!
 //! Every operation here is meant to be one kernel, and each also has a *fallback*: the same
 //! computation written with ordinary operations. A fused node ([`FastOp`], recorded as
@@ -46,6 +48,7 @@
 pub(crate) mod attention;
 mod check;
 pub(crate) mod conv;
+pub(crate) mod custom;
 pub(crate) mod gated_delta;
 mod gather;
 pub(crate) mod norm_grads;
@@ -56,6 +59,7 @@ mod rules;
 pub(crate) mod softmax;
 
 pub use attention::scaled_dot_product_attention;
+pub use custom::{CustomKernel, KernelCall, KernelConfig, MetalKernel, TemplateArg};
 pub use gated_delta::{gated_delta, gated_delta_slots, gated_delta_steps};
 pub use gather::{gather_mm, gather_qmm};
 pub use norms::{add_rms_norm, layer_norm, rms_norm};
@@ -203,6 +207,10 @@ pub enum FastOp {
         /// `x · wᵀ` (else `x · w`).
         transpose: bool,
     },
+    /// `(inputs...)`: a user's CUDA kernel (see [`CustomKernel`]), specialised for its
+    /// inputs' types and the call's outputs, launch and template arguments. It has no
+    /// fallback (GPU streams only) and no derivative or batching rules.
+    Custom(std::sync::Arc<KernelCall>),
 }
 
 /// The mask of [`scaled_dot_product_attention`].
@@ -395,6 +403,7 @@ impl FastOp {
                 bits: u32::from(bits),
                 transpose,
             }),
+            FastOp::Custom(ref call) => Box::new(custom::Custom(std::sync::Arc::clone(call))),
         }
     }
 

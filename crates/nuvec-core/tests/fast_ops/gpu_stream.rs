@@ -39,8 +39,10 @@ fn kernels_record_fused_nodes_and_the_rest_falls_back() {
         let x64 = x.astype(DType::F64).unwrap();
         assert!(fused(&fast::rms_norm(&x64, None, 1e-5).unwrap()).is_none());
         let t = Array::from_slice(&[1i32, 2, 3, 4], &[4]).unwrap();
-        // No CUDA kernel yet: the fallback graph's ordinary nodes, not a fused node.
+        // Cross entropy has a kernel for float logits; float64 logits record the graph.
         let ce = fast::cross_entropy(&x, &t).unwrap();
+        assert!(matches!(fused(&ce), Some(FastOp::CrossEntropy)));
+        let ce = fast::cross_entropy(&x64, &t).unwrap();
         assert!(fused(&ce).is_none());
         // Attention: a kernel's head size records the fused node, another runs the
         // composition.

@@ -136,6 +136,7 @@ impl Gpu {
             family,
             dtype,
             arg,
+            spec: 0,
             arch: self.props.arch,
         }
     }

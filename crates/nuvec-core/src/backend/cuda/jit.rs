@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
-use cudarc::nvrtc::{CompileOptions, Ptx};
+use cudarc::nvrtc::{CompileError, CompileOptions, Ptx};
 
 use super::launch::ModuleKey;
 use crate::{Error, Result};
@@ -87,7 +87,7 @@ fn cache_dir() -> Option<PathBuf> {
 
 /// A 64-bit FNV-1a hash: stable across builds and platforms, unlike the standard hasher,
 /// so cache file names stay valid.
-fn fnv1a(parts: &[&str]) -> u64 {
+pub(crate) fn fnv1a(parts: &[&str]) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for part in parts {
         for &b in part.as_bytes().iter().chain(&[0xff]) {
@@ -143,8 +143,13 @@ pub(crate) fn compile(key: &str, source: &str, arch: &str) -> Result<String> {
         name: Some(format!("{key}.cu")),
         ..Default::default()
     };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, opts)
-        .map_err(|e| Error::Device(format!("cuda: compiling {key} for {arch}: {e}")))?;
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, opts).map_err(|e| match e {
+        CompileError::CompileError { log, .. } => Error::Compile {
+            kernel: format!("{key} for {arch}"),
+            log: log.to_string_lossy().trim_end().to_string(),
+        },
+        e => Error::Device(format!("cuda: compiling {key} for {arch}: {e}")),
+    })?;
     Ok(ptx.to_src())
 }
 

@@ -64,18 +64,22 @@ impl Arch {
 
 /// One compiled module: a kernel source family instantiated for an element type (`None`
 /// for type-free families) and a template argument (a head size; 0 where none), for one
-/// architecture.
+/// architecture. Families whose sources are not fixed (the users' kernels, `fast/custom.rs`)
+/// tell their modules apart by `spec`, a hash of the source (0 for every built-in family):
+/// a hash rather than a name, so that a key stays `Copy` and holds no heap data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ModuleKey {
     pub(crate) family: &'static str,
     pub(crate) dtype: Option<DType>,
     pub(crate) arg: u32,
+    pub(crate) spec: u64,
     pub(crate) arch: Arch,
 }
 
 impl ModuleKey {
-    /// The module's name, derived from its parts (`norms_bf16`, `attention_f16_d128`): the
-    /// file name of its PTX in the disk cache, and part of error messages.
+    /// The module's name, derived from its parts (`norms_bf16`, `attention_f16_d128`,
+    /// `custom_0123456789abcdef`): the file name of its PTX in the disk cache, and part of
+    /// error messages.
     pub(crate) fn name(&self) -> String {
         let mut s = self.family.to_string();
         if let Some((_, tn)) = self.dtype.and_then(super::dtype::type_names) {
@@ -84,6 +88,9 @@ impl ModuleKey {
         }
         if self.arg != 0 {
             let _ = write!(s, "_d{}", self.arg);
+        }
+        if self.spec != 0 {
+            let _ = write!(s, "_{:016x}", self.spec);
         }
         s
     }
@@ -163,7 +170,7 @@ pub(crate) struct Kernel {
 }
 
 /// The most parameters a kernel takes.
-const MAX_PARAMS: usize = 24;
+pub(crate) const MAX_PARAMS: usize = 24;
 
 impl Kernel {
     /// Threads per block of the elementwise kernels.
@@ -251,8 +258,17 @@ mod tests {
             family: "attention",
             dtype: Some(DType::BF16),
             arg: 128,
+            spec: 0,
             arch: hopper,
         };
         assert_eq!(m.name(), "attention_bf16_d128");
+        let custom = ModuleKey {
+            family: "custom",
+            dtype: None,
+            arg: 0,
+            spec: 0xabc,
+            arch: hopper,
+        };
+        assert_eq!(custom.name(), "custom_0000000000000abc");
     }
 }

@@ -47,6 +47,9 @@ pub(crate) use alloc::DeviceBuffer;
 pub use alloc::MemoryStats;
 pub(crate) use context::Gpu;
 pub use context::{DeviceInfo, device_info};
+pub(crate) use dtype::type_names;
+pub(crate) use jit::fnv1a;
+pub(crate) use launch::MAX_PARAMS;
 
 use crate::array::{ArrayData, Buffer, DeviceData, HostData, Layout};
 use crate::primitive::{OutputSpec, Primitive};

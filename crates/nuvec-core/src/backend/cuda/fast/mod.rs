@@ -2,7 +2,7 @@
 //!
 //! Each kernel is a [`CudaKernel`] implemented for its operation's unit, in the file of its
 //! family (`norms.rs`, `norm_grads.rs`, `rope.rs`, `softmax.rs`, `attention.rs`, with their sources in
-//! `kernels/fast/`). Its [`CudaKernel::takes`] looks at shapes and dtypes only: the public
+//! `kernels/fast/`; `custom.rs` runs the users' kernels, whose sources are generated). Its [`CudaKernel::takes`] looks at shapes and dtypes only: the public
 //! operations ask it before recording a fused node on a GPU stream, and [`eval`] asks it again,
 //! so a recorded node always finds its kernel. Layouts are the kernel's business: what it
 //! cannot read through its strides it copies first ([`with_copies`]).
@@ -14,6 +14,7 @@
 //! the depthwise convolution).
 
 mod attention;
+pub(crate) mod custom;
 mod norm_grads;
 mod norms;
 mod pending;
@@ -129,5 +130,6 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
     sources.extend(rope::all_sources());
     sources.extend(attention::all_sources());
     sources.extend(softmax::all_sources());
+    sources.extend(custom::all_sources());
     sources
 }
