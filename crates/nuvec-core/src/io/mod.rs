@@ -1,8 +1,11 @@
-//! Loading and saving arrays, with MLX's function names.
+//! Loading and saving arrays: safetensors, NumPy's `.npy` and `.npz`, with MLX's function
+//! names.
 //!
 //! | format | load | save |
 //! | --- | --- | --- |
 //! | safetensors | [`load_safetensors`], [`load_safetensors_with_metadata`], [`load_safetensors_metadata`] | [`save_safetensors`] |
+//! | `.npy` | [`load_npy`] | [`save_npy`] |
+//! | `.npz` | [`load_npz`] | [`save_npz`] (stored), [`save_npz_compressed`] (deflated) |
 //!
 //! Loading copies the file's elements into arrays that own them (already evaluated, on the
 //! default stream), so an array never refers to the file after the call returns. Saving
@@ -43,12 +46,16 @@
 //! [`Error::Io`]: crate::Error::Io
 
 mod bytes;
+mod npy;
+mod npz;
 mod safetensors;
 
 use std::fmt::Display;
 use std::fs::File;
 use std::path::Path;
 
+pub use npy::{load_npy, save_npy};
+pub use npz::{load_npz, save_npz, save_npz_compressed};
 pub use safetensors::{
     load_safetensors, load_safetensors_metadata, load_safetensors_with_metadata, save_safetensors,
 };

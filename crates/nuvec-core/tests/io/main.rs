@@ -1,7 +1,9 @@
-//! `nuvec_core::io`: round trips of every element type, files written by the Python
-//! `safetensors` package (tests/fixtures/io_*.py wrote them, into tests/fixtures/io/), and
-//! corrupt and lying files (an error each, never a panic).
+//! `nuvec_core::io`: round trips of every element type, files written by NumPy and the Python
+//! `safetensors` package (tests/fixtures/io_*.py wrote them, into tests/fixtures/io/), NumPy
+//! reading nuvec's files, and corrupt and lying files of each format (an error each, never a
+//! panic).
 
+mod npy;
 mod safetensors;
 
 use std::path::{Path, PathBuf};

@@ -260,6 +260,14 @@ fn a_bare_file_name_is_in_the_current_folder() {
             .unwrap(),
         2
     );
+    nuvec_core::io::save_npy("bare.npy", &arrays["x"]).unwrap();
+    assert_eq!(
+        nuvec_core::io::load_npy("bare.npy")
+            .unwrap()
+            .item::<u32>()
+            .unwrap(),
+        2
+    );
     assert!(dir.path().join("bare.safetensors").exists());
     std::env::set_current_dir(std::env::temp_dir()).unwrap();
 }
