@@ -1,11 +1,12 @@
-//! Loading and saving arrays: safetensors, NumPy's `.npy` and `.npz`, with MLX's function
-//! names.
+//! Loading and saving arrays: safetensors, NumPy's `.npy` and `.npz`, and GGUF, with MLX's
+//! function names.
 //!
 //! | format | load | save |
 //! | --- | --- | --- |
 //! | safetensors | [`load_safetensors`], [`load_safetensors_with_metadata`], [`load_safetensors_metadata`] | [`save_safetensors`] |
 //! | `.npy` | [`load_npy`] | [`save_npy`] |
 //! | `.npz` | [`load_npz`] | [`save_npz`] (stored), [`save_npz_compressed`] (deflated) |
+//! | GGUF | [`load_gguf`] | |
 //!
 //! Loading copies the file's elements into arrays that own them (already evaluated, on the
 //! default stream), so an array never refers to the file after the call returns. Saving
@@ -46,6 +47,8 @@
 //! [`Error::Io`]: crate::Error::Io
 
 mod bytes;
+mod gguf;
+mod gguf_quants;
 mod npy;
 mod npz;
 mod safetensors;
@@ -54,6 +57,7 @@ use std::fmt::Display;
 use std::fs::File;
 use std::path::Path;
 
+pub use gguf::{GgufArray, GgufMetadata, GgufValue, load_gguf};
 pub use npy::{load_npy, save_npy};
 pub use npz::{load_npz, save_npz, save_npz_compressed};
 pub use safetensors::{

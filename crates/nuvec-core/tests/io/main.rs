@@ -1,8 +1,9 @@
-//! `nuvec_core::io`: round trips of every element type, files written by NumPy and the Python
-//! `safetensors` package (tests/fixtures/io_*.py wrote them, into tests/fixtures/io/), NumPy
-//! reading nuvec's files, and corrupt and lying files of each format (an error each, never a
-//! panic).
+//! `nuvec_core::io`: round trips of every element type, files written by NumPy, the Python
+//! `safetensors` package and the `gguf` package (tests/fixtures/io_*.py wrote them, into
+//! tests/fixtures/io/), GGUF quantizations against the `gguf` package's own dequantization,
+//! and corrupt and lying files of each format (an error each, never a panic).
 
+mod gguf;
 mod npy;
 mod safetensors;
 
