@@ -1,8 +1,10 @@
 //! `nuvec_core::io`: round trips of every element type, files written by NumPy, the Python
 //! `safetensors` package and the `gguf` package (tests/fixtures/io_*.py wrote them, into
 //! tests/fixtures/io/), GGUF quantizations against the `gguf` package's own dequantization,
-//! and corrupt and lying files of each format (an error each, never a panic).
+//! corrupt and lying files of each format (an error each, never a panic), and property tests
+//! that mutate and truncate valid files.
 
+mod fuzz;
 mod gguf;
 mod npy;
 mod safetensors;
