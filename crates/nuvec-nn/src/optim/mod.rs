@@ -232,7 +232,8 @@ pub trait Optimizer {
     }
 
     /// Restores a state that [`Optimizer::state`] exported. `step` is required; a stored
-    /// `learning_rate` replaces a constant rate (a schedule is kept); every other name must
+    /// `learning_rate` replaces a constant rate unless that rate rounds to it (a schedule is
+    /// kept); every other name must
     /// end in one of this optimizer's slot names. Parameters absent from `state` start
     /// afresh at their next update.
     fn set_state(&mut self, state: &impl NamedArrays) -> Result<()>
@@ -273,6 +274,10 @@ pub trait Optimizer {
         base.step = step;
         base.slots = slots;
         match (&base.learning_rate, lr) {
+            // A constant that rounds to the stored float32 is kept at full precision.
+            (LearningRate::Constant(c), Some(lr)) if (*c as f32) == lr as f32 => {
+                base.current_lr = *c;
+            }
             (LearningRate::Constant(_), Some(lr)) => {
                 base.learning_rate = LearningRate::Constant(lr);
                 base.current_lr = lr;
