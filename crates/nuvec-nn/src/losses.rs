@@ -120,6 +120,15 @@ impl CrossEntropy {
         if logits.ndim() == 0 {
             return Err(invalid(OP, "logits need a class axis"));
         }
+        if !(0.0..1.0).contains(&self.label_smoothing) {
+            return Err(invalid(
+                OP,
+                format!(
+                    "label smoothing must be in [0, 1), got {}",
+                    self.label_smoothing
+                ),
+            ));
+        }
         let axis = nuvec_core::normalize_axis(OP, self.axis, logits.ndim())? as isize;
         let probs = targets.ndim() == logits.ndim();
         let mut row_shape = logits.shape().to_vec();
@@ -228,7 +237,7 @@ impl CrossEntropy {
 /// Binary cross entropy of `inputs` (logits when `with_logits`, MLX's default; else
 /// probabilities) against `targets` in `[0, 1]` of the same shape, as MLX's:
 /// `softplus(x) − x · t` from logits, `−(t · max(ln p, −100) + (1 − t) · max(ln(1 − p),
-/// −100))` from probabilities. `weights` (broadcasting to the loss) multiply it before the
+/// −100))` from probabilities. `weights` (of the inputs' shape) multiply it before the
 /// reduction (MLX's default [`Reduction::Mean`]).
 pub fn binary_cross_entropy(
     inputs: &Array,
@@ -249,6 +258,16 @@ pub fn binary_cross_entropy(
         negative(&add(pos, neg)?)?
     };
     let loss = match weights {
+        Some(w) if w.shape() != loss.shape() => {
+            return Err(invalid(
+                OP,
+                format!(
+                    "weights of shape {:?} do not match the loss of shape {:?}",
+                    w.shape(),
+                    loss.shape()
+                ),
+            ));
+        }
         Some(w) => multiply(&loss, w)?,
         None => loss,
     };

@@ -287,7 +287,11 @@ fn convolutions_match_pytorch() {
     );
     assert_eq!(conv.weight.shape(), [4, 3, 2, 3]);
     assert!(Conv1d::new(3, 6, 3, 1, 0, 1, 2, true).is_err());
-    let fresh = Conv2d::new(2, 5, 3, 1, 0, 1, 1, false).unwrap();
+    let fresh = Conv2d::new(2, 5, 3, 1, 0, 1, 1, true).unwrap();
+    assert_eq!(
+        fresh.bias.as_ref().unwrap().to_vec::<f32>().unwrap(),
+        [0.0; 5]
+    );
     let bound = (1.0f32 / 18.0).sqrt();
     assert!(
         fresh
@@ -368,11 +372,16 @@ fn quantized_linear_matches_its_formula() {
         .map(|(a, b)| (a - b).abs())
         .fold(0.0f32, f32::max);
     assert!(err < 0.2, "quantization error {err}");
-    // Frozen, and it stays so.
+    // The quantized parameters are frozen and stay so; the bias taken from the Linear trains.
     let mut q = q;
-    assert!(q.trainable_parameters().is_empty());
+    let trainable = |q: &QuantizedLinear| q.trainable_parameters().into_keys().collect::<Vec<_>>();
+    assert_eq!(trainable(&q), ["bias"]);
+    q.freeze();
+    assert!(trainable(&q).is_empty());
     q.unfreeze();
-    assert!(q.trainable_parameters().is_empty());
+    assert_eq!(trainable(&q), ["bias"]);
+    let built = QuantizedLinear::new(64, 8, true, 64, 4).unwrap();
+    assert!(trainable(&built).is_empty());
     assert_eq!(
         q.parameters().into_keys().collect::<Vec<_>>(),
         ["bias", "biases", "scales", "weight"]

@@ -161,6 +161,11 @@ fn cross_entropy_rejects_bad_targets() {
     let w = Array::from_slice(&[1.0f32; 3], &[3]).unwrap();
     let t = Array::from_slice(&[0i32, 1], &[2]).unwrap();
     assert!(CrossEntropy::default().loss(&logits, &t, Some(&w)).is_err());
+    let too_smooth = CrossEntropy {
+        label_smoothing: 1.0,
+        ..CrossEntropy::default()
+    };
+    assert!(too_smooth.loss(&logits, &t, None).is_err());
 }
 
 #[test]
@@ -207,6 +212,8 @@ fn binary_cross_entropy_matches_pytorch() {
     let l = binary_cross_entropy(&edge, &tt, None, false, Reduction::None).unwrap();
     assert_eq!(l.to_vec::<f32>().unwrap(), [100.0, 100.0]);
     assert!(binary_cross_entropy(&x, &edge, None, true, Reduction::Mean).is_err());
+    let row = w.reshape(&[-1]).unwrap();
+    assert!(binary_cross_entropy(&x, &t, Some(&row), true, Reduction::Mean).is_err());
 }
 
 #[test]

@@ -25,8 +25,8 @@ fn check_channels(op: &str, in_channels: usize, out_channels: usize, groups: usi
 }
 
 /// A 1-D convolution over `x: [N, L, in_channels]`, as MLX's `nn.Conv1d`: `weight` is
-/// `[out_channels, kernel_size, in_channels / groups]`, `bias` `[out_channels]`, both from
-/// `U(−s, s)` with `s = 1/√(in_channels · kernel_size)`.
+/// `[out_channels, kernel_size, in_channels / groups]` from `U(−s, s)` with `s =
+/// 1/√(in_channels · kernel_size)`, `bias` `[out_channels]` zeros.
 ///
 /// ```
 /// use nuvec_core::{DType, ones};
@@ -79,12 +79,7 @@ impl Conv1d {
         let shape = [out_channels, kernel_size, in_channels / groups];
         let weight = Param::new(init::uniform(-scale, scale, &shape, DType::F32)?);
         let bias = match bias {
-            true => Some(Param::new(init::uniform(
-                -scale,
-                scale,
-                &[out_channels],
-                DType::F32,
-            )?)),
+            true => Some(Param::new(nuvec_core::zeros(&[out_channels], DType::F32)?)),
             false => None,
         };
         Ok(Conv1d {
@@ -116,8 +111,8 @@ impl Forward for Conv1d {
 }
 
 /// A 2-D convolution over `x: [N, H, W, in_channels]`, as MLX's `nn.Conv2d`: `weight` is
-/// `[out_channels, kh, kw, in_channels / groups]`, `bias` `[out_channels]`, both from `U(−s,
-/// s)` with `s = 1/√(in_channels · kh · kw)`. Kernel size, stride, padding and dilation are
+/// `[out_channels, kh, kw, in_channels / groups]` from `U(−s, s)` with `s = 1/√(in_channels
+/// · kh · kw)`, `bias` `[out_channels]` zeros. Kernel size, stride, padding and dilation are
 /// one value for both axes or a pair.
 ///
 /// ```
@@ -176,12 +171,7 @@ impl Conv2d {
         let shape = [out_channels, kh, kw, in_channels / groups];
         let weight = Param::new(init::uniform(-scale, scale, &shape, DType::F32)?);
         let bias = match bias {
-            true => Some(Param::new(init::uniform(
-                -scale,
-                scale,
-                &[out_channels],
-                DType::F32,
-            )?)),
+            true => Some(Param::new(nuvec_core::zeros(&[out_channels], DType::F32)?)),
             false => None,
         };
         Ok(Conv2d {

@@ -11,9 +11,10 @@ use crate::module::{Param, Visit, join_name};
 /// `y = x Ŵᵀ + b` with `Ŵ` the weight stored quantized, as MLX's `nn.QuantizedLinear`: the
 /// parameters `weight` (`uint32`, `[out, in · bits / 32]`), `scales` and `biases` (`[out, in
 /// / group_size]`) are [`nuvec_core::quantize`]'s outputs, and the product is
-/// [`nuvec_core::quantized_matmul`]. As in MLX, the layer's parameters are frozen and stay
-/// frozen ([`crate::Module::unfreeze`] leaves them so): it is for inference, or for adapters
-/// trained beside it.
+/// [`nuvec_core::quantized_matmul`]. The quantized parameters are frozen and stay frozen
+/// ([`crate::Module::unfreeze`] leaves them so; MLX would unfreeze them). The bias is frozen
+/// in a layer made by [`QuantizedLinear::new`] and trainable in one made from a [`Linear`],
+/// as in MLX (where `from_linear` assigns the bias after the layer froze itself).
 ///
 /// ```
 /// use nuvec_core::{DType, ones};
@@ -21,9 +22,11 @@ use crate::module::{Param, Visit, join_name};
 ///
 /// # fn main() -> nuvec_nn::Result<()> {
 /// let linear = Linear::new(64, 8, true)?;
-/// let q = QuantizedLinear::from_linear(&linear, 64, 4)?;
+/// let mut q = QuantizedLinear::from_linear(&linear, 64, 4)?;
 /// assert_eq!(q.weight.shape(), [8, 8]);
-/// assert!(q.trainable_parameters().is_empty());
+/// assert_eq!(q.trainable_parameters().into_keys().collect::<Vec<_>>(), ["bias"]);
+/// q.unfreeze();
+/// assert_eq!(q.trainable_parameters().len(), 1);
 /// let x = ones(&[2, 64], DType::F32)?;
 /// assert_eq!(q.forward(&x)?.shape(), [2, 8]);
 /// # Ok(())
@@ -47,7 +50,7 @@ pub struct QuantizedLinear {
 
 impl QuantizedLinear {
     /// A layer from `input_dims` to `output_dims` with a random weight (drawn as
-    /// [`Linear::new`]'s, then quantized) and a zero bias.
+    /// [`Linear::new`]'s, then quantized) and a zero bias, all frozen.
     pub fn new(
         input_dims: usize,
         output_dims: usize,
@@ -67,7 +70,11 @@ impl QuantizedLinear {
             true => Some(nuvec_core::zeros(&[output_dims], DType::F32)?),
             false => None,
         };
-        QuantizedLinear::from_weights(&w, bias, group_size, bits)
+        let mut layer = QuantizedLinear::from_weights(&w, bias, group_size, bits)?;
+        if let Some(b) = &mut layer.bias {
+            b.set_frozen(true);
+        }
+        Ok(layer)
     }
 
     /// The layer of `linear`, its weight quantized with `group_size` and `bits` (MLX's
@@ -77,7 +84,8 @@ impl QuantizedLinear {
         QuantizedLinear::from_weights(linear.weight.value(), bias, group_size, bits)
     }
 
-    /// The layer of a float weight `[out, in]` (quantized here) and an optional bias.
+    /// The layer of a float weight `[out, in]` (quantized here) and an optional (trainable)
+    /// bias.
     pub fn from_weights(
         weight: &Array,
         bias: Option<Array>,
@@ -100,7 +108,7 @@ impl QuantizedLinear {
             weight: frozen(wq),
             scales: frozen(scales),
             biases: frozen(biases),
-            bias: bias.map(frozen),
+            bias: bias.map(Param::new),
             group_size,
             bits,
         })
@@ -160,7 +168,6 @@ impl Visit for QuantizedLinear {
             .visit_mut(&join_name(prefix, "scales"), &mut refreeze)?;
         self.biases
             .visit_mut(&join_name(prefix, "biases"), &mut refreeze)?;
-        self.bias
-            .visit_mut(&join_name(prefix, "bias"), &mut refreeze)
+        self.bias.visit_mut(&join_name(prefix, "bias"), f)
     }
 }
