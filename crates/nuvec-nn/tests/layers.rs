@@ -58,12 +58,12 @@ fn linear_initialises_as_mlx() {
 fn embedding_matches_pytorch() {
     let fx = parse(FIXTURE);
     let e = &fx["embedding"];
-    let emb = Embedding::from_weight(array(&e["weight"])).unwrap();
-    close(
-        "lookup",
-        &emb.forward(&int_array(&e["ids"])).unwrap(),
-        &e["y"],
-    );
+    let mut emb = Embedding::from_weight(array(&e["weight"])).unwrap();
+    let ids = int_array(&e["ids"]);
+    close("lookup", &emb.forward(&ids).unwrap(), &e["y"]);
+    let w = array(&e["w"]);
+    let (_, g) = value_and_grad(&mut emb, |m| Ok(weighted_sum(&m.forward(&ids)?, &w)?)).unwrap();
+    close("d/dweight", &g["weight"], &e["grad_weight"]);
     close(
         "as_linear",
         &emb.as_linear(&array(&e["h"])).unwrap(),
@@ -188,6 +188,21 @@ fn grouped_query_attention_matches_pytorch() {
         .forward(&x, &x, &x, AttentionMask::Causal, None)
         .unwrap();
     close_tol("causal", &causal, &a["causal"], 1e-5, 1e-5);
+    let w = array(&a["w"]);
+    let mut trained = attn.clone();
+    let (_, g) = value_and_grad(&mut trained, |m| {
+        let y = m.forward(&x, &x, &x, AttentionMask::Causal, None)?;
+        Ok(weighted_sum(&y, &w)?)
+    })
+    .unwrap();
+    for (name, key) in [
+        ("query_proj.weight", "grad_wq"),
+        ("key_proj.weight", "grad_wk"),
+        ("value_proj.weight", "grad_wv"),
+        ("out_proj.weight", "grad_wo"),
+    ] {
+        close_tol(name, &g[name], &a[key], 1e-5, 1e-5);
+    }
     close_tol(
         "full",
         &Forward::forward(&attn, &x).unwrap(),
@@ -264,13 +279,18 @@ fn convolutions_match_pytorch() {
         true,
     )
     .unwrap();
+    let x = array(&c["x"]);
+    close_tol("conv1d", &conv.forward(&x).unwrap(), &c["y"], 1e-5, 1e-5);
+    let w = array(&c["w"]);
+    let (_, g) = value_and_grad(&mut conv, |m| Ok(weighted_sum(&m.forward(&x)?, &w)?)).unwrap();
     close_tol(
-        "conv1d",
-        &conv.forward(&array(&c["x"])).unwrap(),
-        &c["y"],
+        "conv1d d/dweight",
+        &g["weight"],
+        &c["grad_weight"],
         1e-5,
         1e-5,
     );
+    close_tol("conv1d d/dbias", &g["bias"], &c["grad_bias"], 1e-5, 1e-5);
     let c = &fx["conv2d"];
     let mut conv = Conv2d::new(3, 4, (3, 2), (2, 1), (1, 0), (1, 2), 1, true).unwrap();
     conv.load_weights(
@@ -278,13 +298,18 @@ fn convolutions_match_pytorch() {
         true,
     )
     .unwrap();
+    let x = array(&c["x"]);
+    close_tol("conv2d", &conv.forward(&x).unwrap(), &c["y"], 1e-5, 1e-5);
+    let w = array(&c["w"]);
+    let (_, g) = value_and_grad(&mut conv, |m| Ok(weighted_sum(&m.forward(&x)?, &w)?)).unwrap();
     close_tol(
-        "conv2d",
-        &conv.forward(&array(&c["x"])).unwrap(),
-        &c["y"],
+        "conv2d d/dweight",
+        &g["weight"],
+        &c["grad_weight"],
         1e-5,
         1e-5,
     );
+    close_tol("conv2d d/dbias", &g["bias"], &c["grad_bias"], 1e-5, 1e-5);
     assert_eq!(conv.weight.shape(), [4, 3, 2, 3]);
     assert!(Conv1d::new(3, 6, 3, 1, 0, 1, 2, true).is_err());
     let fresh = Conv2d::new(2, 5, 3, 1, 0, 1, 1, true).unwrap();
