@@ -10,7 +10,11 @@
 //! - `#[module(rename = "name")]`: the field's parameters are named `name` instead of the
 //!   field's name.
 //!
+//! A generic struct's type parameters are required to implement `Visit`.
+//!
 //! See `nuvec_nn::Module` for the methods every module gets.
+
+#![warn(missing_docs)]
 
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
@@ -94,7 +98,16 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         Fields::Unit => {}
     }
     let ident = &input.ident;
-    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    // Every type parameter must itself be visitable.
+    let mut generics = input.generics.clone();
+    let params: Vec<syn::Ident> = generics.type_params().map(|p| p.ident.clone()).collect();
+    let where_clause = generics.make_where_clause();
+    for p in params {
+        where_clause
+            .predicates
+            .push(syn::parse_quote!(#p: ::nuvec_nn::Visit));
+    }
+    let (impl_generics, ty_generics, where_clause) = generics.split_for_impl();
     let visits = fields.iter().map(|(acc, name)| {
         quote! {
             ::nuvec_nn::Visit::visit(&self.#acc, &::nuvec_nn::join_name(prefix, #name), f);

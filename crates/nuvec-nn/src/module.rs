@@ -457,6 +457,19 @@ pub trait Module: Visit {
         set_frozen_matching(self, names, false)
     }
 
+    /// Converts every floating-point parameter to `dtype` (MLX's `set_dtype`; integer
+    /// parameters, such as quantized weights, are left as they are). `dtype` should be a
+    /// floating type.
+    fn set_dtype(&mut self, dtype: DType) {
+        let _ = self.visit_mut("", &mut |_, p| {
+            if p.dtype().is_float() && p.dtype() != dtype {
+                let converted = p.astype(dtype)?;
+                p.set(converted);
+            }
+            Ok(())
+        });
+    }
+
     /// Sets training mode (`true`, the default of every layer, as MLX) or evaluation mode.
     fn train(&mut self, mode: bool) {
         self.set_training(mode)

@@ -34,6 +34,12 @@ struct Model {
 }
 
 #[derive(Module)]
+struct Residual<L> {
+    inner: L,
+    gain: Param,
+}
+
+#[derive(Module)]
 struct Pair(Linear, #[module(skip)] String, Param);
 
 fn model() -> Model {
@@ -91,6 +97,14 @@ fn names_follow_the_tree() {
         ["0.weight", "2"]
     );
     assert!(pair.1.is_empty());
+    let res = Residual {
+        inner: Sequential::new().with(Linear::new(2, 2, true).unwrap()),
+        gain: Param::new(Array::scalar(1.0f32)),
+    };
+    assert_eq!(
+        res.parameters().into_keys().collect::<Vec<_>>(),
+        ["gain", "inner.layers.0.bias", "inner.layers.0.weight"]
+    );
 }
 
 #[test]
@@ -187,6 +201,19 @@ fn load_weights_reports_missing_unexpected_and_misshaped() {
     for (k, v) in other.parameters() {
         assert!(v.same(&m.parameters()[&k]), "{k}");
     }
+}
+
+#[test]
+fn set_dtype_converts_float_parameters() {
+    let mut m = model();
+    m.freeze_params(&["scale"]).unwrap();
+    m.set_dtype(DType::BF16);
+    assert!(m.parameters().values().all(|p| p.dtype() == DType::BF16));
+    assert!(m.scale.is_frozen());
+    let mut q = QuantizedLinear::new(64, 4, true, 64, 4).unwrap();
+    q.set_dtype(DType::F16);
+    assert_eq!(q.weight.dtype(), DType::U32);
+    assert_eq!(q.scales.dtype(), DType::F16);
 }
 
 #[test]

@@ -167,6 +167,21 @@ fn update_applies_to_a_module() {
             assert!((x - (y - 0.5)).abs() < 1e-6);
         }
     }
+    let mut fresh = Adam::new(0.1);
+    fresh.init(&layer.trainable_parameters()).unwrap();
+    let mut keys: Vec<String> = fresh.state().into_keys().collect();
+    keys.sort();
+    assert_eq!(
+        keys,
+        [
+            "bias.m",
+            "bias.v",
+            "learning_rate",
+            "step",
+            "weight.m",
+            "weight.v"
+        ]
+    );
     let mut unknown = grads.clone();
     unknown.insert("nope".into(), Array::scalar(1.0f32));
     assert!(opt.update(&mut layer, &unknown).is_err());

@@ -165,6 +165,19 @@ pub trait Optimizer {
         base.learning_rate = learning_rate;
     }
 
+    /// Creates the state of every parameter in `parameters` that has none yet (MLX's
+    /// `init`: optional, since an update creates what it needs, but it makes
+    /// [`Optimizer::state`] complete before the first update).
+    fn init(&mut self, parameters: &Params) -> Result<()> {
+        for (name, p) in parameters {
+            if !self.base().slots.contains_key(name) {
+                let state = self.init_single(p)?;
+                self.base_mut().slots.insert(name.clone(), state);
+            }
+        }
+        Ok(())
+    }
+
     /// The updated parameters for `gradients` (MLX's `apply_gradients`): one entry per
     /// gradient, each of which must name one of `parameters` (a superset is fine).
     fn apply_gradients(
