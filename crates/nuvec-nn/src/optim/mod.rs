@@ -1,5 +1,5 @@
 //! Optimizers, as MLX's `optimizers`: [`Sgd`], [`Adam`], [`AdamW`], [`Lion`] and
-//! [`Adafactor`], learning-rate [schedules](schedules), and [`clip_grad_norm`].
+//! [`Adafactor`], learning-rate [`schedules`], and [`clip_grad_norm`].
 //!
 //! An optimizer maps a gradient tree (as [`crate::value_and_grad`] returns) and the
 //! parameters to the updated parameters ([`Optimizer::apply_gradients`]), or updates a
