@@ -73,6 +73,17 @@ pub enum Error {
     /// Reading or writing files.
     #[error("io: {0}")]
     Io(String),
+    /// A file that is not valid in its format (corrupt, truncated or inconsistent), or that
+    /// holds what nuvec cannot represent (an element type it lacks, say).
+    #[error("{op}: {path}: {what}")]
+    Format {
+        /// The function reading the file (`load_npy`, ...).
+        op: &'static str,
+        /// The file, as given.
+        path: String,
+        /// What is wrong, naming the part of the file (header, a tensor, a metadata key).
+        what: String,
+    },
 }
 
 /// The crate's result type.

@@ -23,6 +23,7 @@ pub mod device;
 pub mod dtype;
 pub mod error;
 pub mod fast;
+pub mod io;
 pub mod ops;
 pub mod primitive;
 pub mod random;
