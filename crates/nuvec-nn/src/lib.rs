@@ -5,7 +5,9 @@
 //! - [`Module`]: a tree of named parameters ([`Param`]), flat under MLX's dotted names
 //!   (`layers.0.weight`) as [`Params`]; `#[derive(Module)]` makes a struct one.
 //!   [`value_and_grad`] differentiates a loss with respect to a module's trainable
-//!   parameters.
+//!   parameters. [`Module::save_weights`] and [`Module::load_weights_file`] write and read
+//!   them as safetensors (or `.npz`) files; optimizers save their state the same way
+//!   ([`optim::Optimizer::save_state`], [`optim::Optimizer::load_state`]).
 //! - [Layers](layers): [`Linear`], [`QuantizedLinear`], [`Embedding`], [`RMSNorm`],
 //!   [`LayerNorm`], [`RoPE`], [`MultiHeadAttention`] (grouped-query, with a [`KvCache`]),
 //!   [`Conv1d`], [`Conv2d`], [`Dropout`], [`Sequential`], and activation layers; [`init`]
@@ -56,6 +58,7 @@
 extern crate self as nuvec_nn;
 
 pub mod activations;
+mod checkpoint;
 pub mod error;
 mod grad;
 pub mod init;
