@@ -13,6 +13,9 @@
 //!   [`Conv1d`], [`Conv2d`], [`Dropout`], [`Sequential`], and activation layers; [`init`]
 //!   holds the initialisers.
 //! - [`activations`] and [`losses`] as functions; [`optim`] for the optimizers and schedules.
+//! - [`transformer`]: a small decoder-only language model in the style of Qwen3 (RMS norms,
+//!   rotary embeddings, grouped-query attention with q/k norms, SwiGLU), built from the
+//!   layers above.
 //!
 //! A two-layer perceptron, trained a few steps of SGD:
 //!
@@ -66,6 +69,7 @@ pub mod layers;
 pub mod losses;
 mod module;
 pub mod optim;
+pub mod transformer;
 
 pub use error::{Error, Result};
 pub use grad::value_and_grad;
