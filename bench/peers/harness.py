@@ -68,6 +68,9 @@ SPECS = [
     # Ratios: the work is the reference time, which the setup measures (see `measure`).
     ("vjp_chain", "[64], 1000 ops: vjp / forward (graphs built)", "f32", "ratio", None, 30, 3),
     ("vmap_mlp", "64 x (256 -> 512 -> 10, tanh): vmap / by hand", "f32", "ratio", None, 30, 3),
+    # one training step (forward, backward, AdamW) of nuvec-nn's `train` example, its model and
+    # default batch (crates/nuvec-bench/src/cases/train.rs); the work is the input tokens
+    ("train_step", "2 x 128 Qwen3-style, B128 L11, AdamW", "f32", "tokens/s", 128 * 11, 30, 3),
 ]
 
 
@@ -141,6 +144,9 @@ GPU_SPECS = [
      2 * 64 * 32 * 128 * 128 * 4, 100, 5),
     ("gated_delta_prefill", "B1 T4096 Hk16 Hv32 D128", "bf16", "tokens/s", 4096, 20, 3),
     ("tiny_op_chain", "1000 x ([1] + [1])", "f32", "us/op", CHAIN, 50, 5),
+    # one training step (forward, backward, AdamW) of nuvec-nn's `train` example, its model and
+    # default batch (crates/nuvec-bench/src/cases/train.rs); the work is the input tokens
+    ("train_step", "2 x 128 Qwen3-style, B128 L11, AdamW", "f32", "tokens/s", 128 * 11, 30, 3),
 ]
 
 class Case:

@@ -196,6 +196,83 @@ def info():
     return text
 
 
+
+# ---- train_step (CPU and GPU) ---------------------------------------------------------------
+# One training step of nuvec-nn's `train` example (crates/nuvec-bench/src/cases/train.rs): a
+# Qwen3-style decoder of 2 blocks of width 128 (4 query heads over 2 key/value heads of 32, q/k
+# RMS norms, RoPE base 10000, SwiGLU of 384, tied embeddings), MLX's own layers and their
+# initialisation (nuvec-nn's follows them); forward, the cross entropy of the last 4 positions,
+# backward, AdamW (betas 0.9, 0.98, bias correction, weight decay 0.01), all evaluated.
+T_VOCAB, T_DIMS, T_LAYERS, T_HEADS, T_KV, T_HEAD, T_HIDDEN = 12, 128, 2, 4, 2, 32, 384
+T_BATCH, T_INPUT, T_ANSWER, T_EPS = 128, 11, 4, 1e-6
+
+
+def train_step():
+    import mlx.nn as nn
+    import mlx.optimizers as optim
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q_proj = nn.Linear(T_DIMS, T_HEADS * T_HEAD, bias=False)
+            self.k_proj = nn.Linear(T_DIMS, T_KV * T_HEAD, bias=False)
+            self.v_proj = nn.Linear(T_DIMS, T_KV * T_HEAD, bias=False)
+            self.o_proj = nn.Linear(T_HEADS * T_HEAD, T_DIMS, bias=False)
+            self.q_norm, self.k_norm = nn.RMSNorm(T_HEAD, T_EPS), nn.RMSNorm(T_HEAD, T_EPS)
+            self.rope = nn.RoPE(T_HEAD, traditional=False, base=10000.0)
+            self.gate_proj = nn.Linear(T_DIMS, T_HIDDEN, bias=False)
+            self.up_proj = nn.Linear(T_DIMS, T_HIDDEN, bias=False)
+            self.down_proj = nn.Linear(T_HIDDEN, T_DIMS, bias=False)
+            self.input_layernorm = nn.RMSNorm(T_DIMS, T_EPS)
+            self.post_attention_layernorm = nn.RMSNorm(T_DIMS, T_EPS)
+
+        def attention(self, x):
+            b, l, _ = x.shape
+            q = self.q_norm(self.q_proj(x).reshape(b, l, T_HEADS, T_HEAD)).transpose(0, 2, 1, 3)
+            k = self.k_norm(self.k_proj(x).reshape(b, l, T_KV, T_HEAD)).transpose(0, 2, 1, 3)
+            v = self.v_proj(x).reshape(b, l, T_KV, T_HEAD).transpose(0, 2, 1, 3)
+            o = mx.fast.scaled_dot_product_attention(self.rope(q), self.rope(k), v,
+                                                     scale=T_HEAD ** -0.5, mask="causal")
+            return self.o_proj(o.transpose(0, 2, 1, 3).reshape(b, l, -1))
+
+        def __call__(self, x):
+            h = x + self.attention(self.input_layernorm(x))
+            m = self.post_attention_layernorm(h)
+            return h + self.down_proj(nn.silu(self.gate_proj(m)) * self.up_proj(m))
+
+    class Transformer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed_tokens = nn.Embedding(T_VOCAB, T_DIMS)
+            self.layers = [Block() for _ in range(T_LAYERS)]
+            self.norm = nn.RMSNorm(T_DIMS, T_EPS)
+
+        def __call__(self, tokens):
+            h = self.embed_tokens(tokens)
+            for block in self.layers:
+                h = block(h)
+            return self.embed_tokens.as_linear(self.norm(h)[:, -T_ANSWER:])
+
+    mx.random.seed(0)
+    model = Transformer()
+    rng = np.random.default_rng(71)
+    x = mx.array(rng.integers(0, T_VOCAB, (T_BATCH, T_INPUT)).astype(np.uint32))
+    y = mx.array(rng.integers(0, 10, (T_BATCH, T_ANSWER)).astype(np.uint32))
+    opt = optim.AdamW(1e-3, betas=[0.9, 0.98], weight_decay=0.01, bias_correction=True)
+    mx.eval(model.parameters(), x, y)
+
+    def loss_fn(m):
+        return nn.losses.cross_entropy(m(x), y, reduction="mean")
+
+    step = nn.value_and_grad(model, loss_fn)
+
+    def run():
+        loss, grads = step(model)
+        opt.update(model, grads)
+        mx.eval(loss, model.parameters(), opt.state)
+        return loss
+    return run
+
 SETUPS = {
     "matmul_2048": matmul(mx.float32), "matmul_2048_bf16": matmul(mx.bfloat16),
     "matmul_2048_f16": matmul(mx.float16),
@@ -204,7 +281,7 @@ SETUPS = {
     "softmax": softmax, "logsumexp": logsumexp, "rope": rope, "decode_4k": decode_4k,
     "qmm_decode": qmm(1), "qmm_prefill": qmm(512), "tiny_op_chain": tiny_op_chain,
     "tiny_scalar_chain": tiny_scalar_chain,
-    "vjp_chain": vjp_chain, "vmap_mlp": vmap_mlp,
+    "vjp_chain": vjp_chain, "vmap_mlp": vmap_mlp, "train_step": train_step,
 }
 
 # ---- GPU (MLX's CUDA build) ----------------------------------------------------------------
@@ -388,7 +465,7 @@ GPU_SETUPS = {
     "sdpa_causal_16k": g_sdpa(1, 32, 16384, 128, True),
     "decode_b1_8k": g_decode(1, 8192), "decode_b8_8k": g_decode(8, 8192),
     "decode_b64_4k": g_decode(64, 4096), "decode_b1_128k": g_decode(1, 131072),
-    "tiny_op_chain": g_tiny_op_chain,
+    "tiny_op_chain": g_tiny_op_chain, "train_step": train_step,
 }
 
 

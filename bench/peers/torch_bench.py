@@ -1,15 +1,19 @@
 """The GPU cases of BENCH-CASES.md in PyTorch, eager or under torch.compile (a skeleton: the
 cases PyTorch has no operation for report "unavailable"). See harness.py for the command line
-and JSON; each run is timed with CUDA events after warm-up.
+and JSON; each run is timed with CUDA events after warm-up. With `--device cpu`, the CPU cases
+that have a PyTorch version here (`train_step`), wall-clocked.
 
-    python3 bench/peers/torch_bench.py [--compile] [--json FILE] [--repeat N] [CASE...]
+    python3 bench/peers/torch_bench.py [--device cpu|gpu] [--compile] [--json FILE] [--repeat N] [CASE...]
 """
 
+import argparse
+import math
 import os
 import sys
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
@@ -191,6 +195,95 @@ def tiny_op_chain():
     return run  # never compiled: the case measures per-op dispatch
 
 
+# train_step: nuvec-nn's `train` example's model (crates/nuvec-bench/src/cases/train.rs): a
+# Qwen3-style decoder, 2 blocks of width 128, 4 query heads over 2 key/value heads of 32, q/k
+# RMS norms, rotary embeddings (base 10000, halves rotated), SwiGLU of 384, tied embeddings;
+# initialised as MLX's layers are (linear weights U(-1/sqrt(in), 1/sqrt(in)), which is also
+# PyTorch's default, embeddings N(0, 1/dims), norms ones). One step: forward, the cross
+# entropy of the last 4 positions, backward, AdamW (betas 0.9, 0.98, weight decay 0.01).
+T_VOCAB, T_DIMS, T_LAYERS, T_HEADS, T_KV, T_HEAD, T_HIDDEN = 12, 128, 2, 4, 2, 32, 384
+T_BATCH, T_INPUT, T_ANSWER, T_EPS = 128, 11, 4, 1e-6
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dims):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dims))
+
+    def forward(self, x):
+        return F.rms_norm(x, (x.shape[-1],), self.weight, T_EPS)
+
+
+def rope(x, base=10000.0):
+    """MLX's non-traditional RoPE over the whole head of x: [B, H, L, D]."""
+    d, half = x.shape[-1], x.shape[-1] // 2
+    inv = base ** (-torch.arange(half, device=x.device, dtype=torch.float32) * 2 / d)
+    ang = torch.arange(x.shape[-2], device=x.device, dtype=torch.float32)[:, None] * inv
+    c, s = ang.cos(), ang.sin()
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        lin = lambda i, o: nn.Linear(i, o, bias=False)  # noqa: E731
+        self.q_proj, self.k_proj = lin(T_DIMS, T_HEADS * T_HEAD), lin(T_DIMS, T_KV * T_HEAD)
+        self.v_proj, self.o_proj = lin(T_DIMS, T_KV * T_HEAD), lin(T_HEADS * T_HEAD, T_DIMS)
+        self.q_norm, self.k_norm = RMSNorm(T_HEAD), RMSNorm(T_HEAD)
+        self.gate_proj, self.up_proj = lin(T_DIMS, T_HIDDEN), lin(T_DIMS, T_HIDDEN)
+        self.down_proj = lin(T_HIDDEN, T_DIMS)
+        self.input_layernorm, self.post_attention_layernorm = RMSNorm(T_DIMS), RMSNorm(T_DIMS)
+
+    def attention(self, x):
+        b, l, _ = x.shape
+        q = self.q_norm(self.q_proj(x).view(b, l, T_HEADS, T_HEAD)).transpose(1, 2)
+        k = self.k_norm(self.k_proj(x).view(b, l, T_KV, T_HEAD)).transpose(1, 2)
+        v = self.v_proj(x).view(b, l, T_KV, T_HEAD).transpose(1, 2)
+        o = F.scaled_dot_product_attention(rope(q), rope(k), v, is_causal=True,
+                                           scale=T_HEAD ** -0.5, enable_gqa=True)
+        return self.o_proj(o.transpose(1, 2).reshape(b, l, -1))
+
+    def forward(self, x):
+        h = x + self.attention(self.input_layernorm(x))
+        m = self.post_attention_layernorm(h)
+        return h + self.down_proj(F.silu(self.gate_proj(m)) * self.up_proj(m))
+
+
+class Transformer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed_tokens = nn.Embedding(T_VOCAB, T_DIMS)
+        nn.init.normal_(self.embed_tokens.weight, std=math.sqrt(1 / T_DIMS))
+        self.layers = nn.ModuleList(Block() for _ in range(T_LAYERS))
+        self.norm = RMSNorm(T_DIMS)
+
+    def forward(self, tokens):
+        h = self.embed_tokens(tokens)
+        for block in self.layers:
+            h = block(h)
+        h = self.norm(h)[:, -T_ANSWER:]
+        return h @ self.embed_tokens.weight.T
+
+
+def train_step():
+    torch.manual_seed(0)
+    model = Transformer().to(DEV)
+    g = torch.Generator().manual_seed(71)
+    x = torch.randint(0, T_VOCAB, (T_BATCH, T_INPUT), generator=g).to(DEV)
+    y = torch.randint(0, 10, (T_BATCH, T_ANSWER), generator=g).to(DEV)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=0.01)
+
+    def run():
+        opt.zero_grad(set_to_none=True)
+        logits = model(x)
+        loss = F.cross_entropy(logits.reshape(-1, T_VOCAB), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss.detach()
+    return run
+
+
 def unavailable(why):
     def setup():
         raise Unavailable(why)
@@ -210,8 +303,10 @@ SETUPS = {
     "sdpa_causal_16k": sdpa(1, 32, 16384, 128, True),
     "decode_b1_8k": decode(1, 8192), "decode_b8_8k": decode(8, 8192),
     "decode_b64_4k": decode(64, 4096), "decode_b1_128k": decode(1, 131072),
-    "tiny_op_chain": tiny_op_chain,
+    "tiny_op_chain": tiny_op_chain, "train_step": train_step,
 }
+
+CPU_SETUPS = {"train_step": train_step}
 
 
 def missing(name):
@@ -224,10 +319,19 @@ def missing(name):
 
 if __name__ == "__main__":
     argv = [a for a in sys.argv[1:] if a != "--compile"]
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--device", choices=["cpu", "gpu"], default="gpu")
+    device = pre.parse_known_args(argv)[0].device
+    runner = "torch.compile" if COMPILE else "torch"
+    if device == "cpu":
+        DEV = "cpu"
+        info = f"torch {torch.__version__}, CPU, {torch.get_num_threads()} threads"
+        cpu_missing = lambda name: "no PyTorch CPU version of this case yet"  # noqa: E731
+        sys.exit(harness.main(runner, harness.cases(CPU_SETUPS, cpu_missing), info,
+                              device="cpu", argv=argv))
     if not torch.cuda.is_available():
         print("torch_bench: no CUDA device", file=sys.stderr)
         sys.exit(1)
-    runner = "torch.compile" if COMPILE else "torch"
     info = f"torch {torch.__version__}, {torch.cuda.get_device_name()}"
     sys.exit(harness.main(runner, harness.cases(SETUPS, missing, harness.GPU_SPECS), info,
                           device="gpu", clock=CudaClock(), argv=argv))

@@ -1,11 +1,17 @@
 //! Dropping arrays returns their memory (to the host buffer cache, which `clear_cache`
 //! empties). A test binary of its own: the cache is process-wide.
 
+use std::sync::Mutex;
+
 use nuvec_core::array::pool;
 use nuvec_core::*;
 
+/// The tests read the process-wide cache: one at a time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 #[test]
 fn dropped_arrays_return_their_buffers_and_later_outputs_reuse_them() {
+    let _guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     pool::clear_cache();
     let n = 1 << 16;
     let a = Array::from_vec(vec![1.0f32; n], &[n]).unwrap();
@@ -34,4 +40,29 @@ fn dropped_arrays_return_their_buffers_and_later_outputs_reuse_them() {
     y.eval().unwrap();
     assert!(y.inputs().is_empty());
     assert!(pool::cache_bytes() <= 4 * n);
+}
+
+/// Attention's CPU kernel takes its output from the cache too: a loop of attentions (a
+/// training loop's) holds a bounded number of buffers, not one more per call.
+#[test]
+fn repeated_attention_reuses_its_buffers() {
+    let _guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    random::seed(1);
+    let q = random::normal(&[32, 4, 11, 32], DType::F32, 0.0, 1.0, None).unwrap();
+    let k = random::normal(&[32, 2, 11, 32], DType::F32, 0.0, 1.0, None).unwrap();
+    eval(&[q.clone(), k.clone()]).unwrap();
+    let out_bytes = q.nbytes();
+    pool::clear_cache();
+    for mask in [fast::AttentionMask::Causal, fast::AttentionMask::None] {
+        for _ in 0..50 {
+            let o = fast::scaled_dot_product_attention(&q, &k, &k, 0.2, mask, None).unwrap();
+            o.eval().unwrap();
+            assert!(o.to_vec::<f32>().unwrap().iter().all(|x| x.is_finite()));
+        }
+    }
+    assert!(
+        pool::cache_bytes() <= 4 * out_bytes,
+        "{} bytes cached after 100 attentions of {out_bytes} bytes",
+        pool::cache_bytes()
+    );
 }

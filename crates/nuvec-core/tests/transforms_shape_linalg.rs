@@ -62,6 +62,21 @@ fn matmul_derivatives_match_central_differences() {
                 &[&[3, 4], &[4, 2]],
             ),
             (
+                "batch times a shared matrix",
+                |x| Ok(vec![matmul(&x[0], &x[1])?]),
+                &[&[2, 3, 4], &[4, 2]],
+            ),
+            (
+                "transposed batch times a shared matrix",
+                |x| Ok(vec![matmul(&swapaxes(&x[0], 0, 1)?, &x[1].t()?)?]),
+                &[&[3, 2, 4], &[2, 4]],
+            ),
+            (
+                "batch times a vector",
+                |x| Ok(vec![matmul(&x[0], &x[1])?]),
+                &[&[2, 1, 3, 4], &[4]],
+            ),
+            (
                 "transposed operands",
                 |x| Ok(vec![matmul(&x[0].t()?, &x[1].t()?)?]),
                 &[&[4, 3], &[2, 4]],
@@ -113,6 +128,69 @@ fn matmul_derivatives_match_central_differences() {
             ),
         ],
     );
+}
+
+/// The primitives of the graph that computes `a` (each node once).
+fn primitives(a: &Array) -> Vec<(String, Vec<Vec<usize>>)> {
+    let (mut out, mut todo, mut seen) = (Vec::new(), vec![a.clone()], Vec::<Array>::new());
+    while let Some(x) = todo.pop() {
+        if seen.iter().any(|s| s.same(&x)) {
+            continue;
+        }
+        if let Some(p) = x.primitive() {
+            let inputs = x.inputs();
+            out.push((
+                format!("{p:?}"),
+                inputs.iter().map(|i| i.shape().to_vec()).collect(),
+            ));
+            todo.extend(inputs);
+        }
+        seen.push(x);
+    }
+    out
+}
+
+/// A batch times one matrix (a linear layer) is one tall product, and so is the gradient with
+/// respect to the matrix: no product per batch entry, no sum over the batch afterwards.
+#[test]
+fn a_batch_times_a_shared_matrix_is_one_product() {
+    let mut rng = Rng::new(22);
+    let a = random(&mut rng, &[4, 3, 5], -1.0, 1.0);
+    let b = random(&mut rng, &[5, 2], -1.0, 1.0);
+    let g = random(&mut rng, &[4, 3, 2], -1.0, 1.0);
+    let y = matmul(&a, &b).unwrap();
+    assert_eq!(y.shape(), [4, 3, 2]);
+    let (av, bv, gv) = (values(&a), values(&b), values(&g));
+    let mut want_y = vec![0.0; 24];
+    let mut want_db = vec![0.0; 10];
+    for r in 0..12 {
+        for j in 0..2 {
+            for t in 0..5 {
+                want_y[r * 2 + j] += av[r * 5 + t] * bv[t * 2 + j];
+                want_db[t * 2 + j] += av[r * 5 + t] * gv[r * 2 + j];
+            }
+        }
+    }
+    close(&values(&y), &want_y, "product");
+    let (_, grads) = vjp(
+        |x| Ok(vec![matmul(&x[0], &x[1])?]),
+        &[a.clone(), b.clone()],
+        std::slice::from_ref(&g),
+    )
+    .unwrap();
+    let graph = primitives(&grads[1]);
+    let products: Vec<_> = graph
+        .iter()
+        .filter(|(p, _)| p.starts_with("Matmul"))
+        .collect();
+    assert_eq!(products.len(), 1, "{graph:?}");
+    assert!(products[0].1.iter().all(|s| s.len() == 2), "{graph:?}");
+    assert!(
+        !graph.iter().any(|(p, _)| p.starts_with("Reduce")),
+        "{graph:?}"
+    );
+    assert_eq!(grads[1].shape(), [5, 2]);
+    close(&values(&grads[1]), &want_db, "gradient of b");
 }
 
 #[test]

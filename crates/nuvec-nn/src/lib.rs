@@ -5,12 +5,17 @@
 //! - [`Module`]: a tree of named parameters ([`Param`]), flat under MLX's dotted names
 //!   (`layers.0.weight`) as [`Params`]; `#[derive(Module)]` makes a struct one.
 //!   [`value_and_grad`] differentiates a loss with respect to a module's trainable
-//!   parameters.
+//!   parameters. [`Module::save_weights`] and [`Module::load_weights_file`] write and read
+//!   them as safetensors (or `.npz`) files; optimizers save their state the same way
+//!   ([`optim::Optimizer::save_state`], [`optim::Optimizer::load_state`]).
 //! - [Layers](layers): [`Linear`], [`QuantizedLinear`], [`Embedding`], [`RMSNorm`],
 //!   [`LayerNorm`], [`RoPE`], [`MultiHeadAttention`] (grouped-query, with a [`KvCache`]),
 //!   [`Conv1d`], [`Conv2d`], [`Dropout`], [`Sequential`], and activation layers; [`init`]
 //!   holds the initialisers.
 //! - [`activations`] and [`losses`] as functions; [`optim`] for the optimizers and schedules.
+//! - [`transformer`]: a small decoder-only language model in the style of Qwen3 (RMS norms,
+//!   rotary embeddings, grouped-query attention with q/k norms, SwiGLU), built from the
+//!   layers above.
 //!
 //! A two-layer perceptron, trained a few steps of SGD:
 //!
@@ -56,6 +61,7 @@
 extern crate self as nuvec_nn;
 
 pub mod activations;
+mod checkpoint;
 pub mod error;
 mod grad;
 pub mod init;
@@ -63,6 +69,7 @@ pub mod layers;
 pub mod losses;
 mod module;
 pub mod optim;
+pub mod transformer;
 
 pub use error::{Error, Result};
 pub use grad::value_and_grad;

@@ -13,8 +13,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Deref;
+use std::path::Path;
 
 use nuvec_core::{Array, DType, Operand};
+
+use crate::checkpoint;
 
 use crate::error::{Error, Result};
 
@@ -421,6 +424,46 @@ pub trait Module: Visit {
             }
             Ok(())
         })
+    }
+
+    /// Saves every parameter to the file `path` (MLX's `save_weights`), under its dotted name:
+    /// a safetensors file (with the metadata `format: mlx`, as MLX writes) when the path ends
+    /// in `.safetensors`, NumPy's `.npz` when it ends in `.npz`; any other extension is an
+    /// [`Error::InvalidArgument`]. The parameters are evaluated first and keep their dtype.
+    ///
+    /// ```
+    /// use nuvec_core::{DType, ones};
+    /// use nuvec_nn::{Forward, Linear, Module};
+    ///
+    /// # fn main() -> nuvec_nn::Result<()> {
+    /// let path = std::env::temp_dir().join(format!("nuvec-nn-doc-{}.safetensors", std::process::id()));
+    /// let layer = Linear::new(4, 3, true)?;
+    /// layer.save_weights(&path)?;
+    /// let mut fresh = Linear::new(4, 3, true)?;
+    /// fresh.load_weights_file(&path, true)?;
+    /// let x = ones(&[2, 4], DType::F32)?;
+    /// assert_eq!(fresh.forward(&x)?.to_vec::<f32>()?, layer.forward(&x)?.to_vec::<f32>()?);
+    /// # std::fs::remove_file(&path).ok();
+    /// # Ok(())
+    /// # }
+    /// ```
+    fn save_weights(&self, path: impl AsRef<Path>) -> Result<()>
+    where
+        Self: Sized,
+    {
+        checkpoint::save("save_weights", path.as_ref(), &self.weights())
+    }
+
+    /// Loads the weights of the file `path` (safetensors or `.npz`, by its extension, as
+    /// [`Module::save_weights`] writes) into the module, as [`Module::load_weights`] does,
+    /// strict or not; nothing is changed when an error is returned (a file that cannot be
+    /// read is nuvec-core's [`nuvec_core::Error::Io`] or [`nuvec_core::Error::Format`]).
+    fn load_weights_file(&mut self, path: impl AsRef<Path>, strict: bool) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let weights = checkpoint::load("load_weights_file", path.as_ref())?;
+        self.load_weights(&weights, strict)
     }
 
     /// Freezes every parameter (MLX's `freeze()`).

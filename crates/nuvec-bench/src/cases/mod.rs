@@ -7,6 +7,7 @@ mod linalg;
 mod overhead;
 mod quantized;
 mod reduce;
+mod train;
 mod transforms;
 
 use crate::case::{Case, Target};
@@ -21,7 +22,7 @@ pub(crate) const N: usize = ROWS * COLS;
 pub(crate) const F32: usize = 4;
 
 /// The CPU table's order in BENCH-CASES.md.
-const CPU_ORDER: [&str; 22] = [
+const CPU_ORDER: [&str; 23] = [
     "matmul_2048",
     "matmul_2048_bf16",
     "matmul_2048_f16",
@@ -44,6 +45,7 @@ const CPU_ORDER: [&str; 22] = [
     "tiny_scalar_chain",
     "vjp_chain",
     "vmap_mlp",
+    "train_step",
 ];
 
 /// Every case on `target`, in the order of BENCH-CASES.md.
@@ -57,6 +59,7 @@ pub fn all(target: Target) -> Vec<Case> {
             overhead::cpu(),
             transforms::cpu(),
             quantized::cpu(),
+            train::cpu(),
         ]
         .into_iter()
         .flatten()

@@ -106,12 +106,13 @@ impl MatmulOp {
 }
 
 /// The operands of a matrix product with 1-D operands made matrices, checked, promoted and
-/// broadcast over their batch axes; with the shape of the result once the axes added for 1-D
-/// operands are removed again.
+/// broadcast over their batch axes (or, for a batch times one matrix, with the batch folded
+/// into the rows); with the shape of the result once the axes added for 1-D operands are
+/// removed again.
 struct Prepared {
     a: Array,
     b: Array,
-    /// The primitive's output shape (`[..., m, n]`).
+    /// The primitive's output shape (`[..., m, n]`, or `[batch · m, n]` with the batch folded).
     full: Vec<usize>,
     /// The result's shape.
     result: Vec<usize>,
@@ -156,6 +157,24 @@ fn prepare(op: &'static str, a: &Array, b: &Array, dtype: DType) -> Result<Prepa
         ));
     }
     let batch = broadcast_shapes(op, &a_shape[..na - 2], &b_shape[..nb - 2])?;
+    if nb == 2 && na > 2 {
+        // A batch of `a` times one shared matrix (a linear layer's `x Wᵀ`): the batch folds
+        // into `a`'s rows, one tall product. Then the gradient with respect to `b` is one
+        // product over every row too, rather than a product per batch entry summed afterwards
+        // (the vjp of the broadcast), which for short rows costs several times the forward.
+        let rows = batch.iter().product::<usize>() * m;
+        let mut result = batch;
+        result.push(m);
+        if b.ndim() > 1 {
+            result.push(n);
+        }
+        return Ok(Prepared {
+            a: reshaped(a.astype(dtype)?, &[rows, k])?,
+            b: reshaped(b.astype(dtype)?, &b_shape)?,
+            full: vec![rows, n],
+            result,
+        });
+    }
     let with = |x: &Array, shape: &[usize], rows: usize, cols: usize| -> Result<Array> {
         let mut full = batch.clone();
         full.extend([rows, cols]);

@@ -43,6 +43,7 @@ pub use schedules::{
 pub use sgd::Sgd;
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
 use nuvec_core::{Array, DType, multiply, sqrt, square, sum, where_};
 
@@ -298,6 +299,25 @@ pub trait Optimizer {
             _ => base.current_lr = base.learning_rate.at(step.saturating_sub(1)),
         }
         Ok(())
+    }
+    /// Saves the state ([`Optimizer::state`]) to the file `path`: safetensors when the path
+    /// ends in `.safetensors`, NumPy's `.npz` when it ends in `.npz` (as
+    /// [`crate::Module::save_weights`]). The state's arrays are evaluated first.
+    fn save_state(&self, path: impl AsRef<Path>) -> Result<()>
+    where
+        Self: Sized,
+    {
+        crate::checkpoint::save("save_state", path.as_ref(), &self.state())
+    }
+
+    /// Restores the state saved by [`Optimizer::save_state`] (as [`Optimizer::set_state`]):
+    /// the optimizer then takes the same next steps as the one that saved it.
+    fn load_state(&mut self, path: impl AsRef<Path>) -> Result<()>
+    where
+        Self: Sized,
+    {
+        let state = crate::checkpoint::load("load_state", path.as_ref())?;
+        self.set_state(&state)
     }
 }
 

@@ -337,6 +337,15 @@ pub fn gpu() -> Vec<Case> {
             5,
             basic::tiny_op_chain,
         ),
+        (
+            "train_step",
+            super::train::SHAPE,
+            "f32",
+            TokensPerS,
+            30,
+            3,
+            super::train::prepare,
+        ),
     ];
     rows.into_iter()
         .map(|(name, shape, dtype, unit, runs, warmup, prepare)| {

@@ -187,7 +187,10 @@ fn typed<T: Lane>(
     });
     // Merge each head's parts, row by row.
     let rows = dims.group() * dims.lq;
-    let mut out = vec![T::default(); out_shape.iter().product()];
+    // From the buffer cache, as every kernel's output: a fresh vector would return to the
+    // cache when dropped but never be taken back from it, which fills it step after step.
+    // Every element is written below.
+    let mut out = crate::array::pool::alloc::<T>(out_shape.iter().product());
     let mut acc = vec![0f32; dims.dv];
     for head in 0..heads {
         let parts = &partials[head * splits..(head + 1) * splits];
