@@ -341,7 +341,8 @@ fn a_cpu_stream_is_refused_when_called() {
     let kernel = CustomKernel::new("cpu", &["a"], &["out"], "out[0] = a[0];").unwrap();
     let config = KernelConfig::new((1, 1, 1), (1, 1, 1)).output(&[1], DType::F32);
     let msg = with_stream(Stream::default_for(Device::cpu()), || {
-        invalid(kernel.call(&[f32s(&[1])], &config))
+        // SAFETY: a CPU stream refuses the call before any kernel is built or run.
+        invalid(unsafe { kernel.call(&[f32s(&[1])], &config) })
     });
     assert!(
         msg.contains("custom CUDA kernels run on a GPU stream"),
@@ -350,7 +351,8 @@ fn a_cpu_stream_is_refused_when_called() {
     // A bad call says what is wrong with it first.
     let bad = KernelConfig::new((1, 1, 1), (0, 1, 1)).output(&[1], DType::F32);
     let msg = with_stream(Stream::default_for(Device::cpu()), || {
-        invalid(kernel.call(&[f32s(&[1])], &bad))
+        // SAFETY: the bad block is refused before any kernel is built or run.
+        invalid(unsafe { kernel.call(&[f32s(&[1])], &bad) })
     });
     assert!(msg.contains("a block of"), "{msg}");
 }

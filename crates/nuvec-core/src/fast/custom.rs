@@ -232,7 +232,9 @@ impl Uses {
 /// // The kernel itself, where a CUDA device answers.
 /// if nuvec_core::cuda::device_info(0).is_ok() {
 ///     let out = with_stream(Stream::default_for(Device::gpu(0)), || {
-///         kernel.call(&[a.clone()], &config)
+///         // SAFETY: thread `i` reads `a[i]` and writes `out[i]` only for `i` below their
+///         // common size, `a_shape[0]`.
+///         unsafe { kernel.call(&[a.clone()], &config) }
 ///     })?;
 ///     let v = out[0].to_vec::<f32>()?;
 ///     assert!((v[2] - 2.0 * 2f32.exp()).abs() < 1e-5);
@@ -332,7 +334,13 @@ impl CustomKernel {
     /// specialisation is compiled now if this device has not compiled it yet, so a body that
     /// does not compile returns [`Error::Compile`] here; the kernel itself runs when its
     /// outputs are evaluated.
-    pub fn call(&self, inputs: &[Array], config: &KernelConfig) -> Result<Vec<Array>> {
+    ///
+    /// # Safety
+    /// nuvec cannot check what the body does. Over the grid `config` gives, the body must read
+    /// only elements of its inputs and write only elements of its outputs (and the shared
+    /// memory it asked for), as their shapes, strides and types say; writes that race leave
+    /// those elements undefined, not the rest of memory.
+    pub unsafe fn call(&self, inputs: &[Array], config: &KernelConfig) -> Result<Vec<Array>> {
         let call = self.specialise(inputs, config)?;
         if config.verbose {
             eprintln!(
