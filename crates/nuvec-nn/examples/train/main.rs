@@ -12,7 +12,8 @@
 //! weights (`model.safetensors`, with the model's configuration in its metadata) and of the
 //! optimizer (`optimizer.safetensors`) to the output folder, reloads the weights into a fresh
 //! model and reports its exact-match accuracy on the held-out problems, decoding greedily
-//! with the key/value cache.
+//! with the key/value cache. It also prints the resident memory after step 100 and after the
+//! last step, which stays flat.
 
 mod data;
 mod plot;
@@ -249,6 +250,9 @@ fn train(
         .progress_chars("=> "),
     );
     let mut losses = Vec::with_capacity(args.steps);
+    // The resident memory after the first 100 steps and after the last: flat when nothing
+    // accumulates from step to step (graphs, optimizer state, caches).
+    let mut resident = Vec::new();
     let mut window = (Instant::now(), 0usize);
     let mut rate = 0.0;
     for i in 0..args.steps {
@@ -275,6 +279,9 @@ fn train(
             opt.learning_rate()
         ));
         bar.inc(1);
+        if i + 1 == 100.min(args.steps) || i + 1 == args.steps {
+            resident.extend(resident_mib().map(|mib| (i + 1, mib)));
+        }
         // Without a terminal the bar is hidden: a line every tenth of the run instead.
         if bar.is_hidden() && ((i + 1) % (args.steps / 10).max(1) == 0 || i + 1 == args.steps) {
             println!(
@@ -287,7 +294,19 @@ fn train(
         }
     }
     bar.finish();
+    if let [(s0, m0), .., (s1, m1)] = resident[..] {
+        println!("resident memory: {m0:.0} MiB after step {s0}, {m1:.0} MiB after step {s1}");
+    }
     Ok(losses)
+}
+
+/// The process's resident memory in MiB (`VmRSS` of Linux's `/proc/self/status`; `None`
+/// elsewhere).
+fn resident_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
 }
 
 /// The held-out problems answered by greedy decoding with the key/value cache: the number
