@@ -514,7 +514,8 @@ fn few_rows<T: ConvElem>(
             axpy(acc_row, x_row, w_row, false);
         }
     }
-    let mut out = vec![T::default(); rows * width];
+    // From the buffer cache, as every kernel's output (`narrow` writes every element).
+    let mut out = crate::array::pool::alloc::<T>(rows * width);
     T::narrow(&acc, &mut out);
     out
 }

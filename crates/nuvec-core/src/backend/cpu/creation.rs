@@ -26,7 +26,8 @@ pub(crate) fn eval(op: &CreationOp, _outputs: &[OutputSpec]) -> Result<Vec<Array
 /// the range); integers use MLX's rule: the first value truncated, and the step as the
 /// truncated second value minus it.
 fn arange<T: Element>(start: f64, step: f64, n: usize) -> ArrayData {
-    let mut out = vec![T::default(); n];
+    // From the buffer cache, as every kernel's output (both branches write every element).
+    let mut out = crate::array::pool::alloc::<T>(n);
     if T::DTYPE.is_integer() {
         let first = Canon::Float(start).as_i128();
         let delta = Canon::Float(start + step).as_i128() - first;

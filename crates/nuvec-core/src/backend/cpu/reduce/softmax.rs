@@ -465,7 +465,9 @@ pub(super) fn logsumexp(x: &ArrayData, shape: &[usize]) -> Result<ArrayData> {
         crate::DType::F32 => {
             let (n, x) = rows_of::<f32>(x)?;
             let src = elements::<f32>(&x);
-            let mut out = vec![0f32; rows];
+            // Outputs come from the buffer cache (every row is written): a fresh vector would
+            // return to the cache when dropped and never be taken back from it.
+            let mut out = crate::array::pool::alloc::<f32>(rows);
             par_fill(&mut out, n * EXP_COST, 1, &|start, chunk| {
                 lse_rows_f32(&src[start * n..(start + chunk.len()) * n], n, chunk)
             });
@@ -474,7 +476,7 @@ pub(super) fn logsumexp(x: &ArrayData, shape: &[usize]) -> Result<ArrayData> {
         crate::DType::F64 => {
             let (n, x) = rows_of::<f64>(x)?;
             let src = elements::<f64>(&x);
-            let mut out = vec![0f64; rows];
+            let mut out = crate::array::pool::alloc::<f64>(rows);
             par_fill(&mut out, n * EXP_COST, 1, &|start, chunk| {
                 for (o, row) in chunk.iter_mut().zip(src[start * n..].chunks_exact(n)) {
                     *o = lse_row_f64(row);
@@ -511,7 +513,7 @@ where
     let (n, x) = rows_of::<H>(x)?;
     let src = elements::<H>(&x);
     let rows: usize = shape.iter().product();
-    let mut out = vec![H::default(); rows];
+    let mut out = crate::array::pool::alloc::<H>(rows);
     par_fill(&mut out, n * EXP_COST, 1, &|start, chunk| {
         let mut wide = vec![0f32; n * chunk.len()];
         H::load(&src[start * n..(start + chunk.len()) * n], &mut wide);
