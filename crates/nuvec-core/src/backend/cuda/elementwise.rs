@@ -16,7 +16,7 @@ use cudarc::driver::{DeviceRepr, LaunchConfig};
 
 use super::Place;
 pub(crate) use super::dtype::type_names;
-use super::dtype::{FLOAT_TYPES, KERNEL_TYPES};
+use super::dtype::{FLOAT_TYPES, kernel_types};
 use super::launch::{Kernel, symbol};
 use crate::array::{ArrayData, Layout, collapse};
 use crate::ops::binary::BinaryOp;
@@ -399,7 +399,7 @@ pub(crate) fn select(
 fn cast_source(from: DType) -> String {
     let (cs, sn) = type_names(from).expect("complex has no kernels");
     let mut src = format!("{COMMON}\n{CAST}\n");
-    for to in KERNEL_TYPES {
+    for to in kernel_types() {
         let (cd, dn) = type_names(to).expect("listed types have kernels");
         src.push_str(&format!("NV_CAST({cs}, {sn}, {cd}, {dn})\n"));
     }
@@ -439,7 +439,7 @@ pub(crate) fn astype(place: &Place, x: &ArrayData, dtype: DType) -> Result<Optio
 #[cfg(test)]
 pub(crate) fn all_sources() -> Vec<(String, String)> {
     let mut out = Vec::new();
-    for d in KERNEL_TYPES {
+    for d in kernel_types() {
         let tn = type_names(d).expect("listed types have kernels").1;
         out.push((format!("unary_{tn}"), unary_source(d)));
         out.push((format!("binary_{tn}"), binary_source(d)));

@@ -219,8 +219,7 @@ fn search(
 #[cfg(test)]
 pub(crate) fn all_sources() -> Vec<(String, String)> {
     // Every element type with kernels (all but complex).
-    super::dtype::KERNEL_TYPES
-        .into_iter()
+    super::dtype::kernel_types()
         .filter_map(|d| Some((format!("sort_{}", type_names(d)?.1), sort_source(d))))
         .collect()
 }

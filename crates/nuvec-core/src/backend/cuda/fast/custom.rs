@@ -241,7 +241,7 @@ fn run(place: &Place, call: &KernelCall, inputs: &[ArrayData]) -> Result<Vec<Arr
 /// time (CI): the prelude and the initial-value kernels must compile for each type.
 #[cfg(test)]
 pub(super) fn all_sources() -> Vec<(String, String)> {
-    use crate::backend::cuda::dtype::KERNEL_TYPES;
+    use crate::backend::cuda::dtype::kernel_types;
     use crate::fast::{CustomKernel, KernelConfig};
     let body = r#"
     i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -252,9 +252,8 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
     let kernel = CustomKernel::new("every_type", &["a"], &["out", "other"], body)
         .expect("a valid kernel")
         .header("__device__ __forceinline__ int twice(int v) { return 2 * v; }");
-    KERNEL_TYPES
-        .iter()
-        .map(|&d| {
+    kernel_types()
+        .map(|d| {
             let config = KernelConfig::new((4, 1, 1), (4, 1, 1))
                 .output(&[4], d)
                 .output(&[1], crate::DType::F32)
