@@ -217,9 +217,12 @@ impl Storage {
     fn row_bytes(self, n: usize) -> Option<usize> {
         match self {
             Storage::Plain(d) => n.checked_mul(d.size()),
-            Storage::Quant(q) => n
-                .is_multiple_of(q.block_len())
-                .then(|| n / q.block_len() * q.block_bytes()),
+            Storage::Quant(q) => {
+                if !n.is_multiple_of(q.block_len()) {
+                    return None;
+                }
+                (n / q.block_len()).checked_mul(q.block_bytes())
+            }
         }
     }
 }
