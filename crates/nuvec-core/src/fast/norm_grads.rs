@@ -4,6 +4,7 @@
 use super::check::{Checker, like};
 use super::norms::inverse_rms;
 use super::{Fused, scalar, wide};
+use crate::backend::cpu::fast::CpuKernel;
 use crate::backend::cuda::fast::CudaKernel;
 use crate::primitive::OutputSpec;
 use crate::{Array, Result};
@@ -54,6 +55,10 @@ macro_rules! grad_unit {
 
             fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
                 $graph(inputs, self.eps)
+            }
+
+            fn cpu(&self) -> Option<&dyn CpuKernel> {
+                Some(self)
             }
 
             fn cuda(&self) -> Option<&dyn CudaKernel> {

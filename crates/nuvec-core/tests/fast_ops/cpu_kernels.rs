@@ -1,7 +1,8 @@
-//! The CPU's fused kernels (rms_norm, layer_norm, rope, decoding attention) against their
-//! fallback graphs (`FastOp::fallback`, the reference) and against float64 formulas written
-//! here, over the half and single types, rows that are not multiples of the vector width,
-//! and strided, sliced and broadcast inputs; and which cases record a fused node at all.
+//! The CPU's fused kernels (rms_norm, layer_norm and their gradients, rope, decoding
+//! attention) against their fallback graphs (`FastOp::fallback`, the reference) and against
+//! float64 formulas written here, over the half and single types, rows that are not
+//! multiples of the vector width, and strided, sliced and broadcast inputs; and which cases
+//! record a fused node at all.
 
 use super::*;
 use nuvec_core::fast::{AttentionMask, FastOp};
@@ -168,6 +169,118 @@ fn norm_kernels_match_the_fallback_and_the_formula() {
         &want,
         tol(DType::F32),
     );
+}
+
+/// The gradients of an RMS norm (`centre == false`) or layer norm of rows of `d` with
+/// weight `w` (none: 1), in float64: `(dx, dw, db)`.
+fn norm_grad_ref(
+    x: &[f64],
+    g: &[f64],
+    d: usize,
+    w: Option<&[f64]>,
+    centre: bool,
+    eps: f64,
+) -> (Vec<f64>, Vec<f64>, Vec<f64>) {
+    let (mut dx, mut dw, mut db) = (Vec::new(), vec![0.0; d], vec![0.0; d]);
+    for (row, gr) in x.chunks(d).zip(g.chunks(d)) {
+        let mean = if centre {
+            row.iter().sum::<f64>() / d as f64
+        } else {
+            0.0
+        };
+        let c: Vec<f64> = row.iter().map(|v| v - mean).collect();
+        let n = 1.0 / (c.iter().map(|v| v * v).sum::<f64>() / d as f64 + eps).sqrt();
+        let wg: Vec<f64> = (0..d).map(|i| gr[i] * w.map_or(1.0, |w| w[i])).collect();
+        let wg_mean = if centre {
+            wg.iter().sum::<f64>() / d as f64
+        } else {
+            0.0
+        };
+        let proj = (0..d).map(|i| wg[i] * c[i]).sum::<f64>() / d as f64;
+        for i in 0..d {
+            dx.push((wg[i] - wg_mean) * n - c[i] * proj * n.powi(3));
+            dw[i] += gr[i] * c[i] * n;
+            db[i] += gr[i];
+        }
+    }
+    (dx, dw, db)
+}
+
+#[test]
+fn norm_gradient_kernels_match_the_fallback_and_the_formula() {
+    let mut rng = Rng::new(74);
+    let eps = 1e-5;
+    let e = eps.to_bits_f32();
+    for shape in [vec![3, 37], vec![2, 5, 100], vec![17, 1], vec![40, 130]] {
+        let d = *shape.last().unwrap();
+        for dtype in KERNEL_TYPES {
+            let x = rand(&mut rng, &shape, dtype);
+            let g = rand(&mut rng, &shape, dtype);
+            let w = rand(&mut rng, &[d], dtype);
+            let b = rand(&mut rng, &[d], dtype);
+            let (xv, gv, wv) = (values(&x), values(&g), values(&w));
+            let one = Array::scalar(1.0f32).astype(dtype).unwrap();
+            let zero = Array::scalar(0.0f32).astype(dtype).unwrap();
+            // Sums over rows round once at the end: allow a little more than one value.
+            let t = 2.0 * tol(dtype);
+            // x and g in different layouts: the kernel reads each through its own rows.
+            for ((layout, xl), (_, gl)) in layouts(&mut rng, &x)
+                .into_iter()
+                .zip(layouts(&mut rng, &g).into_iter().rev())
+            {
+                let name = |what: &str| format!("{what} {shape:?} {dtype} {layout}");
+                for weighted in [true, false] {
+                    let wl = if weighted { w.clone() } else { one.clone() };
+                    let op = FastOp::RmsNormVjp { eps: e };
+                    let inputs = vec![xl.clone(), wl.clone(), gl.clone()];
+                    let got = Array::from_op(Primitive::Fast(op.clone()), inputs.clone()).unwrap();
+                    let fb = op.fallback(&inputs).unwrap();
+                    let (dx, dw, _) =
+                        norm_grad_ref(&xv, &gv, d, weighted.then_some(&wv[..]), false, eps);
+                    let what = format!("rms grad w={weighted}");
+                    check_same(&name(&format!("{what} dx vs fallback")), &got[0], &fb[0], t);
+                    check(&name(&format!("{what} dx")), &got[0], &shape, dtype, &dx, t);
+                    check_same(&name(&format!("{what} dw vs fallback")), &got[1], &fb[1], t);
+                    if weighted {
+                        check(&name(&format!("{what} dw")), &got[1], &[d], dtype, &dw, t);
+                    }
+                    let op = FastOp::LayerNormVjp { eps: e };
+                    let bl = if weighted { b.clone() } else { zero.clone() };
+                    let inputs = vec![xl.clone(), wl, bl, gl.clone()];
+                    let got = Array::from_op(Primitive::Fast(op.clone()), inputs.clone()).unwrap();
+                    let fb = op.fallback(&inputs).unwrap();
+                    let (dx, dw, db) =
+                        norm_grad_ref(&xv, &gv, d, weighted.then_some(&wv[..]), true, eps);
+                    let what = format!("layer grad w={weighted}");
+                    for (i, part) in ["dx", "dw", "db"].iter().enumerate() {
+                        let label = format!("{what} {part} vs fallback");
+                        check_same(&name(&label), &got[i], &fb[i], t);
+                    }
+                    check(&name(&format!("{what} dx")), &got[0], &shape, dtype, &dx, t);
+                    if weighted {
+                        check(&name(&format!("{what} dw")), &got[1], &[d], dtype, &dw, t);
+                        check(&name(&format!("{what} db")), &got[2], &[d], dtype, &db, t);
+                    }
+                }
+            }
+        }
+    }
+    // The norms' reverse mode records the gradient node on the CPU.
+    let x = rand(&mut rng, &[4, 8], DType::F32);
+    let w = rand(&mut rng, &[8], DType::F32);
+    let g = rand(&mut rng, &[4, 8], DType::F32);
+    let (_, grads) = nuvec_core::vjp(
+        |p| Ok(vec![fast::rms_norm(&p[0], Some(&p[1]), 1e-5)?]),
+        &[x, w],
+        &[g],
+    )
+    .unwrap();
+    for grad in &grads {
+        assert!(matches!(
+            grad.primitive(),
+            Some(Primitive::Fast(FastOp::RmsNormVjp { .. }))
+        ));
+    }
 }
 
 trait Bits {

@@ -1,7 +1,7 @@
 //! The fused operations ([`FastOp`]) on the CPU.
 //!
-//! Kernels compute the normalisations ([`FastOp::RmsNorm`], [`FastOp::LayerNorm`]), the
-//! rotary embedding ([`FastOp::Rope`]) and decoding attention ([`FastOp::Attention`] with a
+//! Kernels compute the normalisations ([`FastOp::RmsNorm`], [`FastOp::LayerNorm`]) and their
+//! gradients ([`FastOp::RmsNormVjp`], [`FastOp::LayerNormVjp`]), the rotary embedding ([`FastOp::Rope`]) and decoding attention ([`FastOp::Attention`] with a
 //! few query rows per head, no array mask nor sinks) in float32, float16 and bfloat16. Each
 //! is a [`CpuKernel`] implemented for its operation's unit, in the file of its family; its
 //! [`CpuKernel::takes`] is what the public operations ask before recording a fused node on the
@@ -14,6 +14,7 @@
 //! vectorises them, compiled for the widest vectors the CPU has.
 
 mod attention;
+mod norm_grads;
 mod norms;
 mod rope;
 
@@ -230,7 +231,7 @@ pub(super) fn param<T: Element>(data: &ArrayData, op: &'static str) -> Result<Op
 
 /// Rows of `d` elements per task: enough for the pool's overhead to vanish, few enough
 /// that every thread gets several tasks.
-fn rows_per_task(rows: usize, d: usize) -> usize {
+pub(super) fn rows_per_task(rows: usize, d: usize) -> usize {
     const TASK_ELEMENTS: usize = 1 << 14;
     let by_size = TASK_ELEMENTS.div_ceil(d.max(1));
     let by_count = rows.div_ceil(4 * rayon::current_num_threads());

@@ -377,6 +377,9 @@ fn lse_rows_f32(src: &[f32], n: usize, out: &mut [f32]) {
 /// holds exponentials relative to the running maximum when it was read (`marks`); the end
 /// of the row brings every block to the row's maximum and divides by the sum.
 fn softmax_rows_f32(src: Option<&[f32]>, out: &mut [f32], n: usize) {
+    if n <= SHORT_ROW {
+        return softmax_short_rows(src, out, n);
+    }
     let per_row = n.div_ceil(CHUNK);
     let total = out.len() / n * per_row;
     if total == 0 {
@@ -439,6 +442,43 @@ fn softmax_rows_f32(src: Option<&[f32]>, out: &mut [f32], n: usize) {
             }
         }
     }
+}
+
+/// The longest rows [`softmax_short_rows`] takes: rows of attention scores over a few
+/// keys, where the blockwise kernel's bookkeeping per row cost more than the row.
+const SHORT_ROW: usize = 64;
+
+/// Softmax of rows of `n <= SHORT_ROW` elements (from `src`, or `out` in place): each row's
+/// maximum, exponentials and sum in one go, in float32.
+#[inline(always)]
+fn softmax_short_rows_body<const FMA: bool>(src: Option<&[f32]>, out: &mut [f32], n: usize) {
+    let mut e = [0f32; SHORT_ROW];
+    for (r, row) in out.chunks_exact_mut(n).enumerate() {
+        let x = match src {
+            Some(src) => &src[r * n..(r + 1) * n],
+            None => &*row,
+        };
+        let m = max_body(x);
+        if m.is_nan() || m.is_infinite() {
+            // A NaN, ∞ - ∞, or a row of -∞ only: NaN throughout, as exp(x - max(x)) gives.
+            row.fill(f32::NAN);
+            continue;
+        }
+        let mut total = 0f32;
+        for (e, &v) in e.iter_mut().zip(x) {
+            *e = exp_neg::<FMA>(v - m);
+            total += *e;
+        }
+        let inv = 1.0 / total;
+        for (o, &e) in row.iter_mut().zip(&e[..n]) {
+            *o = e * inv;
+        }
+    }
+}
+
+widest! {
+    /// [`softmax_short_rows_body`] with the widest vectors the CPU has.
+    fn softmax_short_rows(src: Option<&[f32]>, out: &mut [f32], n: usize) = softmax_short_rows_body;
 }
 
 /// Work per element of the exponential kernels, against one add (for the parallel split).
