@@ -1,6 +1,8 @@
 //! Fused nodes on the GPU run their own kernels: after the public operations whose CUDA
 //! kernels exist (the norms and their gradients, softmax, log-sum-exp, cross entropy and its
-//! gradient, the rotation, decoding attention, paged attention) have recorded and evaluated fused nodes, no fused node ran its fallback graph
+//! gradient, the rotation, norm_rope into an output and into a cache, the depthwise
+//! convolution, decoding attention, paged attention) have recorded and evaluated fused nodes,
+//! no fused node ran its fallback graph
 //! inside the node ([`fast::nested_fallbacks`]); a node built by hand for inputs no kernel
 //! takes does. One test in this binary, so no other test moves the process-wide count.
 //! Skips itself, saying so, where no CUDA device answers.
@@ -39,6 +41,17 @@ fn fused_nodes_run_their_kernels_not_their_fallbacks() {
         let targets = Array::from_slice(&[0i32, 5, 4095, -1, 7, 100, 2, 3], &[8]).unwrap();
         let lengths = Array::from_slice(&[40i32], &[1]).unwrap();
         let cache = random(&mut rng, &[3, 2, 16, 128], -1.0, 1.0, dtype);
+        let w128 = random(&mut rng, &[128], -1.0, 1.0, dtype);
+        let kv_cache = random(&mut rng, &[1, 8, 16, 128], -1.0, 1.0, dtype);
+        let signal = random(&mut rng, &[2, 20, 6], -1.0, 1.0, dtype);
+        let taps = random(&mut rng, &[6, 3, 1], -1.0, 1.0, dtype);
+        let rotation = fast::Rotation {
+            dims: 128,
+            traditional: false,
+            base: Some(1e4),
+            scale: 1.0,
+            freqs: None,
+        };
         let before = fast::nested_fallbacks();
         let outs = on(Device::gpu(0), || {
             let none = fast::AttentionMask::None;
@@ -52,6 +65,9 @@ fn fused_nodes_run_their_kernels_not_their_fallbacks() {
                 fast::scaled_dot_product_attention(&q, &kv, &kv, 0.1, none, None).unwrap(),
                 fast::paged_attention(&q, &cache, &cache, &table, &lengths, 0.1).unwrap(),
                 fast::cross_entropy(&x, &targets).unwrap(),
+                fast::norm_rope(&q, Some((&w128, 1e-6)), rotation, 5, None).unwrap(),
+                fast::norm_rope(&q, Some((&w128, 1e-6)), rotation, 5, Some(&kv_cache)).unwrap(),
+                conv1d(&signal, &taps, 1, 1, 1, 6).unwrap(),
             ];
             // The gradient nodes: the norms' and cross entropy's.
             let rms = |xs: &[Array]| Ok(vec![fast::rms_norm(&xs[0], Some(&xs[1]), 1e-5)?]);

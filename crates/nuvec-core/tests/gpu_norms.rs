@@ -50,9 +50,17 @@ fn layouts(rng: &mut Rng, rows: usize, n: usize, dtype: DType) -> Vec<(&'static 
     ]
 }
 
-/// Row lengths that take each path: a warp (1, 33), a block in registers (4096), a block
-/// in several passes (10000). Fewer rows for the long ones.
-const ROWS: [(usize, usize); 4] = [(7, 1), (9, 33), (5, 4096), (3, 10000)];
+/// Row lengths that take each path: a warp (1, 33; 96 over many rows, many blocks), a block
+/// in registers (4096, 10000), a block in several passes (40000). Fewer rows for the long
+/// ones.
+const ROWS: [(usize, usize); 6] = [
+    (7, 1),
+    (9, 33),
+    (1100, 96),
+    (5, 4096),
+    (3, 10000),
+    (2, 40000),
+];
 
 #[test]
 fn rms_norm_matches_the_cpu() {

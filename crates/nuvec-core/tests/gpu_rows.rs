@@ -23,12 +23,15 @@ fn tol(dtype: DType) -> f64 {
     }
 }
 
-/// `(rows, n)`: a warp (1, 7, 127), one block in registers (1000, 4096, 6656), the longest
-/// rows the gradient kernel holds (8192), the forward's longest (16384) and past them (20000).
-const ROWS: [(usize, usize); 9] = [
+/// `(rows, n)`: a warp (1, 7, 127; 264 over many rows, so that each group of the gradient
+/// kernel sums several), one block in registers (1000, 4096, 6656, 8192, 16384), the longest
+/// rows the gradient kernel holds (16384), the forward's longest in float32 (16384) and past
+/// them (20000).
+const ROWS: [(usize, usize); 10] = [
     (3, 1),
     (9, 7),
     (5, 127),
+    (1200, 264),
     (6, 1000),
     (4, 4096),
     (3, 6656),

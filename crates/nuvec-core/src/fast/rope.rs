@@ -508,6 +508,10 @@ impl Fused for NormRope {
         Ok(vec![like(&c.inputs[0])])
     }
 
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
+    }
+
     /// The norm and rotation nodes (fused themselves where kernels take them), then the cache
     /// write.
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {

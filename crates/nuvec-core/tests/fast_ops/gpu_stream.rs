@@ -86,8 +86,12 @@ fn kernels_record_fused_nodes_and_the_rest_falls_back() {
             scale: 1.0,
             freqs: None,
         };
+        // norm_rope and the depthwise convolution have kernels.
         let nr = fast::norm_rope(&x4, None, rotation, 0, None).unwrap();
-        assert!(!matches!(fused(&nr), Some(FastOp::NormRope { .. })));
+        assert!(matches!(fused(&nr), Some(FastOp::NormRope { .. })));
+        let w = zeros(&[8, 3, 1], DType::F32).unwrap();
+        let conv = conv1d(&x4.reshape(&[2, 3, 8]).unwrap(), &w, 1, 1, 1, 8).unwrap();
+        assert!(matches!(fused(&conv), Some(FastOp::DepthwiseConv1d { .. })));
     });
 }
 

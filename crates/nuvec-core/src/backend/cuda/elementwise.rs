@@ -71,6 +71,14 @@ impl Strided {
         }
         Ok(s)
     }
+
+    /// Whether every element the view locates (from a base address aligned to 16 bytes)
+    /// starts a 16-byte-aligned address, for elements of `size` bytes.
+    pub(crate) fn aligned(&self, size: usize) -> bool {
+        let ok = |v: i64| (v * size as i64) % 16 == 0;
+        ok(self.offset)
+            && (0..self.ndim as usize).all(|d| self.shape[d] <= 1 || ok(self.strides[d]))
+    }
 }
 
 /// Threads per block and the grid for `n` elements, one per thread (grid-stride loops cover

@@ -414,7 +414,7 @@ pub(crate) fn fill(place: &Place, dst: u64, n: usize, value: &ArrayData) -> Resu
 /// The target of a scatter as row-major data of its own on this device, and its address:
 /// `x`'s block itself when it may be written in place (see the module doc), else a copy.
 /// `None` (with `x` untouched) when `x` has no kernel view.
-fn target(place: &Place, x: &mut ArrayData) -> Result<Option<(ArrayData, u64)>> {
+pub(crate) fn target(place: &Place, x: &mut ArrayData) -> Result<Option<(ArrayData, u64)>> {
     let Some(xv) = view(&x.layout) else {
         return Ok(None);
     };

@@ -7,6 +7,10 @@
 //! (its PTX kept on disk, under `NUVEC_KERNEL_CACHE`, else the user's cache directory),
 //! keyed by a hash of the source, the architecture and the options. CUDA's headers come from `$CUDA_HOME/include` (else
 //! `/usr/local/cuda/include`).
+//!
+//! For tuning, `NUVEC_KERNEL_DEFINES` (`NAME=VALUE` words separated by spaces) puts a
+//! `#define` before every source: the kernels' tunable constants (`#ifndef` defaults, such as
+//! `NV_RMS_MINB` in `fast/norms.cu`) can then be tried without rebuilding.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -51,7 +55,7 @@ impl Jit {
             return Ok(Arc::clone(m));
         }
         let name = key.name();
-        let ptx = compile_cached(&name, &source(), &key.arch.name())?;
+        let ptx = compile_cached(&name, &(defines() + &source()), &key.arch.name())?;
         let module = self
             .ctx
             .load_module(Ptx::from_src(ptx))
@@ -59,6 +63,20 @@ impl Jit {
         lock(&self.modules).insert(*key, Arc::clone(&module));
         Ok(module)
     }
+}
+
+/// The `#define` lines `NUVEC_KERNEL_DEFINES` asks for (see the module's documentation).
+fn defines() -> String {
+    static DEFINES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DEFINES
+        .get_or_init(|| {
+            std::env::var("NUVEC_KERNEL_DEFINES")
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(|d| format!("#define {}\n", d.replacen('=', " ", 1)))
+                .collect()
+        })
+        .clone()
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

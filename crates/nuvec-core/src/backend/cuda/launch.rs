@@ -189,6 +189,46 @@ impl Kernel {
         }
     }
 
+    /// Lets the kernel's blocks take all the dynamic shared memory the device gives a block
+    /// (`device_most`, its opt-in limit) less the kernel's static shared memory, past the 48 KiB
+    /// a kernel gets unasked. Always the same value, so that launches asking for different
+    /// amounts never lower it under one another.
+    pub(crate) fn allow_shared(&self, device_most: u32) -> Result<()> {
+        use cudarc::driver::sys::CUfunction_attribute as Attr;
+        let failed = |e: result::DriverError| {
+            Error::Device(format!(
+                "cuda: {}: raising its shared memory: {e}",
+                self.symbol.as_str()
+            ))
+        };
+        let fixed = self
+            .f
+            .get_attribute(Attr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+            .map_err(failed)?;
+        let most = device_most.saturating_sub(fixed.max(0) as u32);
+        self.f
+            .set_attribute(
+                Attr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                most as i32,
+            )
+            .map_err(failed)
+    }
+
+    /// How many blocks of `threads` threads and `shared` bytes of dynamic shared memory a
+    /// multiprocessor runs at once (at least 1).
+    pub(crate) fn resident(&self, threads: usize, shared: usize) -> Result<usize> {
+        let n = self
+            .f
+            .occupancy_max_active_blocks_per_multiprocessor(threads as u32, shared, None)
+            .map_err(|e| {
+                Error::Device(format!(
+                    "cuda: {}: reading its occupancy: {e}",
+                    self.symbol.as_str()
+                ))
+            })?;
+        Ok((n as usize).max(1))
+    }
+
     /// Queues the kernel on `stream` over the grid `cfg`, with `params` as its parameters.
     ///
     /// # Safety

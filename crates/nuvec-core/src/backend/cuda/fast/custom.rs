@@ -121,13 +121,7 @@ fn main_kernel(gpu: &Gpu, call: &KernelCall) -> Result<Kernel> {
                 gpu.props.shared_per_block
             )));
         }
-        // The most the device allows, always the same value, so that calls asking for
-        // different amounts never lower it under one another.
-        k.f.set_attribute(
-            Attr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            most as i32,
-        )
-        .map_err(failed)?;
+        k.allow_shared(gpu.props.shared_per_block)?;
     }
     Ok(k)
 }

@@ -1,7 +1,7 @@
 //! The fused operations ([`FastOp`]) on the GPU.
 //!
 //! Each kernel is a [`CudaKernel`] implemented for its operation's unit, in the file of its
-//! family (`norms.rs`, `norm_grads.rs`, `rope.rs`, `softmax.rs`, `attention.rs`, with their sources in
+//! family (`norms.rs`, `norm_grads.rs`, `rope.rs`, `norm_rope.rs`, `softmax.rs`, `attention.rs`, with their sources in
 //! `kernels/fast/`; `custom.rs` runs the users' kernels, whose sources are generated). Its [`CudaKernel::takes`] looks at shapes and dtypes only: the public
 //! operations ask it before recording a fused node on a GPU stream, and [`eval`] asks it again,
 //! so a recorded node always finds its kernel. Layouts are the kernel's business: what it
@@ -10,12 +10,13 @@
 //! Two kinds of fused node still run their fallback graph inside the node, on this stream
 //! (counted by [`crate::fast::nested_fallbacks`]): nodes built by hand for inputs no kernel
 //! takes, and the operations the seeds record as fused nodes on the GPU whose kernels are
-//! pending (`pending.rs`: attention beyond the decoding kernel's shapes, the gated delta rule,
-//! the depthwise convolution).
+//! pending (`pending.rs`: attention beyond the decoding kernel's shapes, the gated delta rule).
 
 mod attention;
+mod conv;
 pub(crate) mod custom;
 mod norm_grads;
+mod norm_rope;
 mod norms;
 mod pending;
 mod rope;
@@ -92,7 +93,7 @@ pub(super) fn with_copies(
     place: &Place,
     name: &str,
     inputs: &[ArrayData],
-    run: impl Fn(&[ArrayData]) -> Result<Option<Vec<ArrayData>>>,
+    mut run: impl FnMut(&[ArrayData]) -> Result<Option<Vec<ArrayData>>>,
 ) -> Result<Vec<ArrayData>> {
     if let Some(out) = run(inputs)? {
         return Ok(out);
@@ -126,10 +127,22 @@ pub(super) fn row_major(place: &Place, data: &ArrayData) -> Result<ArrayData> {
 /// Every kernel source of these families, complete, for compiling ahead of time (CI).
 #[cfg(test)]
 pub(super) fn all_sources() -> Vec<(String, String)> {
-    let mut sources = norms::all_sources();
-    sources.extend(rope::all_sources());
+    type Source = fn(crate::DType) -> String;
+    let families: [(&str, Source); 5] = [
+        ("norms", norms::source),
+        ("rope", rope::source),
+        ("norm_rope", norm_rope::source),
+        ("conv_fast", conv::source),
+        ("softmax_fast", softmax::source),
+    ];
+    let mut sources = Vec::new();
+    for (family, source) in families {
+        for d in [crate::DType::F32, crate::DType::F16, crate::DType::BF16] {
+            let tn = super::dtype::type_names(d).expect("a float type").1;
+            sources.push((format!("{family}_{tn}"), source(d)));
+        }
+    }
     sources.extend(attention::all_sources());
-    sources.extend(softmax::all_sources());
     sources.extend(custom::all_sources());
     sources
 }

@@ -1,28 +1,31 @@
 //! [`FastOp::RmsNormVjp`](crate::fast::FastOp::RmsNormVjp) and
 //! [`FastOp::LayerNormVjp`](crate::fast::FastOp::LayerNormVjp) on the GPU
-//! (`norm_vjp_*` and `norm_parts_*` in `kernels/fast/norms.cu`): the input's cotangent row by
-//! row in one pass with the row in registers, and the parameters' cotangents as float32
-//! partial sums (one row of them per group of rows) that a second kernel adds in a fixed
-//! order, so that every run gives the same bits (no atomics).
+//! (`{rms,layer}_vjp_*` and `norm_parts_*` in `kernels/fast/norms.cu`): the input's cotangent
+//! row by row in one pass with the row in registers (the forward kernels' packs), and the
+//! parameters' cotangents as float32 partial sums (one row of them per group of rows, kept in
+//! shared memory while the group runs) that a second kernel adds in a fixed order, so that
+//! every run gives the same bits (no atomics).
 //!
-//! The kernels take float32, float16 and bfloat16 inputs of one type, rows of at most 8192
-//! elements, parameters 0-D (none: a zero cotangent) or 1-D of the row's length; other inputs
-//! record the fallback graph. Inputs that are not row-major are copied first.
+//! The kernels take float32, float16 and bfloat16 inputs of one type, rows of at most 512
+//! threads of 4 packs of 16 bytes (16,384 bf16 elements), parameters 0-D (none: a zero
+//! cotangent) or 1-D of the row's length; other inputs record the fallback graph. Inputs that
+//! are not row-major are copied first.
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
-use super::norms::{THREADS, block_of, slots};
+use super::norms::{THREADS, block_of, pack_mode, packs, rows_view};
 use super::{CudaKernel, Place, with_copies};
 use crate::array::ArrayData;
-use crate::backend::cuda::elementwise::type_names;
+use crate::array::Layout;
+use crate::backend::cuda::elementwise::{Strided, type_names};
 use crate::backend::cuda::launch::symbol;
 use crate::fast::norm_grads::{LayerNormVjp, RmsNormVjp};
 use crate::fast::{Arg, kernel_sized};
 use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result};
 
-/// The most slots a thread of the gradient kernel holds (`NV_NORM_VJP` in `norms.cu`).
-const VJP_SLOTS: usize = 16;
+/// The most packs a thread of the gradient kernel holds (`NV_NORM_VJP_KIND` in `norms.cu`).
+const VJP_PACKS: usize = 4;
 
 /// Whether the kernel takes `(x, params.., g)`: one kernel type, `g` of `x`'s shape,
 /// parameters 0-D or 1-D of the row's length, rows the registers hold.
@@ -37,7 +40,7 @@ fn takes_vjp(args: &[Arg<'_>], params: usize) -> bool {
         && args[1..=params]
             .iter()
             .all(|p| p.shape.is_empty() || p.shape == [n])
-        && slots(n, VJP_SLOTS, 8).is_some()
+        && packs(n, x.dtype.size(), VJP_PACKS).is_some()
 }
 
 impl CudaKernel for RmsNormVjp {
@@ -124,18 +127,44 @@ fn norm_vjp(
     ) else {
         return Ok(None);
     };
-    let Some((lanes, s)) = slots(n, VJP_SLOTS, 8) else {
+    let Some((lanes, p)) = packs(n, dtype.size(), VJP_PACKS) else {
         return Ok(None);
     };
     let nrows: usize = shape[..shape.len() - 1].iter().product();
     let (dx, dxp) = place.output(dtype, &shape)?;
-    // The parameters' cotangents: reduced from partial rows where the parameter is 1-D.
+    let tn = type_names(dtype).expect("a float type").1;
+    let xp = place.input(x)? + (x.layout.offset * dtype.size()) as u64;
+    let gp = place.input(g)? + (g.layout.offset * dtype.size()) as u64;
+    // Row-major rows: aligned wherever the first is and the row is whole packs.
+    let (rows, _) = rows_view(&Layout::contiguous(&[nrows.max(1), n]))
+        .ok_or_else(|| crate::Error::Device("cuda: norm vjp: a row-major view".into()))?;
+    let one = Strided::of(&Layout::contiguous(&[1]))?;
+    let mut views = vec![(xp, &rows, 1), (gp, &rows, 1)];
+    if wp != 0 {
+        views.push((wp, &one, 1));
+    }
+    let mode = pack_mode(n, dtype, &views);
+    let kind = if bias.is_some() { "layer" } else { "rms" };
+    let f = place.gpu.kernel_of(
+        "norms",
+        Some(dtype),
+        symbol!("{kind}_vjp_{mode}_{tn}_{p}")?,
+        || super::norms::source(dtype),
+    )?;
+    // Shared memory: a float row of the group's span (lanes * P packs) for the weight's sums,
+    // and another for the bias's.
     let block = block_of(lanes);
     let groups = block / lanes;
-    let resident = (place.gpu.props.threads_per_sm as usize / block).max(1);
+    let span = lanes * p * (16 / dtype.size());
+    let shared = groups * span * 4 * if bias.is_some() { 2 } else { 1 };
+    if shared > 48 << 10 {
+        f.allow_shared(place.gpu.props.shared_per_block)?;
+    }
+    // One wave of blocks, each looping over its rows: one partial row per group.
+    let per_sm = f.resident(block, shared)?;
     let grid = nrows
         .div_ceil(groups)
-        .min(place.gpu.props.sms as usize * resident);
+        .min(place.gpu.props.sms as usize * per_sm);
     let parts = grid * groups;
     let alloc = |on: bool| -> Result<Option<crate::backend::cuda::DeviceBuffer>> {
         if !on {
@@ -151,29 +180,21 @@ fn norm_vjp(
     let (pw, pb) = (alloc(wp != 0)?, alloc(bp != 0)?);
     let ptr = |b: &Option<crate::backend::cuda::DeviceBuffer>| b.as_ref().map_or(0, |b| b.ptr());
     let (pwp, pbp) = (ptr(&pw), ptr(&pb));
-    let tn = type_names(dtype).expect("a float type").1;
     if grid > 0 && n > 0 {
-        let xp = place.input(x)? + (x.layout.offset * dtype.size()) as u64;
-        let gp = place.input(g)? + (g.layout.offset * dtype.size()) as u64;
-        let f = place
-            .gpu
-            .kernel_of("norms", Some(dtype), symbol!("norm_vjp_{tn}_{s}")?, || {
-                super::norms::source(dtype)
-            })?;
         let (nr, n64, lanes32) = (nrows as i64, n as i64, lanes as i32);
-        let centre = i32::from(bias.is_some());
-        let params: [&dyn DeviceRepr; 11] = [
-            &xp, &wp, &gp, &dxp, &pwp, &pbp, &nr, &n64, &eps, &centre, &lanes32,
-        ];
+        let params: [&dyn DeviceRepr; 10] =
+            [&xp, &wp, &gp, &dxp, &pwp, &pbp, &nr, &n64, &eps, &lanes32];
         let cfg = LaunchConfig {
             grid_dim: (grid as u32, 1, 1),
             block_dim: (block as u32, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes: shared as u32,
         };
         // SAFETY: x, g and dx are row-major blocks of `nrows · n` elements of one type (x and
         // g from their offsets); `wp` is null or the first of `n` contiguous weights; the
-        // partial blocks (or null where a parameter is absent) hold `grid · groups` rows of
-        // `n` floats, one row per group of the grid; the arguments match `norm_vjp_*`.
+        // packed kernel gets only rows that start aligned (`packable`); the partial blocks (or
+        // null where a parameter is absent) hold `grid · groups` rows of `n` floats, one row
+        // per group of the grid; `shared` bytes hold each group's sums (the kernel's limit
+        // raised above 48 KiB first); the arguments match `{rms,layer}_vjp_*`.
         unsafe { f.launch(&place.stream, cfg, &params) }?;
     }
     let param_grad = |p: &ArrayData, part: u64| -> Result<ArrayData> {

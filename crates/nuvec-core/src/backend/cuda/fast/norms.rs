@@ -3,9 +3,10 @@
 //! [`FastOp::LayerNorm`](crate::fast::FastOp::LayerNorm) on the GPU (`kernels/fast/norms.cu`),
 //! with the CPU kernels' formula and roundings (`backend/cpu/fast/norms.rs`): statistics in
 //! float32, the normalised value rounded to the element type, then the weight, then the
-//! bias. Rows of up to 16,384 elements are held in registers (`lanes` threads of 8, 16 or 32
-//! slots each, sized to the row so that occupancy stays high) and read from memory once;
-//! longer rows are read once per pass by the looped kernel.
+//! bias. Rows of up to 512 threads of 8 packs of 16 bytes (32,768 bf16 elements) are held in
+//! registers as the packs they are loaded in (`lanes` threads of `P` packs each, sized to the
+//! row so that many rows stay in flight) and read from memory once; longer rows are read once
+//! per pass by the looped kernel.
 //! Inputs are read through their strides; leading axes that do not merge into eight are
 //! copied first.
 //!
@@ -98,23 +99,52 @@ pub(super) const THREADS: usize = 256;
 /// Blocks launched at most (the kernel loops over the rest).
 const MAX_BLOCKS: usize = 1 << 20;
 
-/// The register layout of a row of `n` elements: `lanes` threads (32 to 512) of at most
-/// `max_slots` slots each (`norm_slots_*`, `norm_vjp_*`, `softmax_slots_*`), about `per`
-/// elements a thread; `None` for rows longer than the registers hold (the looped kernel
-/// then). Several 16-byte loads a thread and few threads a row keep many rows' loads in
-/// flight at once, which is what a row kernel's speed depends on: its reductions stall each
-/// row between its loads and its stores.
-pub(super) fn slots(n: usize, max_slots: usize, per: usize) -> Option<(usize, usize)> {
-    let lanes = n.div_ceil(per).next_power_of_two().clamp(32, 512);
-    [8, 16, 32]
+/// The register layout of a row of `n` elements of `size` bytes: `lanes` threads (a warp,
+/// or up to 512 in warps) of `P` packs of 16 bytes each, `P` at most `max_packs`; `None` for
+/// rows longer than that (the looped kernels then). Four packs a thread by preference: few
+/// threads a row, each with several loads in flight, and a register budget that keeps a
+/// dozen rows in flight a multiprocessor, which is what a row kernel's speed depends on (its
+/// reductions stall each row between its loads and its stores). Short rows take a warp with
+/// fewer packs.
+pub(super) fn packs(n: usize, size: usize, max_packs: usize) -> Option<(usize, usize)> {
+    let total = n.div_ceil(16 / size).max(1);
+    if let Some(p) = [1, 2, 4]
         .into_iter()
-        .find(|&s| s <= max_slots && lanes * s >= n)
-        .map(|s| (lanes, s))
+        .find(|&p| p <= max_packs && 32 * p >= total)
+    {
+        return Some((32, p));
+    }
+    [4, 8]
+        .into_iter()
+        .filter(|&p| p <= max_packs)
+        .map(|p| (total.div_ceil(p).next_multiple_of(32), p))
+        .find(|&(lanes, _)| lanes <= 512)
 }
 
 /// The block of a launch with `lanes` threads a row: eight rows of a warp, or one row.
 pub(super) fn block_of(lanes: usize) -> usize {
     if lanes == 32 { THREADS } else { lanes }
+}
+
+/// Whether a row kernel may move rows of `n` elements in 16-byte packs: every row of every
+/// view `(base address, rows, step)` starts aligned, steps by one, and `n` is a whole
+/// number of packs.
+fn packable(n: usize, dtype: DType, views: &[(u64, &Strided, i64)]) -> bool {
+    let size = dtype.size();
+    n.is_multiple_of(16 / size)
+        && views
+            .iter()
+            .all(|&(base, rows, step)| base % 16 == 0 && step == 1 && rows.aligned(size))
+}
+
+/// `"packs"` where [`packable`] holds, else `"elems"`: the kernels' names for the two ways a
+/// row moves.
+pub(super) fn pack_mode(n: usize, dtype: DType, views: &[(u64, &Strided, i64)]) -> &'static str {
+    if packable(n, dtype, views) {
+        "packs"
+    } else {
+        "elems"
+    }
 }
 
 /// The module of the norm kernels of elements of `dtype`.
@@ -209,16 +239,32 @@ fn norm(
         return Ok(Some(outputs(y, h)));
     }
     let xp = place.input(x)?;
-    let rp = match r {
+    let rp: u64 = match r {
         Some(r) => place.input(r)?,
         None => 0,
     };
     let hp = h.as_ref().map_or(0, |h| h.1);
     let tn = type_names(dtype).expect("a float type").1;
-    // Rows the registers hold: `lanes` threads of `s` slots (one read of each input). Longer
+    // Rows the registers hold: `lanes` threads of `p` packs (one read of each input). Longer
     // rows: the looped kernel, a warp or a block of 256 per row.
-    let (name, lanes, block) = match slots(n, 32, 32) {
-        Some((lanes, s)) => (symbol!("norm_slots_{tn}_{s}")?, lanes, block_of(lanes)),
+    let kind = match (r.is_some(), bias.is_some()) {
+        (true, _) => "add_rms",
+        (false, true) => "layer",
+        (false, false) => "rms",
+    };
+    let one = Strided::of(&Layout::contiguous(&[1]))?;
+    let mut views = vec![(xp, &xrows, xs)];
+    if r.is_some() {
+        views.push((rp, &rrows, rs));
+    }
+    for (ptr, step) in [(wp, ws), (bp, bs)] {
+        if ptr != 0 {
+            views.push((ptr, &one, step));
+        }
+    }
+    let mode = pack_mode(n, dtype, &views);
+    let (name, lanes, block) = match packs(n, dtype.size(), 8) {
+        Some((lanes, p)) => (symbol!("{kind}_{mode}_{tn}_{p}")?, lanes, block_of(lanes)),
         None => (symbol!("norm_rows_{tn}")?, THREADS, THREADS),
     };
     let f = place
@@ -228,10 +274,14 @@ fn norm(
     let lanes = lanes as i32;
     let (nr, n64) = (nrows as i64, n as i64);
     let centre = i32::from(bias.is_some());
-    let params: [&dyn DeviceRepr; 17] = [
-        &xp, &xrows, &xs, &rp, &rrows, &rs, &wp, &ws, &bp, &bs, &yp, &hp, &nr, &n64, &eps, &centre,
-        &lanes,
+    let looped = name.as_str().starts_with("norm_rows");
+    let mut params: Vec<&dyn DeviceRepr> = vec![
+        &xp, &xrows, &xs, &rp, &rrows, &rs, &wp, &ws, &bp, &bs, &yp, &hp, &nr, &n64, &eps,
     ];
+    if looped {
+        params.push(&centre);
+    }
+    params.push(&lanes);
     let cfg = LaunchConfig {
         grid_dim: (nrows.div_ceil(groups).clamp(1, MAX_BLOCKS) as u32, 1, 1),
         block_dim: (block as u32, 1, 1),
@@ -242,19 +292,8 @@ fn norm(
     // residual (of x's shape) when `rp` is not null; `wp`/`bp` are null or point at the
     // first of `n` elements `ws`/`bs` apart inside their blocks; `yp` (and `hp` with a
     // residual) are fresh row-major blocks of `nrows · n` elements of x's type; all of one
-    // type, and the arguments match `norm_rows_*` and `norm_slots_*` in `norms.cu`.
+    // type; the packed kernels get only views whose rows start aligned (`packable`); and the
+    // arguments match `norm_rows_*` and `{rms,add_rms,layer}_{packs,elems}_*` in `norms.cu`.
     unsafe { f.launch(&place.stream, cfg, &params) }?;
     Ok(Some(outputs(y, h)))
-}
-
-/// Every kernel source of this family, complete, for compiling ahead of time (CI).
-#[cfg(test)]
-pub(super) fn all_sources() -> Vec<(String, String)> {
-    [DType::F32, DType::F16, DType::BF16]
-        .into_iter()
-        .map(|d| {
-            let tn = type_names(d).expect("a float type").1;
-            (format!("norms_{tn}"), source(d))
-        })
-        .collect()
 }

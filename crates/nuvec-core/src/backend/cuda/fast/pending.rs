@@ -1,18 +1,14 @@
-//! The fused operations the seeds record on a GPU stream whose CUDA kernels are still to be
-//! written: the gated delta rule ([`GatedDelta`]) and the depthwise convolution
-//! ([`DepthwiseConv1d`]). Each takes the inputs its kernel will take, so the graphs look as
-//! they will; until then the gated delta rule runs its fallback graph inside the node on this
-//! stream, and the convolution runs on the host, whose result the seeds compare with the CPU
-//! convolution bit for bit.
+//! The fused operation the seeds record on a GPU stream whose CUDA kernel is still to be
+//! written: the gated delta rule ([`GatedDelta`]). It takes the inputs its kernel will take,
+//! so the graphs look as they will; until then it runs its fallback graph inside the node on
+//! this stream.
 
 use super::{CudaKernel, Place, nested};
+use crate::Result;
 use crate::array::ArrayData;
-use crate::backend::cpu::fast::fallback_on;
-use crate::fast::conv::DepthwiseConv1d;
 use crate::fast::gated_delta::GatedDelta;
 use crate::fast::{Arg, kernel_sized};
 use crate::primitive::OutputSpec;
-use crate::{Device, Result, Stream};
 
 impl CudaKernel for GatedDelta {
     /// `q` and `v` of one kernel type, gates and state of kernel types, `Dk` a multiple
@@ -36,27 +32,5 @@ impl CudaKernel for GatedDelta {
         outputs: &[OutputSpec],
     ) -> Result<Vec<ArrayData>> {
         nested(place, self, inputs, outputs)
-    }
-}
-
-impl CudaKernel for DepthwiseConv1d {
-    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
-        kernel_sized(inputs) && inputs.len() == 2 && inputs[1].dtype == inputs[0].dtype
-    }
-
-    fn batchable(&self, _: &[Arg<'_>]) -> bool {
-        false
-    }
-
-    fn eval(
-        &self,
-        _place: &Place,
-        inputs: &mut [ArrayData],
-        outputs: &[OutputSpec],
-    ) -> Result<Vec<ArrayData>> {
-        for data in inputs.iter() {
-            data.buffer.ensure_host()?;
-        }
-        fallback_on(Stream::default_for(Device::cpu()), self, inputs, outputs)
     }
 }

@@ -3,8 +3,8 @@
 //! each rotated value rounded once. The input is read through its strides (a transposed
 //! `[B, H, L, D]` view of `[B, L, H, D]` needs no copy), the output is row-major. Rows of step
 //! 1 rotated whole and 16-byte aligned run `rope_heads_*`: the heads of one position share
-//! their sines and cosines (computed once) and move in 16-byte packs; other rows run
-//! `rope_rows_*`, a warp per row.
+//! their sines and cosines (computed once a block, into shared memory) and move in 16-byte
+//! packs, two a thread in flight; other rows run `rope_rows_*`, a warp per row.
 //!
 //! The kernel takes what the CPU's does ([`Rope::kernel_takes`]); leading axes that do not
 //! merge into eight are copied first.
@@ -37,17 +37,20 @@ impl CudaKernel for Rope {
 }
 
 const COMMON: &str = include_str!("../kernels/common.cuh");
+const ROWS: &str = include_str!("../kernels/fast/rows.cuh");
 const ROPE: &str = include_str!("../kernels/fast/rope.cu");
 
 /// Threads per block (`NV_THREADS` in `rope.cu`), a warp per row.
 const THREADS: usize = 256;
+/// Items a thread of `rope_heads_*` takes at once (`NV_ROPE_ITEMS` in `rope.cu`).
+const ITEMS: usize = 2;
 /// Blocks launched at most (the kernel loops over the rest).
 const MAX_BLOCKS: usize = 1 << 20;
 
 /// The module of the rotation kernel of elements of `dtype`.
-fn source(dtype: DType) -> String {
+pub(super) fn source(dtype: DType) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
-    format!("{COMMON}\n{ROPE}\nNV_ROPE({ct}, {tn})\n")
+    format!("{COMMON}\n{ROWS}\n{ROPE}\nNV_ROPE({ct}, {tn})\n")
 }
 
 /// Whether `rope_heads_*` takes `x` (its buffer at device address `xp`, elements `s` apart
@@ -152,12 +155,16 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
     let heads = heads_layout(x, xp, p, s, t, per_batch);
     let (name, cfg) = match heads {
         Some((chunks, heads)) => {
-            // Every head of a position in one block where they fit (chunks <= THREADS).
-            let threads = (chunks * heads).next_multiple_of(32).clamp(32, THREADS);
+            // Every head of a position in one block, ITEMS (head, chunk) items a thread; the
+            // pairs' cosines and sines in shared memory.
+            let threads = (chunks * heads)
+                .div_ceil(ITEMS)
+                .next_multiple_of(32)
+                .clamp(32, THREADS);
             let cfg = LaunchConfig {
                 grid_dim: ((nrows / heads).clamp(1, MAX_BLOCKS) as u32, 1, 1),
                 block_dim: (threads as u32, 1, 1),
-                shared_mem_bytes: 0,
+                shared_mem_bytes: (2 * half * 4) as u32,
             };
             (symbol!("rope_heads_{tn}")?, cfg)
         }
@@ -209,16 +216,4 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
     // `rope_rows_*` in `rope.cu`.
     unsafe { f.launch(&place.stream, cfg, &params) }?;
     Ok(Some(vec![y]))
-}
-
-/// Every kernel source of this family, complete, for compiling ahead of time (CI).
-#[cfg(test)]
-pub(super) fn all_sources() -> Vec<(String, String)> {
-    [DType::F32, DType::F16, DType::BF16]
-        .into_iter()
-        .map(|d| {
-            let tn = type_names(d).expect("a float type").1;
-            (format!("rope_{tn}"), source(d))
-        })
-        .collect()
 }

@@ -5,8 +5,9 @@
 //! (`kernels/fast/softmax.cu`), accumulated in float32.
 //!
 //! Softmax and log-sum-exp of float32, float16 and bfloat16 rows the registers hold (up to
-//! 16,384 elements) read each row once into registers (`softmax_slots_*`, the norms' layout:
-//! `lanes` threads of 8 to 32 slots); other rows and float64 run the reductions' row kernels
+//! 512 threads of 8 packs of 16 bytes) read each row once into registers
+//! (`softmax_{packs,elems}_*`, the norms' layout: `lanes` threads of `P` packs, kept as loaded);
+//! other rows and float64 run the reductions' row kernels
 //! (`reduce.rs`). Cross entropy reads each row of logits once with an online maximum and sum,
 //! a row split over several blocks when there are too few rows to fill the device, and its
 //! gradient writes `g · (softmax − onehot)` in one more pass, the log-sum-exp recovered from
@@ -14,7 +15,7 @@
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
-use super::norms::{block_of, rows_view, slots};
+use super::norms::{block_of, pack_mode, packs, rows_view};
 use super::{CudaKernel, Place, with_copies};
 use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::type_names;
@@ -37,7 +38,7 @@ const TYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 const MAX_BLOCKS: usize = 1 << 20;
 
 /// The module of these kernels over `dtype`.
-fn source(dtype: DType) -> String {
+pub(super) fn source(dtype: DType) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
     format!("{COMMON}\n{ROWS}\n{SOFTMAX}\nNV_SOFTMAX_FAST({ct}, {tn})\n")
 }
@@ -109,9 +110,9 @@ fn slot_rows(
     let Some(&n) = x.layout.shape.last() else {
         return Ok(None);
     };
-    let (true, Some((lanes, s)), Some((rows, st))) = (
+    let (true, Some((lanes, p)), Some((rows, st))) = (
         TYPES.contains(&dtype),
-        slots(n, 32, 32),
+        packs(n, dtype.size(), 8),
         rows_view(&x.layout),
     ) else {
         return Ok(None);
@@ -125,8 +126,11 @@ fn slot_rows(
         return Ok(Some(vec![out]));
     }
     let tn = type_names(dtype).expect("a float type").1;
-    let f = kernel(place, dtype, symbol!("softmax_slots_{tn}_{s}")?)?;
     let xp = place.input(x)?;
+    // The output is fresh and row-major: aligned rows whenever the input's are (and whole
+    // packs); log-sum-exp writes one value a row.
+    let mode = pack_mode(n, dtype, &[(xp, &rows, st)]);
+    let f = kernel(place, dtype, symbol!("softmax_{mode}_{tn}_{p}")?)?;
     let block = block_of(lanes);
     let groups = block / lanes;
     let (nr, n64, lanes32, lse32) = (nrows as i64, n as i64, lanes as i32, i32::from(lse));
@@ -138,8 +142,9 @@ fn slot_rows(
     };
     // SAFETY: `rows` (x's layout without its last axis) locates each of the `nrows` rows
     // inside x's block, their `n` elements `st` apart; the output is a fresh row-major block
-    // of `nrows · n` elements (softmax) or `nrows` (log-sum-exp) of x's type; the arguments
-    // match `softmax_slots_*`.
+    // of `nrows · n` elements (softmax) or `nrows` (log-sum-exp) of x's type; the packed
+    // kernel gets only rows that start aligned (`packable`); the arguments match
+    // `softmax_{packs,elems}_*`.
     unsafe { f.launch(&place.stream, cfg, &params) }?;
     Ok(Some(vec![out]))
 }
@@ -297,16 +302,4 @@ fn cross_entropy_vjp(place: &Place, i: &[ArrayData]) -> Result<Option<Vec<ArrayD
     // `cross_entropy_grad_*`.
     unsafe { f.launch(&place.stream, cfg, &params) }?;
     Ok(Some(vec![dx]))
-}
-
-/// Every kernel source of this family, complete, for compiling ahead of time (CI).
-#[cfg(test)]
-pub(super) fn all_sources() -> Vec<(String, String)> {
-    TYPES
-        .into_iter()
-        .map(|d| {
-            let tn = type_names(d).expect("a float type").1;
-            (format!("softmax_fast_{tn}"), source(d))
-        })
-        .collect()
 }

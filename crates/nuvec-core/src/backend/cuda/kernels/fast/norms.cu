@@ -1,18 +1,16 @@
 // RMS and layer normalisation over the last axis (with the residual sum of add_rms_norm),
 // and their gradients. Needs common.cuh and fast/rows.cuh first.
 //
-// Rows the registers hold (at most 512 threads of 8 to 32 slots) run the `slots` kernels
-// below. Longer rows run the looped kernel, 256 threads a block: each row gets `lanes`
-// threads, a warp or the whole block. A row of at most NV_CACHE * lanes elements is read once into
-// registers (NV_CACHE floats per thread); a longer one is read again for each pass (two
-// for RMS, three for layer normalisation). Rows are located by the `rows` view (the leading
-// axes) with their elements `s` apart; when a row has step 1 and every pointer it touches
-// is 16-byte aligned, it moves in 16-byte packs. Statistics accumulate in float; the result
-// is rounded as the CPU kernels round it: the normalised value to the element type, then
-// times the weight (rounded), then plus the bias (rounded). Outputs are row-major.
+// Rows the registers hold (at most 512 threads of 8 packs of 16 bytes, rows.cuh) run the
+// `packs`/`elems` kernels below, one kernel for each of RMS, add-then-RMS and layer
+// normalisation. Longer rows run the looped kernel, a block of 256 a row, which reads a row
+// again for each pass (two for RMS, three for layer normalisation). Rows are located by the
+// `rows` view (the leading axes) with their elements `s` apart. Statistics accumulate in
+// float; the result is rounded as the CPU kernels round it: the normalised value to the
+// element type, then times the weight (rounded), then plus the bias (rounded). Outputs are
+// row-major.
 
 #define NV_THREADS 256
-#define NV_CACHE 32
 
 // What a norm reads and writes: the input row, the residual row (add_rms_norm: `r` not
 // null, the sum written to `h`), the parameters (null when absent, elements `ws`/`bs`
@@ -52,125 +50,31 @@ __device__ __forceinline__ T nv_norm_out(float v, float mean, float inv, bool hw
   return nv_down<T>(z);
 }
 
-// Whether row R moves in 16-byte packs of V elements.
-template <typename T, int V>
-__device__ __forceinline__ bool nv_norm_packed(const NvNormRow<T>& R, i64 n) {
-  bool ok = R.xs == 1 && n % V == 0 && nv_aligned(R.x) && nv_aligned(R.y);
-  if (R.r != nullptr) ok = ok && R.rs == 1 && nv_aligned(R.r) && nv_aligned(R.h);
-  if (R.w != nullptr) ok = ok && R.ws == 1 && nv_aligned(R.w);
-  if (R.b != nullptr) ok = ok && R.bs == 1 && nv_aligned(R.b);
-  return ok;
-}
-
 // One row of n elements (any n >= 1) by lane `lane` of `lanes`.
 template <typename T>
 __device__ __forceinline__ void nv_norm_row(NvNormRow<T> R, i64 n, float eps, bool centre,
                                             int lane, int lanes) {
-  constexpr int V = 16 / sizeof(T);
-  typedef NvPack<T, V> P;
   const bool hw = R.w != nullptr, hb = R.b != nullptr;
   const float fn = (float)n;
-  if (n > (i64)NV_CACHE * lanes) {
-    // Too long for registers: a pass for the mean (layer norm), one for the sum of squares
-    // (which writes add_rms_norm's sums), one for the output.
-    float mean = 0.0f;
-    if (centre) {
-      float sum = 0.0f;
-      for (i64 i = lane; i < n; i += lanes) sum += nv_norm_in(R, i, false);
-      mean = nv_row_sum(sum, lanes) / fn;
-    }
-    float sq = 0.0f;
-    for (i64 i = lane; i < n; i += lanes) {
-      const float d = nv_norm_in(R, i, true) - mean;
-      sq += d * d;
-    }
-    sq = nv_row_sum(sq, lanes);
-    const float inv = 1.0f / sqrtf(sq / fn + eps);
-    for (i64 i = lane; i < n; i += lanes) {
-      const float wv = hw ? nv_up(R.w[i * R.ws]) : 1.0f;
-      const float bv = hb ? nv_up(R.b[i * R.bs]) : 0.0f;
-      R.y[i] = nv_norm_out<T>(nv_norm_in(R, i, false), mean, inv, hw, wv, hb, bv);
-    }
-    return;
+  // A pass for the mean (layer norm), one for the sum of squares
+  // (which writes add_rms_norm's sums), one for the output.
+  float mean = 0.0f;
+  if (centre) {
+    float sum = 0.0f;
+    for (i64 i = lane; i < n; i += lanes) sum += nv_norm_in(R, i, false);
+    mean = nv_row_sum(sum, lanes) / fn;
   }
-  // The row in registers: slot k*V + j holds element (lane + k*lanes)*V + j (packed) or
-  // slot k holds element lane + k*lanes (one by one); slots past the row hold 0.
-  float c[NV_CACHE];
-  const bool packed = nv_norm_packed<T, V>(R, n);
-  if (packed) {
-    const i64 packs = n / V;
-#pragma unroll
-    for (int k = 0; k < NV_CACHE / V; ++k) {
-      const i64 p = lane + (i64)k * lanes;
-      if (p < packs) {
-        const P a = reinterpret_cast<const P*>(R.x)[p];
-        if (R.r != nullptr) {
-          const P q = reinterpret_cast<const P*>(R.r)[p];
-          P s;
-#pragma unroll
-          for (int j = 0; j < V; ++j) {
-            s.v[j] = nv_down<T>(nv_up(a.v[j]) + nv_up(q.v[j]));
-            c[k * V + j] = nv_up(s.v[j]);
-          }
-          reinterpret_cast<P*>(R.h)[p] = s;
-        } else {
-#pragma unroll
-          for (int j = 0; j < V; ++j) c[k * V + j] = nv_up(a.v[j]);
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < V; ++j) c[k * V + j] = 0.0f;
-      }
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < NV_CACHE; ++k) {
-      const i64 i = lane + (i64)k * lanes;
-      c[k] = i < n ? nv_norm_in(R, i, true) : 0.0f;
-    }
-  }
-  float sum = 0.0f;
-#pragma unroll
-  for (int k = 0; k < NV_CACHE; ++k) sum += c[k];
-  sum = nv_row_sum(sum, lanes);
-  const float mean = centre ? sum / fn : 0.0f;
   float sq = 0.0f;
-#pragma unroll
-  for (int k = 0; k < NV_CACHE; ++k) {
-    const i64 i = packed ? (lane + (i64)(k / V) * lanes) * V + k % V : lane + (i64)k * lanes;
-    const float d = c[k] - mean;
-    if (i < n) sq += d * d;
+  for (i64 i = lane; i < n; i += lanes) {
+    const float d = nv_norm_in(R, i, true) - mean;
+    sq += d * d;
   }
   sq = nv_row_sum(sq, lanes);
   const float inv = 1.0f / sqrtf(sq / fn + eps);
-  if (packed) {
-    const i64 packs = n / V;
-#pragma unroll
-    for (int k = 0; k < NV_CACHE / V; ++k) {
-      const i64 p = lane + (i64)k * lanes;
-      if (p < packs) {
-        P wp, bp, o;
-        if (hw) wp = reinterpret_cast<const P*>(R.w)[p];
-        if (hb) bp = reinterpret_cast<const P*>(R.b)[p];
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const float wv = hw ? nv_up(wp.v[j]) : 1.0f;
-          const float bv = hb ? nv_up(bp.v[j]) : 0.0f;
-          o.v[j] = nv_norm_out<T>(c[k * V + j], mean, inv, hw, wv, hb, bv);
-        }
-        reinterpret_cast<P*>(R.y)[p] = o;
-      }
-    }
-  } else {
-#pragma unroll
-    for (int k = 0; k < NV_CACHE; ++k) {
-      const i64 i = lane + (i64)k * lanes;
-      if (i < n) {
-        const float wv = hw ? nv_up(R.w[i * R.ws]) : 1.0f;
-        const float bv = hb ? nv_up(R.b[i * R.bs]) : 0.0f;
-        R.y[i] = nv_norm_out<T>(c[k], mean, inv, hw, wv, hb, bv);
-      }
-    }
+  for (i64 i = lane; i < n; i += lanes) {
+    const float wv = hw ? nv_up(R.w[i * R.ws]) : 1.0f;
+    const float bv = hb ? nv_up(R.b[i * R.bs]) : 0.0f;
+    R.y[i] = nv_norm_out<T>(nv_norm_in(R, i, false), mean, inv, hw, wv, hb, bv);
   }
 }
 
@@ -206,137 +110,291 @@ __device__ __forceinline__ void nv_norm_rows(const T* __restrict__ x, const Stri
 }
 
 // ---------------------------------------------------------------------------------------
-// Rows held in registers (rows.cuh).
+// Rows held in registers as packs (rows.cuh).
 
-// The mean (layer norm; 0 for RMS) and the inverse root mean square about it of the row in
-// `c`, which then holds the centred values (0 past the row).
-template <typename T, int S>
-__device__ __forceinline__ void nv_slot_stats(float (&c)[S], i64 n, float eps, bool centre,
-                                              bool packed, int lane, int lanes, float& mean,
-                                              float& inv) {
+// The mean (layer norm; 0 for RMS) and the inverse root mean square about it of the row
+// whose packs `x` holds.
+// Tunable: the layer norm's statistics in one exchange (each thread's mean and squared
+// deviations merged) instead of two (the mean, then the squares about it). Two: 2,610
+// against 2,170 GB/s on the H200 (bf16 [16384, 4096]; the merge costs registers).
+#ifndef NV_LAYER_ONE_PASS
+#define NV_LAYER_ONE_PASS 0
+#endif
+
+template <typename T, int P>
+__device__ __forceinline__ void nv_pack_stats(const NvPacks<T, P>& x, i64 n, float eps, bool centre,
+                                              int lane, int lanes, float& mean, float& inv) {
+  constexpr int V = NvVec<T>::v;
   const float fn = (float)n;
+  if (centre && NV_LAYER_ONE_PASS) {
+    // Each thread's own mean and squared deviations, merged over the row in one exchange.
+    float c = 0.0f, s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int valid = nv_pack_valid<T>(nv_pack_at(k, lane, lanes), n);
+      c += (float)valid;
+#pragma unroll
+      for (int j = 0; j < V; ++j) s += x.at(k, j);
+    }
+    float m = c > 0.0f ? s / c : 0.0f, m2 = 0.0f;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int valid = nv_pack_valid<T>(nv_pack_at(k, lane, lanes), n);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float d = x.at(k, j) - m;
+        m2 += j < valid ? d * d : 0.0f;
+      }
+    }
+    nv_row_moments(c, m, m2, lanes);
+    mean = m;
+    inv = 1.0f / sqrtf(m2 / fn + eps);
+    return;
+  }
   mean = 0.0f;
   if (centre) {
     float sum = 0.0f;
 #pragma unroll
-    for (int s = 0; s < S; ++s) sum += c[s];
-    mean = nv_row_sum(sum, lanes) / fn;
+    for (int k = 0; k < P; ++k)
 #pragma unroll
-    for (int s = 0; s < S; ++s) c[s] = nv_slot<T>(s, packed, lane, lanes) < n ? c[s] - mean : 0.0f;
+      for (int j = 0; j < V; ++j) sum += x.at(k, j);
+    mean = nv_row_sum(sum, lanes) / fn;
   }
   float sq = 0.0f;
 #pragma unroll
-  for (int s = 0; s < S; ++s) sq += c[s] * c[s];
+  for (int k = 0; k < P; ++k) {
+    const int valid = centre ? nv_pack_valid<T>(nv_pack_at(k, lane, lanes), n) : V;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      // Elements past the row hold 0, which only the centred sum must skip.
+      const float d = x.at(k, j) - mean;
+      sq += j < valid ? d * d : 0.0f;
+    }
+  }
   sq = nv_row_sum(sq, lanes);
   inv = 1.0f / sqrtf(sq / fn + eps);
 }
 
-// One row of at most `lanes * S` elements, from registers.
-template <typename T, int S>
-__device__ __forceinline__ void nv_norm_slots(const NvNormRow<T>& R, i64 n, float eps, bool centre,
-                                              int lane, int lanes) {
-  constexpr int V = 16 / sizeof(T);
-  const bool packed = nv_norm_packed<T, V>(R, n);
-  float c[S];
-  nv_load_slots<T, S>(R.x, R.xs, n, packed, lane, lanes, c);
-  if (R.r != nullptr) {
-    float q[S];
-    nv_load_slots<T, S>(R.r, R.rs, n, packed, lane, lanes, q);
+// One row of at most `lanes * P * V` elements, read once into registers. `res`: the residual
+// is added first (add_rms_norm), `centre`: layer norm. Each combination is its own kernel,
+// so that the plain norms carry no registers for what they do not do.
+template <typename T, int P, bool packed, bool res, bool centre>
+__device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, i64 n, float eps, int lane,
+                                              int lanes) {
+  constexpr int V = NvVec<T>::v;
+  NvPacks<T, P> x;
+  nv_packs_load<T, P>(R.x, R.xs, n, packed, lane, lanes, x);
+  if (res) {
+    NvPacks<T, P> q;
+    nv_packs_load<T, P>(R.r, R.rs, n, packed, lane, lanes, q);
 #pragma unroll
-    for (int s = 0; s < S; ++s) c[s] = nv_up(nv_down<T>(c[s] + q[s]));
-    nv_store_slots<T, S>(R.h, n, packed, lane, lanes, c);
+    for (int k = 0; k < P; ++k) {
+      typename NvVec<T>::P o;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        o.v[j] = nv_down<T>(x.at(k, j) + q.at(k, j));
+        x.set(k, j, o.v[j]);
+      }
+      nv_pack_store<T>(R.h, nv_pack_at(k, lane, lanes), n, packed, o);
+    }
   }
   float mean, inv;
-  nv_slot_stats<T, S>(c, n, eps, centre, packed, lane, lanes, mean, inv);
-  const bool hw = R.w != nullptr, hb = R.b != nullptr;
-  float w[S], b[S];
-  nv_param_slots<T, S>(R.w, R.ws, n, packed, lane, lanes, 1.0f, w);
-  nv_param_slots<T, S>(R.b, R.bs, n, packed, lane, lanes, 0.0f, b);
+  nv_pack_stats<T, P>(x, n, eps, centre, lane, lanes, mean, inv);
+  const bool hw = R.w != nullptr, hb = centre && R.b != nullptr;
 #pragma unroll
-  for (int s = 0; s < S; ++s) c[s] = nv_up(nv_norm_out<T>(c[s], 0.0f, inv, hw, w[s], hb, b[s]));
-  nv_store_slots<T, S>(R.y, n, packed, lane, lanes, c);
+  for (int k = 0; k < P; ++k) {
+    const i64 q = nv_pack_at(k, lane, lanes);
+    if (q * V >= n) break;
+    // The parameters stay as loaded, converted element by element (fewer registers).
+    const NvRaw w = nv_raw_param<T>(R.w, R.ws, q, n, packed);
+    const NvRaw b = nv_raw_param<T>(centre ? R.b : nullptr, R.bs, q, n, packed);
+    typename NvVec<T>::P o;
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      o.v[j] = nv_norm_out<T>(x.at(k, j), mean, inv, hw, nv_raw_get<T>(w, j), hb,
+                              nv_raw_get<T>(b, j));
+    nv_pack_store<T>(R.y, q, n, packed, o);
+  }
 }
 
 // Every row, from registers: `lanes` threads a row (32: eight rows a block of 256; more: the
 // block is one row), grid-stride over the rows.
-template <typename T, int S>
-__device__ __forceinline__ void nv_norm_slot_rows(const T* __restrict__ x, const Strided& xrows,
+template <typename T, int P, bool packed, bool res, bool centre>
+__device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const Strided& xrows,
                                                   i64 xs, const T* __restrict__ r,
                                                   const Strided& rrows, i64 rs,
                                                   const T* __restrict__ w, i64 ws,
                                                   const T* __restrict__ b, i64 bs,
                                                   T* __restrict__ y, T* __restrict__ h, i64 nrows,
-                                                  i64 n, float eps, int centre, int lanes) {
+                                                  i64 n, float eps, int lanes) {
   const int groups = blockDim.x / lanes;
   const int g = threadIdx.x / lanes, lane = threadIdx.x % lanes;
   for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += (i64)gridDim.x * groups) {
     NvNormRow<T> R;
     R.x = x + nv_locate(xrows, t);
     R.xs = xs;
-    R.r = r == nullptr ? nullptr : r + nv_locate(rrows, t);
+    R.r = res ? r + nv_locate(rrows, t) : nullptr;
     R.rs = rs;
-    R.h = r == nullptr ? nullptr : h + t * n;
+    R.h = res ? h + t * n : nullptr;
     R.w = w;
     R.ws = ws;
     R.b = b;
     R.bs = bs;
     R.y = y + t * n;
-    nv_norm_slots<T, S>(R, n, eps, centre != 0, lane, lanes);
+    nv_norm_packs<T, P, packed, res, centre>(R, n, eps, lane, lanes);
   }
 }
 
 // ---------------------------------------------------------------------------------------
-// The gradients of both norms, rows in registers as above. For row x with cotangent g,
+// The gradients of both norms, rows in registers as packs. For row x with cotangent g,
 // c = x - mean (mean 0 for RMS), inv = 1 / sqrt(mean(c²) + eps), u = g·w:
 //   dx = (u - mean(u)) · inv - c · mean(u·c) · inv³      (mean(u) only for layer norm)
-// and the parameters' cotangents sum g·c·inv (weight) and g (bias) over the rows: each row
-// group adds its rows into registers and writes one partial row of float32 sums; a second
+// and the parameters' cotangents sum g·c·inv (weight) and g (bias) over the rows. Each row
+// group adds its rows into its own float32 row in shared memory (each thread only the
+// elements it holds, so no synchronisation), then writes it as one partial row; a second
 // kernel adds the partial rows in a fixed order (no atomics: every run gives the same bits).
-template <typename T, int S>
-__device__ __forceinline__ void nv_norm_vjp_rows(const T* __restrict__ x, const T* __restrict__ w,
-                                                 const T* __restrict__ g, T* __restrict__ dx,
-                                                 float* __restrict__ pw, float* __restrict__ pb,
-                                                 i64 nrows, i64 n, float eps, int centre,
-                                                 int lanes) {
-  constexpr int V = 16 / sizeof(T);
+// The RMS norm needs one row reduction (of two sums), the layer norm two.
+
+// The sums a and b over the `lanes` threads of a row, as `nv_row_sum` (one exchange).
+__device__ __forceinline__ void nv_row_sum2(float& a, float& b, int lanes) {
+#pragma unroll
+  for (int m = 16; m >= 1; m >>= 1) {
+    a += __shfl_xor_sync(0xffffffffu, a, m);
+    b += __shfl_xor_sync(0xffffffffu, b, m);
+  }
+  if (lanes > 32) {
+    __shared__ float part[2][32];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) {
+      part[0][warp] = a;
+      part[1][warp] = b;
+    }
+    __syncthreads();
+    a = lane < lanes / 32 ? part[0][lane] : 0.0f;
+    b = lane < lanes / 32 ? part[1][lane] : 0.0f;
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) {
+      a += __shfl_xor_sync(0xffffffffu, a, m);
+      b += __shfl_xor_sync(0xffffffffu, b, m);
+    }
+    __syncthreads();
+  }
+}
+
+// Adds v[0..V) to the V floats at `a` (16-byte aligned) in 16-byte steps.
+template <int V>
+__device__ __forceinline__ void nv_add_floats(float* a, const float (&v)[V]) {
+#pragma unroll
+  for (int h = 0; h < V / 4; ++h) {
+    float4 s = reinterpret_cast<float4*>(a)[h];
+    s.x += v[4 * h];
+    s.y += v[4 * h + 1];
+    s.z += v[4 * h + 2];
+    s.w += v[4 * h + 3];
+    reinterpret_cast<float4*>(a)[h] = s;
+  }
+}
+
+template <typename T, int P, bool packed, bool lay>
+__device__ __forceinline__ void nv_norm_vjp_packs(const T* __restrict__ x, const T* __restrict__ w,
+                                                  const T* __restrict__ g, T* __restrict__ dx,
+                                                  float* __restrict__ pw, float* __restrict__ pb,
+                                                  i64 nrows, i64 n, float eps, int lanes) {
+  constexpr int V = NvVec<T>::v;
+  // Per row group, `span` floats for the weight's sums and (layer norm) as many for the
+  // bias's, in the row's order; a thread touches only its own packs' floats.
+  extern __shared__ float4 nv_vjp_acc[];
   const int groups = blockDim.x / lanes;
   const int gi = threadIdx.x / lanes, lane = threadIdx.x % lanes;
-  const bool packed = n % V == 0 && nv_aligned(x) && nv_aligned(g) && nv_aligned(dx) &&
-                      (w == nullptr || nv_aligned(w));
-  float wv[S], aw[S], ab[S];
-  nv_param_slots<T, S>(w, 1, n, packed, lane, lanes, 1.0f, wv);
+  const int span = lanes * P * V;
+  float* aw = reinterpret_cast<float*>(nv_vjp_acc) + gi * span * (lay ? 2 : 1);
+  float* ab = aw + span;
+  const float zero[V] = {};
 #pragma unroll
-  for (int s = 0; s < S; ++s) aw[s] = ab[s] = 0.0f;
+  for (int k = 0; k < P; ++k) {
+    const int at = (int)nv_pack_at(k, lane, lanes) * V;
+#pragma unroll
+    for (int h = 0; h < V / 4; ++h) {
+      reinterpret_cast<float4*>(aw + at)[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (lay) reinterpret_cast<float4*>(ab + at)[h] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+  }
+  (void)zero;
   const float fn = (float)n;
   for (i64 t = (i64)blockIdx.x * groups + gi; t < nrows; t += (i64)gridDim.x * groups) {
-    float c[S], u[S];
-    nv_load_slots<T, S>(x + t * n, 1, n, packed, lane, lanes, c);
-    nv_load_slots<T, S>(g + t * n, 1, n, packed, lane, lanes, u);
-    float mean, inv;
-    nv_slot_stats<T, S>(c, n, eps, centre != 0, packed, lane, lanes, mean, inv);
-    float su = 0.0f, suc = 0.0f;
+    NvPacks<T, P> xr, gr;
+    nv_packs_load<T, P>(x + t * n, 1, n, packed, lane, lanes, xr);
+    nv_packs_load<T, P>(g + t * n, 1, n, packed, lane, lanes, gr);
+    // The weight is read again for each row (from the L1 cache): the opaque copy of its
+    // pointer keeps the compiler from hoisting its values out of the loop into registers
+    // that the rows in flight need more.
+    const T* wr = w;
+    asm("" : "+l"(wr));
+    // Layer norm: the mean of x and of u first.
+    float mean = 0.0f, umean = 0.0f;
+    if (lay) {
+      float sx = 0.0f, su = 0.0f;
 #pragma unroll
-    for (int s = 0; s < S; ++s) {
-      ab[s] += u[s];
-      aw[s] += u[s] * c[s] * inv;
-      u[s] *= wv[s];
-      su += u[s];
-      suc += u[s] * c[s];
+      for (int k = 0; k < P; ++k) {
+        float wv[V];
+        nv_pack_param<T>(wr, 1, nv_pack_at(k, lane, lanes), n, packed, 1.0f, wv);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          sx += xr.at(k, j);
+          su += gr.at(k, j) * wv[j];
+        }
+      }
+      nv_row_sum2(sx, su, lanes);
+      mean = sx / fn;
+      umean = su / fn;
     }
-    const float umean = centre ? nv_row_sum(su, lanes) / fn : 0.0f;
-    const float proj = nv_row_sum(suc, lanes) / fn * inv * inv * inv;
+    // The sum of c² and of u·c (elements past the row: c = -mean, u = 0).
+    float sq = 0.0f, suc = 0.0f;
 #pragma unroll
-    for (int s = 0; s < S; ++s) c[s] = (u[s] - umean) * inv - c[s] * proj;
-    nv_store_slots<T, S>(dx + t * n, n, packed, lane, lanes, c);
+    for (int k = 0; k < P; ++k) {
+      const i64 q = nv_pack_at(k, lane, lanes);
+      float wv[V];
+      nv_pack_param<T>(wr, 1, q, n, packed, 1.0f, wv);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float c = xr.at(k, j) - mean;
+        sq += (!lay || q * V + j < n) ? c * c : 0.0f;
+        suc += gr.at(k, j) * wv[j] * c;
+      }
+    }
+    nv_row_sum2(sq, suc, lanes);
+    const float inv = 1.0f / sqrtf(sq / fn + eps);
+    const float proj = suc / fn * inv * inv * inv;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const i64 q = nv_pack_at(k, lane, lanes);
+      float wv[V], dw[V], db[V];
+      nv_pack_param<T>(wr, 1, q, n, packed, 1.0f, wv);
+      typename NvVec<T>::P o;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float c = xr.at(k, j) - mean, gv = gr.at(k, j);
+        o.v[j] = nv_down<T>((gv * wv[j] - umean) * inv - c * proj);
+        dw[j] = gv * (c * inv);
+        db[j] = gv;
+      }
+      nv_pack_store<T>(dx + t * n, q, n, packed, o);
+      nv_add_floats<V>(aw + q * V, dw);
+      if (lay) nv_add_floats<V>(ab + q * V, db);
+    }
   }
-  // This group's partial row: slot order as the loads (packed or not, same mapping).
+  // This group's partial row.
   const i64 prow = (i64)blockIdx.x * groups + gi;
 #pragma unroll
-  for (int s = 0; s < S; ++s) {
-    const i64 i = nv_slot<T>(s, packed, lane, lanes);
-    if (i < n) {
-      if (pw != nullptr) pw[prow * n + i] = aw[s];
-      if (pb != nullptr) pb[prow * n + i] = ab[s];
+  for (int k = 0; k < P; ++k) {
+    const i64 q = nv_pack_at(k, lane, lanes);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      const i64 i = q * V + j;
+      if (i < n) {
+        if (pw != nullptr) pw[prow * n + i] = aw[i];
+        if (lay && pb != nullptr) pb[prow * n + i] = ab[i];
+      }
     }
   }
 }
@@ -363,28 +421,59 @@ __device__ __forceinline__ void nv_sum_parts(const float* __restrict__ part, i64
 }
 
 // At most 512 threads a block, and at least `MINB` blocks of 512 resident a multiprocessor:
-// the register budget (65536 / (512 * MINB) a thread) that keeps S slots each of the row,
-// weight and bias in registers while enough rows are in flight to hide the memory's latency.
-#define NV_NORM_FWD(T, tn, S, MINB) \
-  extern "C" __global__ void __launch_bounds__(512, MINB) norm_slots_##tn##_##S( \
+// the register budget (65536 / (512 * MINB) a thread) that keeps P packs of the row in
+// registers while enough rows are in flight to hide the memory's latency. `*_packs_*` move
+// rows in 16-byte packs (the host checks the alignment), `*_elems_*` element by element.
+#define NV_NORM_FWD1(T, tn, kind, P, MINB, mode, packed, res, centre) \
+  extern "C" __global__ void __launch_bounds__(512, MINB) kind##_##mode##_##tn##_##P( \
       const T* x, Strided xrows, i64 xs, const T* r, Strided rrows, i64 rs, const T* w, i64 ws, \
-      const T* b, i64 bs, T* y, T* h, i64 nrows, i64 n, float eps, int centre, int lanes) { \
-    nv_norm_slot_rows<T, S>(x, xrows, xs, r, rrows, rs, w, ws, b, bs, y, h, nrows, n, eps, \
-                            centre, lanes); }
-#define NV_NORM_VJP(T, tn, S, MINB) \
-  extern "C" __global__ void __launch_bounds__(512, MINB) norm_vjp_##tn##_##S( \
+      const T* b, i64 bs, T* y, T* h, i64 nrows, i64 n, float eps, int lanes) { \
+    nv_norm_pack_rows<T, P, packed, res, centre>(x, xrows, xs, r, rrows, rs, w, ws, b, bs, y, h, \
+                                                 nrows, n, eps, lanes); }
+#define NV_NORM_FWD(T, tn, kind, P, MINB, res, centre) \
+  NV_NORM_FWD1(T, tn, kind, P, MINB, packs, true, res, centre) \
+  NV_NORM_FWD1(T, tn, kind, P, MINB, elems, false, res, centre)
+#define NV_NORM_KIND(T, tn, kind, res, centre, MINB) \
+  NV_NORM_FWD(T, tn, kind, 1, MINB, res, centre) \
+  NV_NORM_FWD(T, tn, kind, 2, MINB, res, centre) \
+  NV_NORM_FWD(T, tn, kind, 4, MINB, res, centre) \
+  NV_NORM_FWD(T, tn, kind, 8, 2, res, centre)
+#define NV_NORM_VJP1(T, tn, kind, P, MINB, mode, packed, lay) \
+  extern "C" __global__ void __launch_bounds__(512, MINB) kind##_vjp_##mode##_##tn##_##P( \
       const T* x, const T* w, const T* g, T* dx, float* pw, float* pb, i64 nrows, i64 n, \
-      float eps, int centre, int lanes) { \
-    nv_norm_vjp_rows<T, S>(x, w, g, dx, pw, pb, nrows, n, eps, centre, lanes); }
+      float eps, int lanes) { \
+    nv_norm_vjp_packs<T, P, packed, lay>(x, w, g, dx, pw, pb, nrows, n, eps, lanes); }
+#define NV_NORM_VJP(T, tn, kind, P, MINB, lay) \
+  NV_NORM_VJP1(T, tn, kind, P, MINB, packs, true, lay) \
+  NV_NORM_VJP1(T, tn, kind, P, MINB, elems, false, lay)
+#define NV_NORM_VJP_KIND(T, tn, kind, lay) \
+  NV_NORM_VJP(T, tn, kind, 1, 2, lay) \
+  NV_NORM_VJP(T, tn, kind, 2, 2, lay) \
+  NV_NORM_VJP(T, tn, kind, 4, NV_VJP4_MINB, lay)
 
-// `norm_rows_<type>` (any row), `norm_slots_<type>_<S>` and `norm_vjp_<type>_<S>` (rows of
-// at most lanes * S elements), `norm_parts_<type>` (the parameters' cotangents).
+// Resident blocks of 512 a multiprocessor the register budgets aim at (tunable).
+#ifndef NV_RMS_MINB
+#define NV_RMS_MINB 3
+#endif
+#ifndef NV_ADD_RMS_MINB
+#define NV_ADD_RMS_MINB 2
+#endif
+#ifndef NV_LAYER_MINB
+#define NV_LAYER_MINB 2
+#endif
+#ifndef NV_VJP4_MINB
+#define NV_VJP4_MINB 1
+#endif
+
+// `norm_rows_<type>` (any row); `{rms,add_rms,layer}_{packs,elems}_<type>_<P>` and
+// `{rms,layer}_vjp_{packs,elems}_<type>_<P>` (rows of at most lanes * P packs); `norm_parts_<type>`
+// (the parameters' cotangents).
 #define NV_NORMS(T, tn) \
-  NV_NORM_FWD(T, tn, 8, 3) \
-  NV_NORM_FWD(T, tn, 16, 2) \
-  NV_NORM_FWD(T, tn, 32, 1) \
-  NV_NORM_VJP(T, tn, 8, 1) \
-  NV_NORM_VJP(T, tn, 16, 1) \
+  NV_NORM_KIND(T, tn, rms, false, false, NV_RMS_MINB) \
+  NV_NORM_KIND(T, tn, add_rms, true, false, NV_ADD_RMS_MINB) \
+  NV_NORM_KIND(T, tn, layer, false, true, NV_LAYER_MINB) \
+  NV_NORM_VJP_KIND(T, tn, rms, false) \
+  NV_NORM_VJP_KIND(T, tn, layer, true) \
   extern "C" __global__ void __launch_bounds__(256) norm_parts_##tn( \
       const float* part, i64 parts, i64 n, T* out) { nv_sum_parts<T>(part, parts, n, out); } \
   extern "C" __global__ void __launch_bounds__(NV_THREADS) norm_rows_##tn( \

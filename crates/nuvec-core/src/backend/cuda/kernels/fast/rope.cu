@@ -1,5 +1,5 @@
-// Rotary position embeddings. Needs common.cuh first. Every kernel runs with 256 threads
-// per block, a warp per row (eight rows per block).
+// Rotary position embeddings. Needs common.cuh and fast/rows.cuh first. `rope_rows` runs a
+// warp per row (eight rows a block of 256); `rope_heads` a block per position (below).
 //
 // Row t of x (the last axis, `d` elements `s` apart, located by the `rows` view) sits at
 // position `t % positions` of batch entry `t / per_batch`; its angle for pair i is
@@ -10,6 +10,21 @@
 // The output is row-major.
 
 #define NV_THREADS 256
+
+// The pair (a, b) rotated by the angle whose cosine and sine are `cs` and `sn`, with the
+// roundings spelled out (no contraction left to the compiler), so that every kernel that
+// rotates (these and norm_rope.cu's) gives the same bits.
+__device__ __forceinline__ void nv_rotate(float a, float b, float cs, float sn, float& o1,
+                                          float& o2) {
+  o1 = __fmaf_rn(a, cs, -__fmul_rn(b, sn));
+  o2 = __fmaf_rn(a, sn, __fmul_rn(b, cs));
+}
+
+// The inverse frequency of pair j: 1 / freqs[j], or exp(j * step).
+__device__ __forceinline__ float nv_inv_freq(const float* __restrict__ freqs, i64 fstride, i64 j,
+                                             float step) {
+  return freqs != nullptr ? 1.0f / freqs[j * fstride] : expf((float)j * step);
+}
 
 template <typename T>
 __device__ __forceinline__ void nv_rope_rows(
@@ -31,16 +46,15 @@ __device__ __forceinline__ void nv_rope_rows(
     const float position = ((float)(t % positions) + off) * scale;
     for (i64 j = lane; j < items; j += 32) {
       if (j < half) {
-        const float inv = freqs != nullptr ? 1.0f / freqs[j * fstride] : expf((float)j * step);
         float sn, cs;
-        sincosf(position * inv, &sn, &cs);
+        sincosf(position * nv_inv_freq(freqs, fstride, j, step), &sn, &cs);
         if (!forward) sn = -sn;
         const i64 i1 = traditional ? 2 * j : j;
         const i64 i2 = traditional ? 2 * j + 1 : j + half;
-        const float a = nv_up(p[i1 * s]);
-        const float b = nv_up(p[i2 * s]);
-        q[i1] = nv_down<T>(a * cs - b * sn);
-        q[i2] = nv_down<T>(a * sn + b * cs);
+        float o1, o2;
+        nv_rotate(nv_up(p[i1 * s]), nv_up(p[i2 * s]), cs, sn, o1, o2);
+        q[i1] = nv_down<T>(o1);
+        q[i2] = nv_down<T>(o2);
       } else {
         const i64 k = dims + (j - half);
         q[k] = p[k * s];
@@ -50,11 +64,14 @@ __device__ __forceinline__ void nv_rope_rows(
 }
 
 // The rows of one batch entry and position (the `heads` rows `positions` apart within the
-// entry) share their angles: a block takes such a group at a time, computes each of its
-// pairs' sine and cosine once, and rotates every head's row with 16-byte accesses. For rows
-// of step 1, 16-byte aligned, rotated whole (`dims == d`): a thread takes a chunk of V pairs
-// (the halves' elements [cV, cV + V) and [half + cV, ...)) or, `traditional`, of V adjacent
-// elements (V / 2 pairs).
+// entry) share their angles: a block takes such a group at a time, its threads first compute
+// each pair's sine and cosine once into shared memory, then rotate every head's row with
+// 16-byte accesses, NV_ROPE_ITEMS (head, chunk) items a thread with all their loads issued
+// before the first use. For rows of step 1, 16-byte aligned, rotated whole (`dims == d`): an
+// item is a chunk of V pairs (the halves' elements [cV, cV + V) and [half + cV, ...)) or,
+// `traditional`, of V adjacent elements (V / 2 pairs). Shared memory: 2 * pairs floats.
+#define NV_ROPE_ITEMS 2
+
 template <typename T>
 __device__ __forceinline__ void nv_rope_heads(
     const T* __restrict__ x, const Strided& rows, T* __restrict__ y, i64 nrows, i64 d,
@@ -63,12 +80,12 @@ __device__ __forceinline__ void nv_rope_heads(
     int traditional, int forward) {
   constexpr int V = 16 / sizeof(T);
   typedef NvPack<T, V> P;
+  extern __shared__ float nv_rope_angles[];
+  float* cs = nv_rope_angles;
+  float* sn = nv_rope_angles + half;
   const int chunks = traditional ? (int)(d / V) : (int)(half / V);
-  const int hstep = blockDim.x / chunks;
-  if ((int)threadIdx.x >= hstep * chunks) return;
-  const int c = threadIdx.x % chunks, hl = threadIdx.x / chunks;
-  const int np = traditional ? V / 2 : V;
   const i64 heads = per_batch / positions;
+  const i64 items = heads * chunks;
   const i64 tasks = nrows / heads;
   for (i64 task = blockIdx.x; task < tasks; task += gridDim.x) {
     const i64 entry = task / positions, l = task % positions;
@@ -76,44 +93,62 @@ __device__ __forceinline__ void nv_rope_heads(
                           ? (float)reinterpret_cast<const u32*>(offsets)[entry * ostride]
                           : (float)reinterpret_cast<const i32*>(offsets)[entry * ostride];
     const float position = ((float)l + off) * scale;
-    float cs[V], sn[V];
+    for (i64 j = threadIdx.x; j < half; j += blockDim.x) {
+      float sv, cv;
+      sincosf(position * nv_inv_freq(freqs, fstride, j, step), &sv, &cv);
+      cs[j] = cv;
+      sn[j] = forward ? sv : -sv;
+    }
+    __syncthreads();
+    const int nitems = (int)items;
+    for (int first = threadIdx.x; first < nitems; first += NV_ROPE_ITEMS * blockDim.x) {
+      // As loaded, two half-precision elements a word (fewer registers: more loads in flight).
+      NvRaw a[NV_ROPE_ITEMS], b[NV_ROPE_ITEMS];
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      if (k < np) {
-        const i64 j = (i64)c * np + k;
-        const float inv = freqs != nullptr ? 1.0f / freqs[j * fstride] : expf((float)j * step);
-        sincosf(position * inv, &sn[k], &cs[k]);
-        if (!forward) sn[k] = -sn[k];
+      for (int u = 0; u < NV_ROPE_ITEMS; ++u) {
+        const int it = first + u * blockDim.x;
+        if (it < nitems) {
+          const int h = it / chunks, c = it % chunks;
+          const T* p = x + nv_locate(rows, entry * per_batch + h * positions + l);
+          a[u] = reinterpret_cast<const NvRaw*>(p)[c];
+          if (!traditional) b[u] = reinterpret_cast<const NvRaw*>(p + half)[c];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < NV_ROPE_ITEMS; ++u) {
+        const int it = first + u * blockDim.x;
+        if (it >= nitems) break;
+        const int h = it / chunks, c = it % chunks;
+        T* q = y + (entry * per_batch + h * positions + l) * d;
+        if (traditional) {
+          P o;
+#pragma unroll
+          for (int k = 0; k < V / 2; ++k) {
+            const int j = c * (V / 2) + k;
+            float o1, o2;
+            nv_rotate(nv_raw_get<T>(a[u], 2 * k), nv_raw_get<T>(a[u], 2 * k + 1), cs[j], sn[j],
+                      o1, o2);
+            o.v[2 * k] = nv_down<T>(o1);
+            o.v[2 * k + 1] = nv_down<T>(o2);
+          }
+          reinterpret_cast<P*>(q)[c] = o;
+        } else {
+          P o1, o2;
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            const int j = c * V + k;
+            float r1, r2;
+            nv_rotate(nv_raw_get<T>(a[u], k), nv_raw_get<T>(b[u], k), cs[j], sn[j], r1, r2);
+            o1.v[k] = nv_down<T>(r1);
+            o2.v[k] = nv_down<T>(r2);
+          }
+          reinterpret_cast<P*>(q)[c] = o1;
+          reinterpret_cast<P*>(q + half)[c] = o2;
+        }
       }
     }
-    for (i64 h = hl; h < heads; h += hstep) {
-      const i64 t = entry * per_batch + h * positions + l;
-      const T* p = x + nv_locate(rows, t);
-      T* q = y + t * d;
-      if (traditional) {
-        const P a = reinterpret_cast<const P*>(p)[c];
-        P o;
-#pragma unroll
-        for (int k = 0; k < V / 2; ++k) {
-          const float a0 = nv_up(a.v[2 * k]), a1 = nv_up(a.v[2 * k + 1]);
-          o.v[2 * k] = nv_down<T>(a0 * cs[k] - a1 * sn[k]);
-          o.v[2 * k + 1] = nv_down<T>(a0 * sn[k] + a1 * cs[k]);
-        }
-        reinterpret_cast<P*>(q)[c] = o;
-      } else {
-        const P a = reinterpret_cast<const P*>(p)[c];
-        const P b = reinterpret_cast<const P*>(p + half)[c];
-        P o1, o2;
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          const float a0 = nv_up(a.v[k]), b0 = nv_up(b.v[k]);
-          o1.v[k] = nv_down<T>(a0 * cs[k] - b0 * sn[k]);
-          o2.v[k] = nv_down<T>(a0 * sn[k] + b0 * cs[k]);
-        }
-        reinterpret_cast<P*>(q)[c] = o1;
-        reinterpret_cast<P*>(q + half)[c] = o2;
-      }
-    }
+    // The angles are written again for the next task.
+    __syncthreads();
   }
 }
 

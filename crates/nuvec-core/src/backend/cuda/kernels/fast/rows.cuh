@@ -1,11 +1,10 @@
 // Rows of a last-axis kernel held in registers, shared by the norms and softmax families.
 // Needs common.cuh first.
 //
-// `S` slots a thread, a warp per row (eight rows a block of 256) or a block of `lanes`
-// threads (at most 1024) per row, so that a row up to `lanes * S` elements is read once and
-// no thread holds more registers than its share (the occupancy a bandwidth-bound kernel
-// needs). Slot s of lane l holds element (l + (s / V) * lanes) * V + s % V when the row moves
-// in 16-byte packs of V elements, else element l + s * lanes; slots past the row hold 0.
+// `lanes` threads a row: a warp (eight rows a block of 256) or a block of up to 512 threads
+// in whole warps, so that a row is read once and no thread holds more registers than its
+// share (the occupancy a bandwidth-bound kernel needs). The row reductions below take either
+// form.
 
 #define NV_INF __int_as_float(0x7f800000)
 #define NV_NAN __int_as_float(0x7fc00000)
@@ -29,6 +28,52 @@ __device__ __forceinline__ float nv_row_sum(float v, int lanes) {
   return v;
 }
 
+// (count, mean, sum of squared deviations) of two parts merged into the first (Chan et al.'s
+// update; an empty part changes nothing).
+__device__ __forceinline__ void nv_merge_moments(float& c, float& m, float& m2, float cb, float mb,
+                                                 float m2b) {
+  const float t = c + cb;
+  if (cb == 0.0f) return;
+  const float d = mb - m, f = cb / t;
+  m += d * f;
+  m2 += m2b + d * d * c * f;
+  c = t;
+}
+
+// The moments of a row from each thread's own (count, mean, squared deviations), merged over
+// the `lanes` threads of the row, in every one of them (the block form as nv_row_sum).
+__device__ __forceinline__ void nv_row_moments(float& c, float& m, float& m2, int lanes) {
+#pragma unroll
+  for (int s = 16; s >= 1; s >>= 1) {
+    const float cb = __shfl_xor_sync(0xffffffffu, c, s);
+    const float mb = __shfl_xor_sync(0xffffffffu, m, s);
+    const float m2b = __shfl_xor_sync(0xffffffffu, m2, s);
+    nv_merge_moments(c, m, m2, cb, mb, m2b);
+  }
+  if (lanes > 32) {
+    __shared__ float part[3][32];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) {
+      part[0][warp] = c;
+      part[1][warp] = m;
+      part[2][warp] = m2;
+    }
+    __syncthreads();
+    const bool has = lane < lanes / 32;
+    c = has ? part[0][lane] : 0.0f;
+    m = has ? part[1][lane] : 0.0f;
+    m2 = has ? part[2][lane] : 0.0f;
+#pragma unroll
+    for (int s = 16; s >= 1; s >>= 1) {
+      const float cb = __shfl_xor_sync(0xffffffffu, c, s);
+      const float mb = __shfl_xor_sync(0xffffffffu, m, s);
+      const float m2b = __shfl_xor_sync(0xffffffffu, m2, s);
+      nv_merge_moments(c, m, m2, cb, mb, m2b);
+    }
+    __syncthreads();
+  }
+}
+
 // The larger of a and b, NaN if either is (a NaN anywhere makes a row's maximum NaN).
 __device__ __forceinline__ float nv_max_nan(float a, float b) { return (a != a || a > b) ? a : b; }
 
@@ -49,69 +94,131 @@ __device__ __forceinline__ float nv_row_max(float v, int lanes) {
   return v;
 }
 
-// The element of slot s.
+// ---------------------------------------------------------------------------------------
+// Rows held as packs: P packs of V = 16 / sizeof(T) elements a thread, kept as the raw
+// 32-bit words they are loaded in (two half-precision elements a word: as separate 16-bit
+// values the compiler gives each a register). A bf16 row of 4,096 then costs 16 registers a
+// thread over 128 threads, half of what floats take, so that a multiprocessor keeps a dozen
+// rows' loads in flight (what a bandwidth-bound row kernel's speed depends on). Pack k of
+// lane l holds the elements (l + k * lanes) * V + j, j < V; elements past the row hold 0.
+// A row moves in 16-byte accesses when it is `packed` (step 1, every pointer it touches
+// aligned, n % V == 0: the host checks), else element by element in the same arrangement.
+
+template <typename T> struct NvVec { static constexpr int v = 16 / sizeof(T); typedef NvPack<T, v> P; };
+
+// Sixteen bytes of elements as four words.
+struct NvRaw { u32 w[4]; };
+
+// Element j of a raw pack, as float (the bits of a half type sit in the low half of the word
+// for even j).
+template <typename T> __device__ __forceinline__ float nv_raw_get(const NvRaw& r, int j);
+template <> __device__ __forceinline__ float nv_raw_get<float>(const NvRaw& r, int j) {
+  return __uint_as_float(r.w[j]);
+}
+template <> __device__ __forceinline__ float nv_raw_get<bf16>(const NvRaw& r, int j) {
+  const u32 w = r.w[j >> 1];
+  return __uint_as_float((j & 1) ? (w & 0xffff0000u) : (w << 16));
+}
+template <> __device__ __forceinline__ float nv_raw_get<f16>(const NvRaw& r, int j) {
+  const u32 w = r.w[j >> 1];
+  return __half2float(__ushort_as_half((unsigned short)((j & 1) ? (w >> 16) : (w & 0xffffu))));
+}
+
+// The bits of v as element j of a raw pack.
+template <typename T> __device__ __forceinline__ void nv_raw_set(NvRaw& r, int j, T v) {
+  if (sizeof(T) == 4) {
+    r.w[j] = *reinterpret_cast<const u32*>(&v);
+  } else {
+    const u32 b = *reinterpret_cast<const unsigned short*>(&v);
+    u32& w = r.w[j >> 1];
+    w = (j & 1) ? ((w & 0xffffu) | (b << 16)) : ((w & 0xffff0000u) | b);
+  }
+}
+
+// Pack q of the row at `p` (elements `st` apart; zeros past n).
 template <typename T>
-__device__ __forceinline__ i64 nv_slot(int s, bool packed, int lane, int lanes) {
-  constexpr int V = 16 / sizeof(T);
-  return packed ? ((i64)lane + (i64)(s / V) * lanes) * V + s % V : (i64)lane + (i64)s * lanes;
-}
-
-// Row `p` (elements `st` apart; step 1 and aligned when packed) into the slots, as float.
-template <typename T, int S>
-__device__ __forceinline__ void nv_load_slots(const T* __restrict__ p, i64 st, i64 n, bool packed,
-                                              int lane, int lanes, float (&c)[S]) {
-  constexpr int V = 16 / sizeof(T);
+__device__ __forceinline__ NvRaw nv_raw_load(const T* __restrict__ p, i64 st, i64 q, i64 n,
+                                             bool packed) {
+  constexpr int V = NvVec<T>::v;
+  NvRaw a;
   if (packed) {
+    if (q * V < n) return reinterpret_cast<const NvRaw*>(p)[q];
 #pragma unroll
-    for (int k = 0; k < S / V; ++k) {
-      const i64 q = lane + (i64)k * lanes;
-      NvPack<T, V> a;
-      if (q * V < n) a = reinterpret_cast<const NvPack<T, V>*>(p)[q];
-#pragma unroll
-      for (int j = 0; j < V; ++j) c[k * V + j] = q * V < n ? nv_up(a.v[j]) : 0.0f;
-    }
-  } else {
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      const i64 i = lane + (i64)s * lanes;
-      c[s] = i < n ? nv_up(p[i * st]) : 0.0f;
-    }
+    for (int i = 0; i < 4; ++i) a.w[i] = 0u;
+    return a;
   }
+#pragma unroll
+  for (int j = 0; j < V; ++j) {
+    const i64 i = q * V + j;
+    nv_raw_set<T>(a, j, i < n ? p[i * st] : nv_down<T>(0.0f));
+  }
+  return a;
 }
 
-// The slots rounded to T into the row-major row `p` (aligned when packed).
-template <typename T, int S>
-__device__ __forceinline__ void nv_store_slots(T* __restrict__ p, i64 n, bool packed, int lane,
-                                               int lanes, const float (&c)[S]) {
-  constexpr int V = 16 / sizeof(T);
-  if (packed) {
-#pragma unroll
-    for (int k = 0; k < S / V; ++k) {
-      const i64 q = lane + (i64)k * lanes;
-      if (q * V < n) {
-        NvPack<T, V> o;
-#pragma unroll
-        for (int j = 0; j < V; ++j) o.v[j] = nv_down<T>(c[k * V + j]);
-        reinterpret_cast<NvPack<T, V>*>(p)[q] = o;
-      }
-    }
-  } else {
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      const i64 i = lane + (i64)s * lanes;
-      if (i < n) p[i] = nv_down<T>(c[s]);
-    }
-  }
-}
-
-// A parameter (null: absent, `none` in every slot) into the slots.
-template <typename T, int S>
-__device__ __forceinline__ void nv_param_slots(const T* __restrict__ p, i64 st, i64 n, bool packed,
-                                               int lane, int lanes, float none, float (&c)[S]) {
+// Pack q of a parameter row (null: `none` in every element) as floats.
+template <typename T>
+__device__ __forceinline__ void nv_pack_param(const T* __restrict__ p, i64 st, i64 q, i64 n,
+                                              bool packed, float none, float (&out)[NvVec<T>::v]) {
+  constexpr int V = NvVec<T>::v;
   if (p == nullptr) {
 #pragma unroll
-    for (int s = 0; s < S; ++s) c[s] = none;
-  } else {
-    nv_load_slots<T, S>(p, st, n, packed, lane, lanes, c);
+    for (int j = 0; j < V; ++j) out[j] = none;
+    return;
   }
+  const NvRaw a = nv_raw_load<T>(p, st, q, n, packed);
+#pragma unroll
+  for (int j = 0; j < V; ++j) out[j] = nv_raw_get<T>(a, j);
+}
+
+// Pack q of a parameter row as loaded (zeros for a null one: the caller picks its default).
+template <typename T>
+__device__ __forceinline__ NvRaw nv_raw_param(const T* __restrict__ p, i64 st, i64 q, i64 n,
+                                              bool packed) {
+  if (p != nullptr) return nv_raw_load<T>(p, st, q, n, packed);
+  NvRaw a;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) a.w[i] = 0u;
+  return a;
+}
+
+// Pack q into the row-major row `p` (only the elements before n).
+template <typename T>
+__device__ __forceinline__ void nv_pack_store(T* __restrict__ p, i64 q, i64 n, bool packed,
+                                              const typename NvVec<T>::P& o) {
+  constexpr int V = NvVec<T>::v;
+  if (packed) {
+    if (q * V < n) reinterpret_cast<typename NvVec<T>::P*>(p)[q] = o;
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < V; ++j)
+    if (q * V + j < n) p[q * V + j] = o.v[j];
+}
+
+// How many of pack q's V elements lie in a row of n (0 to V): a per-pack count, so that
+// masks compare small constants instead of 64-bit element indices.
+template <typename T>
+__device__ __forceinline__ int nv_pack_valid(i64 q, i64 n) {
+  const i64 left = n - q * NvVec<T>::v;
+  return left <= 0 ? 0 : (left >= NvVec<T>::v ? NvVec<T>::v : (int)left);
+}
+
+// The pack index of pack k of `lane`.
+__device__ __forceinline__ i64 nv_pack_at(int k, int lane, int lanes) {
+  return (i64)lane + (i64)k * lanes;
+}
+
+// A row's share of one thread: P raw packs.
+template <typename T, int P> struct NvPacks {
+  NvRaw p[P];
+  __device__ __forceinline__ float at(int k, int j) const { return nv_raw_get<T>(p[k], j); }
+  __device__ __forceinline__ void set(int k, int j, T v) { nv_raw_set<T>(p[k], j, v); }
+};
+
+// Loads this thread's packs of the row at `p`.
+template <typename T, int P>
+__device__ __forceinline__ void nv_packs_load(const T* __restrict__ p, i64 st, i64 n, bool packed,
+                                              int lane, int lanes, NvPacks<T, P>& r) {
+#pragma unroll
+  for (int k = 0; k < P; ++k) r.p[k] = nv_raw_load<T>(p, st, nv_pack_at(k, lane, lanes), n, packed);
 }

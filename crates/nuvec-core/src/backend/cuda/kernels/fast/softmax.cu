@@ -4,53 +4,92 @@
 // or only -inf) has no finite exponentials: log-sum-exp gives that maximum and softmax NaN
 // everywhere, as the CPU does.
 
-// The row's maximum m and the sum of exp(c - m) over its slots (0 past the row); `finite`
-// says whether m is.
-template <typename T, int S>
-__device__ __forceinline__ bool nv_slot_max_sum(const float (&c)[S], i64 n, bool packed,
-                                                int lane, int lanes, float& m, float& sum) {
-  float mx = -NV_INF;
-#pragma unroll
-  for (int s = 0; s < S; ++s)
-    if (nv_slot<T>(s, packed, lane, lanes) < n) mx = nv_max_nan(mx, c[s]);
-  m = nv_row_max(mx, lanes);
-  const bool finite = m == m && m != -NV_INF && m != NV_INF;
-  float acc = 0.0f;
-  if (finite) {
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-      if (nv_slot<T>(s, packed, lane, lanes) < n) acc += expf(c[s] - m);
-  }
-  // Every thread takes part (the block form synchronises); `finite` is the same in all.
-  sum = nv_row_sum(acc, lanes);
-  return finite;
+// 2^x by the multi-function unit (relative error about 2^-22): exp(v - m) is taken as
+// 2^((v - m)·log2(e)); the difference first, so that the elements near the maximum, which
+// make the sum, lose nothing to a rounded product of a large m.
+__device__ __forceinline__ float nv_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
+#define NV_LOG2E 1.4426950408889634f
 
-// Every row of `x` (located by `rows`, elements `st` apart) through `lanes` threads of S
-// slots: softmax into the row-major `out` (`lse` false) or log-sum-exp into out[t].
-template <typename T, int S>
-__device__ __forceinline__ void nv_softmax_slot_rows(const T* __restrict__ x, const Strided& rows,
+// Tunables: whether softmax keeps its exponentials as floats (one exponential an element, more
+// registers; else they are taken again for the output) and the resident blocks of 512 its
+// register budget aims at. Kept, with two blocks: 3,160 against 2,920 GB/s on the H200
+// (bf16 [16384, 4096]).
+#ifndef NV_SOFTMAX_KEEP
+#define NV_SOFTMAX_KEEP 1
+#endif
+#ifndef NV_SOFTMAX_MINB
+#define NV_SOFTMAX_MINB 2
+#endif
+
+// Every row of `x` (located by `rows`, elements `st` apart) through `lanes` threads of P
+// packs: softmax into the row-major `out` (`lse` false) or log-sum-exp into out[t]. The row
+// is read once.
+template <typename T, int P, bool packed>
+__device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, const Strided& rows,
                                                      i64 st, T* __restrict__ out, i64 nrows, i64 n,
                                                      int lanes, bool lse) {
-  constexpr int V = 16 / sizeof(T);
+  constexpr int V = NvVec<T>::v;
   const int groups = blockDim.x / lanes;
   const int g = threadIdx.x / lanes, lane = threadIdx.x % lanes;
   for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += (i64)gridDim.x * groups) {
     const T* p = x + nv_locate(rows, t);
     T* q = out + t * n;
-    const bool packed = st == 1 && n % V == 0 && nv_aligned(p) && (lse || nv_aligned(q));
-    float c[S];
-    nv_load_slots<T, S>(p, st, n, packed, lane, lanes, c);
-    float m, sum;
-    const bool finite = nv_slot_max_sum<T, S>(c, n, packed, lane, lanes, m, sum);
+    NvPacks<T, P> r;
+    nv_packs_load<T, P>(p, st, n, packed, lane, lanes, r);
+    // Elements past the row hold 0: masked by each pack's count of valid elements.
+    float mx = -NV_INF;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int valid = nv_pack_valid<T>(nv_pack_at(k, lane, lanes), n);
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        if (j < valid) mx = nv_max_nan(mx, r.at(k, j));
+    }
+    const float m = nv_row_max(mx, lanes);
+    // A row whose maximum is not finite has no finite exponentials.
+    const bool finite = m == m && m != -NV_INF && m != NV_INF;
+    const float mf = finite ? m : 0.0f;
+    float acc = 0.0f;
+#if NV_SOFTMAX_KEEP
+    float e[P][V];
+#endif
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int valid = nv_pack_valid<T>(nv_pack_at(k, lane, lanes), n);
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float v = j < valid ? nv_exp2((r.at(k, j) - mf) * NV_LOG2E) : 0.0f;
+#if NV_SOFTMAX_KEEP
+        e[k][j] = v;
+#endif
+        acc += v;
+      }
+    }
+    // Every thread takes part (the block form synchronises); `finite` is the same in all.
+    const float sum = nv_row_sum(acc, lanes);
     if (lse) {
       if (lane == 0) out[t] = nv_down<T>(finite ? m + logf(sum) : m);
       continue;
     }
     const float scale = 1.0f / sum;
 #pragma unroll
-    for (int s = 0; s < S; ++s) c[s] = finite ? expf(c[s] - m) * scale : NV_NAN;
-    nv_store_slots<T, S>(q, n, packed, lane, lanes, c);
+    for (int k = 0; k < P; ++k) {
+      const i64 pk = nv_pack_at(k, lane, lanes);
+      if (pk * V >= n) break;
+      typename NvVec<T>::P o;
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+#if NV_SOFTMAX_KEEP
+        o.v[j] = nv_down<T>(finite ? e[k][j] * scale : NV_NAN);
+#else
+        o.v[j] = nv_down<T>(finite ? nv_exp2((r.at(k, j) - mf) * NV_LOG2E) * scale : NV_NAN);
+#endif
+      nv_pack_store<T>(q, pk, n, packed, o);
+    }
   }
 }
 
@@ -70,6 +109,24 @@ __device__ __forceinline__ void nv_online(float& m, float& s, float v) {
   }
   if (m != -NV_INF) s += expf(v - m);
   if (v != v) m = s = v;
+}
+
+// (m, s) merged with a pack of values: its maximum first, so that the running sum is
+// rescaled once a pack, then each value's exponential (the multi-function unit's, as
+// softmax's) relative to the maximum.
+template <int V>
+__device__ __forceinline__ void nv_online_pack(float& m, float& s, const float (&v)[V]) {
+  float pm = -NV_INF;
+#pragma unroll
+  for (int j = 0; j < V; ++j) pm = nv_max_nan(pm, v[j]);
+  if (pm > m || pm != pm) {
+    s = m == -NV_INF ? 0.0f : s * nv_exp2((m - pm) * NV_LOG2E);
+    m = pm;
+  }
+  if (m != -NV_INF) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) s += nv_exp2((v[j] - m) * NV_LOG2E);
+  }
 }
 
 // The chunk [lo, hi) of a row a block takes.
@@ -93,8 +150,10 @@ __device__ __forceinline__ void nv_ce_parts(const T* __restrict__ x, float* __re
 #pragma unroll 4
     for (i64 q = lo / V + threadIdx.x; q < hi / V; q += blockDim.x) {
       const NvPack<T, V> a = pp[q];
+      float v[V];
 #pragma unroll
-      for (int j = 0; j < V; ++j) nv_online(m, s, nv_up(a.v[j]));
+      for (int j = 0; j < V; ++j) v[j] = nv_up(a.v[j]);
+      nv_online_pack<V>(m, s, v);
     }
   } else {
     for (i64 i = lo + threadIdx.x; i < hi; i += blockDim.x) nv_online(m, s, nv_up(p[i]));
@@ -167,30 +226,35 @@ __device__ __forceinline__ void nv_ce_grad(const T* __restrict__ x, const i32* _
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const float hit = (k * V + j == at) ? 1.0f : 0.0f;
-        o.v[j] = nv_down<T>(gr * (expf(nv_up(a.v[j]) - lse) - hit));
+        o.v[j] = nv_down<T>(gr * (nv_exp2((nv_up(a.v[j]) - lse) * NV_LOG2E) - hit));
       }
       qp[k] = o;
     }
   } else {
     for (i64 i = lo + threadIdx.x; i < hi; i += blockDim.x) {
       const float hit = i == at ? 1.0f : 0.0f;
-      q[i] = nv_down<T>(gr * (expf(nv_up(p[i]) - lse) - hit));
+      q[i] = nv_down<T>(gr * (nv_exp2((nv_up(p[i]) - lse) * NV_LOG2E) - hit));
     }
   }
 }
 
 // Register budgets as the norms' (norms.cu): at least MINB blocks of 512 a multiprocessor.
-#define NV_SOFTMAX_SLOTS(T, tn, S, MINB) \
-  extern "C" __global__ void __launch_bounds__(512, MINB) softmax_slots_##tn##_##S( \
+#define NV_SOFTMAX_PACKS(T, tn, P, MINB) \
+  extern "C" __global__ void __launch_bounds__(512, MINB) softmax_packs_##tn##_##P( \
       const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n, int lanes, int lse) { \
-    nv_softmax_slot_rows<T, S>(x, rows, st, out, nrows, n, lanes, lse != 0); }
+    nv_softmax_pack_rows<T, P, true>(x, rows, st, out, nrows, n, lanes, lse != 0); } \
+  extern "C" __global__ void __launch_bounds__(512, MINB) softmax_elems_##tn##_##P( \
+      const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n, int lanes, int lse) { \
+    nv_softmax_pack_rows<T, P, false>(x, rows, st, out, nrows, n, lanes, lse != 0); }
 
-// `softmax_slots_<type>_<S>` (softmax or log-sum-exp, rows of at most lanes * S elements),
+// `softmax_{packs,elems}_<type>_<P>` (softmax or log-sum-exp, rows of at most lanes * P packs;
+// in 16-byte packs, which the host checks the alignment for, or element by element),
 // `cross_entropy_{parts,loss,grad}_<type>`.
 #define NV_SOFTMAX_FAST(T, tn) \
-  NV_SOFTMAX_SLOTS(T, tn, 8, 3) \
-  NV_SOFTMAX_SLOTS(T, tn, 16, 2) \
-  NV_SOFTMAX_SLOTS(T, tn, 32, 1) \
+  NV_SOFTMAX_PACKS(T, tn, 1, NV_SOFTMAX_MINB) \
+  NV_SOFTMAX_PACKS(T, tn, 2, NV_SOFTMAX_MINB) \
+  NV_SOFTMAX_PACKS(T, tn, 4, NV_SOFTMAX_MINB) \
+  NV_SOFTMAX_PACKS(T, tn, 8, 2) \
   extern "C" __global__ void __launch_bounds__(512, 2) cross_entropy_parts_##tn( \
       const T* x, float* parts, i64 n, i64 per) { nv_ce_parts<T>(x, parts, n, per); } \
   extern "C" __global__ void cross_entropy_loss_##tn( \
