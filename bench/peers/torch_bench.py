@@ -214,7 +214,7 @@ class RMSNorm(nn.Module):
         return F.rms_norm(x, (x.shape[-1],), self.weight, T_EPS)
 
 
-def rope(x, base=10000.0):
+def rotate_heads(x, base=10000.0):
     """MLX's non-traditional RoPE over the whole head of x: [B, H, L, D]."""
     d, half = x.shape[-1], x.shape[-1] // 2
     inv = base ** (-torch.arange(half, device=x.device, dtype=torch.float32) * 2 / d)
@@ -240,7 +240,7 @@ class Block(nn.Module):
         q = self.q_norm(self.q_proj(x).view(b, l, T_HEADS, T_HEAD)).transpose(1, 2)
         k = self.k_norm(self.k_proj(x).view(b, l, T_KV, T_HEAD)).transpose(1, 2)
         v = self.v_proj(x).view(b, l, T_KV, T_HEAD).transpose(1, 2)
-        o = F.scaled_dot_product_attention(rope(q), rope(k), v, is_causal=True,
+        o = F.scaled_dot_product_attention(rotate_heads(q), rotate_heads(k), v, is_causal=True,
                                            scale=T_HEAD ** -0.5, enable_gqa=True)
         return self.o_proj(o.transpose(1, 2).reshape(b, l, -1))
 

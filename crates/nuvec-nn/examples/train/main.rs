@@ -250,9 +250,11 @@ fn train(
         .progress_chars("=> "),
     );
     let mut losses = Vec::with_capacity(args.steps);
-    // The resident memory after the first 100 steps and after the last: flat when nothing
-    // accumulates from step to step (graphs, optimizer state, caches).
+    // The resident memory (and the GPU memory arrays hold, with `--device gpu`) after the
+    // first 100 steps and after the last: flat when nothing accumulates from step to step
+    // (graphs, optimizer state, caches).
     let mut resident = Vec::new();
+    let mut device = Vec::new();
     let mut window = (Instant::now(), 0usize);
     let mut rate = 0.0;
     for i in 0..args.steps {
@@ -281,6 +283,7 @@ fn train(
         bar.inc(1);
         if i + 1 == 100.min(args.steps) || i + 1 == args.steps {
             resident.extend(resident_mib().map(|mib| (i + 1, mib)));
+            device.push((i + 1, nuvec_core::memory_stats().active as f64 / MIB));
         }
         // Without a terminal the bar is hidden: a line every tenth of the run instead.
         if bar.is_hidden() && ((i + 1) % (args.steps / 10).max(1) == 0 || i + 1 == args.steps) {
@@ -297,8 +300,16 @@ fn train(
     if let [(s0, m0), .., (s1, m1)] = resident[..] {
         println!("resident memory: {m0:.0} MiB after step {s0}, {m1:.0} MiB after step {s1}");
     }
+    if let (Target::Gpu, [(s0, m0), .., (s1, m1)]) = (args.device, &device[..]) {
+        println!(
+            "GPU memory held by arrays: {m0:.1} MiB after step {s0}, {m1:.1} MiB after step {s1}"
+        );
+    }
     Ok(losses)
 }
+
+/// Bytes in a MiB.
+const MIB: f64 = (1 << 20) as f64;
 
 /// The process's resident memory in MiB (`VmRSS` of Linux's `/proc/self/status`; `None`
 /// elsewhere).
@@ -306,7 +317,7 @@ fn resident_mib() -> Option<f64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024.0)
+    Some(kib * 1024.0 / MIB)
 }
 
 /// The held-out problems answered by greedy decoding with the key/value cache: the number
