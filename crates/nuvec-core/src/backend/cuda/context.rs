@@ -177,8 +177,22 @@ impl Gpu {
         symbol: Symbol,
         source: impl FnOnce() -> String,
     ) -> Result<Kernel> {
+        self.kernel_in(family, dtype, 0, symbol, source)
+    }
+
+    /// Kernel `symbol` of module `family` over `dtype` with template argument `arg` (see
+    /// [`Gpu::kernel`]): families that instantiate a kernel for each of several values (the
+    /// row kernels' packs a thread) compile, on first use, only the module of that value.
+    pub(crate) fn kernel_in(
+        &self,
+        family: &'static str,
+        dtype: Option<DType>,
+        arg: u32,
+        symbol: Symbol,
+        source: impl FnOnce() -> String,
+    ) -> Result<Kernel> {
         let key = KernelKey {
-            module: self.module(family, dtype, 0),
+            module: self.module(family, dtype, arg),
             symbol,
         };
         self.kernel(&key, source)

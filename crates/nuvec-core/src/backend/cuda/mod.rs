@@ -376,4 +376,34 @@ mod tests {
             .collect();
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
+
+    /// The row families compile one module a kind and pack count: each module compiles and
+    /// holds the kernels its launches ask it for.
+    #[test]
+    fn split_modules_hold_the_symbols_their_launches_name() {
+        // SAFETY: only tries to open the library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: NVRTC (libnvrtc) was not found");
+            return;
+        }
+        use rayon::prelude::*;
+        let missing: Vec<String> = super::fast::split_modules()
+            .par_iter()
+            .flat_map(
+                |(name, source, symbols)| match super::jit::compile(name, source, "sm_90") {
+                    Ok(ptx) => symbols
+                        .iter()
+                        .filter(|s| !ptx.contains(&format!(".entry {s}(")))
+                        .map(|s| format!("{name}: {s}"))
+                        .collect::<Vec<_>>(),
+                    Err(e) => vec![e.to_string()],
+                },
+            )
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "not in their modules: {}",
+            missing.join(", ")
+        );
+    }
 }

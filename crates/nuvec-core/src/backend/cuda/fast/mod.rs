@@ -124,25 +124,33 @@ pub(super) fn row_major(place: &Place, data: &ArrayData) -> Result<ArrayData> {
     Ok(crate::backend::cpu::copy::to_contiguous(data))
 }
 
-/// Every kernel source of these families, complete, for compiling ahead of time (CI).
+/// Every kernel source of these families, complete, for compiling ahead of time (CI); the
+/// families split by pack count are in [`split_modules`].
 #[cfg(test)]
 pub(super) fn all_sources() -> Vec<(String, String)> {
-    type Source = fn(crate::DType) -> String;
-    let families: [(&str, Source); 5] = [
-        ("norms", norms::source),
-        ("rope", rope::source),
-        ("norm_rope", norm_rope::source),
-        ("conv_fast", conv::source),
-        ("softmax_fast", softmax::source),
-    ];
     let mut sources = Vec::new();
-    for (family, source) in families {
-        for d in [crate::DType::F32, crate::DType::F16, crate::DType::BF16] {
-            let tn = super::dtype::type_names(d).expect("a float type").1;
-            sources.push((format!("{family}_{tn}"), source(d)));
-        }
+    for d in [crate::DType::F32, crate::DType::F16, crate::DType::BF16] {
+        let tn = super::dtype::type_names(d).expect("a float type").1;
+        sources.push((format!("rope_{tn}"), rope::source(d)));
+        sources.push((format!("conv_fast_{tn}"), conv::source(d)));
     }
     sources.extend(attention::all_sources());
     sources.extend(custom::all_sources());
     sources
+}
+
+/// The modules of the families split by pack count, with the symbols each launch asks it for.
+#[cfg(test)]
+pub(super) fn split_modules() -> Vec<(String, String, Vec<String>)> {
+    [crate::DType::F32, crate::DType::F16, crate::DType::BF16]
+        .into_iter()
+        .flat_map(|d| {
+            [
+                norms::sources(d),
+                softmax::sources(d),
+                norm_rope::sources(d),
+            ]
+        })
+        .flatten()
+        .collect()
 }

@@ -24,8 +24,8 @@ use crate::fast::{Arg, kernel_sized};
 use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result};
 
-/// The most packs a thread of the gradient kernel holds (`NV_NORM_VJP_KIND` in `norms.cu`).
-const VJP_PACKS: usize = 4;
+/// The most packs a thread of the gradient kernel holds (`NV_NORMS_*_vjp` in `norms.cu`).
+pub(super) const VJP_PACKS: usize = 4;
 
 /// Whether the kernel takes `(x, params.., g)`: one kernel type, `g` of `x`'s shape,
 /// parameters 0-D or 1-D of the row's length, rows the registers hold.
@@ -145,11 +145,16 @@ fn norm_vjp(
     }
     let mode = pack_mode(n, dtype, &views);
     let kind = if bias.is_some() { "layer" } else { "rms" };
-    let f = place.gpu.kernel_of(
-        "norms",
-        Some(dtype),
+    let f = super::norms::kernel(
+        place,
+        dtype,
+        if bias.is_some() {
+            "layer_vjp"
+        } else {
+            "rms_vjp"
+        },
+        p,
         symbol!("{kind}_vjp_{mode}_{tn}_{p}")?,
-        || super::norms::source(dtype),
     )?;
     // Shared memory: a float row of the group's span (lanes * P packs) for the weight's sums,
     // and another for the bias's.
@@ -202,11 +207,7 @@ fn norm_vjp(
             return zeros(place, p.dtype(), &[]);
         }
         let (out, outp) = place.output(dtype, &[n])?;
-        let f = place
-            .gpu
-            .kernel_of("norms", Some(dtype), symbol!("norm_parts_{tn}")?, || {
-                super::norms::source(dtype)
-            })?;
+        let f = super::norms::kernel(place, dtype, "rows", 0, symbol!("norm_parts_{tn}")?)?;
         let (parts64, n64) = (parts as i64, n as i64);
         let params: [&dyn DeviceRepr; 4] = [&part, &parts64, &n64, &outp];
         let cfg = LaunchConfig {

@@ -29,10 +29,28 @@ const NORM_ROPE: &str = include_str!("../kernels/fast/norm_rope.cu");
 /// Blocks launched at most (the kernel loops over the rest).
 const MAX_BLOCKS: usize = 1 << 20;
 
-/// The module of these kernels over `dtype`.
-pub(super) fn source(dtype: DType) -> String {
+/// The module of these kernels over `dtype` for `p` packs a thread.
+fn source(dtype: DType, p: usize) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
-    format!("{COMMON}\n{ROWS}\n{NORMS}\n{ROPE}\n{NORM_ROPE}\nNV_NORM_ROPE({ct}, {tn})\n")
+    format!("{COMMON}\n{ROWS}\n{NORMS}\n{ROPE}\n{NORM_ROPE}\nNV_NORM_ROPE_P({ct}, {tn}, {p})\n")
+}
+
+/// Every module of this family over `dtype` as `(name, source, symbols)` (see
+/// `norms::sources`).
+#[cfg(test)]
+pub(super) fn sources(dtype: DType) -> Vec<(String, String, Vec<String>)> {
+    let tn = type_names(dtype).expect("a float type").1;
+    super::norms::FORWARD_PACKS
+        .into_iter()
+        .map(|p| {
+            let symbols = ["packs", "elems"].map(|m| format!("norm_rope_{m}_{tn}_{p}"));
+            (
+                format!("norm_rope_{tn}_{p}"),
+                source(dtype, p),
+                symbols.to_vec(),
+            )
+        })
+        .collect()
 }
 
 impl CudaKernel for NormRope {
@@ -132,11 +150,12 @@ fn norm_rope(
     }
     let mode = pack_mode(n, dtype, &views);
     let tn = type_names(dtype).expect("a float type").1;
-    let f = place.gpu.kernel_of(
+    let f = place.gpu.kernel_in(
         "norm_rope",
         Some(dtype),
+        packs_a_thread as u32,
         symbol!("norm_rope_{mode}_{tn}_{packs_a_thread}")?,
-        || source(dtype),
+        || source(dtype, packs_a_thread),
     )?;
     let block = block_of(lanes);
     let groups = block / lanes;

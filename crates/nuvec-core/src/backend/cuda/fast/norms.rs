@@ -18,7 +18,7 @@ use cudarc::driver::{DeviceRepr, LaunchConfig};
 use super::{CudaKernel, Place, with_copies};
 use crate::array::{ArrayData, Layout};
 use crate::backend::cuda::elementwise::{Strided, type_names};
-use crate::backend::cuda::launch::symbol;
+use crate::backend::cuda::launch::{Kernel, Symbol, symbol};
 use crate::fast::norms::{AddRmsNorm, LayerNorm, RmsNorm};
 use crate::fast::{Arg, kernel_sized};
 use crate::primitive::OutputSpec;
@@ -147,10 +147,74 @@ pub(super) fn pack_mode(n: usize, dtype: DType, views: &[(u64, &Strided, i64)]) 
     }
 }
 
-/// The module of the norm kernels of elements of `dtype`.
-pub(super) fn source(dtype: DType) -> String {
+/// The pack counts the forward kernels are instantiated for ([`packs`]' choices).
+#[cfg(test)]
+pub(super) const FORWARD_PACKS: [usize; 4] = [1, 2, 4, 8];
+
+/// The module family of norm kernels of kind `kind` (`NV_NORMS_<kind>` in `norms.cu`): `rms`,
+/// `add_rms`, `layer`, `rms_vjp`, `layer_vjp`, or `rows` (the looped kernel and the
+/// gradients' partial sums).
+fn family(kind: &str) -> &'static str {
+    match kind {
+        "rms" => "norms_rms",
+        "add_rms" => "norms_add_rms",
+        "layer" => "norms_layer",
+        "rms_vjp" => "norms_rms_vjp",
+        "layer_vjp" => "norms_layer_vjp",
+        _ => "norms_rows",
+    }
+}
+
+/// The module of the norm kernels of kind `kind` over `dtype` for `p` packs a thread (0 for
+/// `rows`).
+fn source(dtype: DType, kind: &str, p: usize) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
-    format!("{COMMON}\n{ROWS}\n{NORMS}\nNV_NORMS({ct}, {tn})\n")
+    let args = match p {
+        0 => format!("{ct}, {tn}"),
+        p => format!("{ct}, {tn}, {p}"),
+    };
+    format!("{COMMON}\n{ROWS}\n{NORMS}\nNV_NORMS_{kind}({args})\n")
+}
+
+/// Kernel `symbol` of the norm module of kind `kind` over `dtype` for `p` packs a thread: one
+/// module a kind and pack count, so a first launch compiles only what it needs.
+pub(super) fn kernel(
+    place: &Place,
+    dtype: DType,
+    kind: &str,
+    p: usize,
+    symbol: Symbol,
+) -> Result<Kernel> {
+    place
+        .gpu
+        .kernel_in(family(kind), Some(dtype), p as u32, symbol, || {
+            source(dtype, kind, p)
+        })
+}
+
+/// Every module of this family over `dtype` as `(name, source, symbols)`: what a launch
+/// asks each module for (the symbols `norm` and `norm_vjp` format), for compiling ahead of
+/// time and checking that each symbol is where the launch looks.
+#[cfg(test)]
+pub(super) fn sources(dtype: DType) -> Vec<(String, String, Vec<String>)> {
+    let tn = type_names(dtype).expect("a float type").1;
+    let rows = vec![format!("norm_rows_{tn}"), format!("norm_parts_{tn}")];
+    let mut out = vec![(format!("norms_rows_{tn}"), source(dtype, "rows", 0), rows)];
+    for kind in ["rms", "add_rms", "layer", "rms_vjp", "layer_vjp"] {
+        for p in FORWARD_PACKS {
+            if !kind.ends_with("vjp") || p <= super::norm_grads::VJP_PACKS {
+                let symbols = ["packs", "elems"]
+                    .map(|mode| match kind.strip_suffix("_vjp") {
+                        Some(k) => format!("{k}_vjp_{mode}_{tn}_{p}"),
+                        None => format!("{kind}_{mode}_{tn}_{p}"),
+                    })
+                    .to_vec();
+                let name = format!("{}_{tn}_{p}", family(kind));
+                out.push((name, source(dtype, kind, p), symbols));
+            }
+        }
+    }
+    out
 }
 
 /// The rows (all axes but the last) of `layout` as a view, and the step along the last
@@ -263,18 +327,21 @@ fn norm(
         }
     }
     let mode = pack_mode(n, dtype, &views);
-    let (name, lanes, block) = match packs(n, dtype.size(), 8) {
-        Some((lanes, p)) => (symbol!("{kind}_{mode}_{tn}_{p}")?, lanes, block_of(lanes)),
-        None => (symbol!("norm_rows_{tn}")?, THREADS, THREADS),
+    let (f, lanes, block) = match packs(n, dtype.size(), 8) {
+        Some((lanes, p)) => {
+            let name = symbol!("{kind}_{mode}_{tn}_{p}")?;
+            (kernel(place, dtype, kind, p, name)?, lanes, block_of(lanes))
+        }
+        None => {
+            let name = symbol!("norm_rows_{tn}")?;
+            (kernel(place, dtype, "rows", 0, name)?, THREADS, THREADS)
+        }
     };
-    let f = place
-        .gpu
-        .kernel_of("norms", Some(dtype), name, || source(dtype))?;
     let groups = block / lanes;
     let lanes = lanes as i32;
     let (nr, n64) = (nrows as i64, n as i64);
     let centre = i32::from(bias.is_some());
-    let looped = name.as_str().starts_with("norm_rows");
+    let looped = f.symbol.as_str().starts_with("norm_rows");
     let mut params: Vec<&dyn DeviceRepr> = vec![
         &xp, &xrows, &xs, &rp, &rrows, &rs, &wp, &ws, &bp, &bs, &yp, &hp, &nr, &n64, &eps,
     ];

@@ -37,17 +37,55 @@ const TYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 /// Blocks launched at most along a grid's first axis (the kernels loop over the rest).
 const MAX_BLOCKS: usize = 1 << 20;
 
-/// The module of these kernels over `dtype`.
-pub(super) fn source(dtype: DType) -> String {
+/// The module of the softmax kernels of `p` packs a thread over `dtype`, or (`p` 0) of the
+/// cross-entropy kernels.
+fn source(dtype: DType, p: usize) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
-    format!("{COMMON}\n{ROWS}\n{SOFTMAX}\nNV_SOFTMAX_FAST({ct}, {tn})\n")
+    let kernels = match p {
+        0 => format!("NV_CROSS_ENTROPY({ct}, {tn})"),
+        p => format!("NV_SOFTMAX_P({ct}, {tn}, {p})"),
+    };
+    format!("{COMMON}\n{ROWS}\n{SOFTMAX}\n{kernels}\n")
 }
 
-/// Kernel `symbol` of this family over `dtype`.
-fn kernel(place: &Place, dtype: DType, symbol: Symbol) -> Result<Kernel> {
+/// The module family of `p` packs a thread (0: cross entropy's).
+fn family(p: usize) -> &'static str {
+    if p == 0 {
+        "cross_entropy"
+    } else {
+        "softmax_rows"
+    }
+}
+
+/// Kernel `symbol` of this family over `dtype`: softmax's for `p` packs a thread, cross
+/// entropy's for `p` 0 (a module each, compiled on first use).
+fn kernel(place: &Place, dtype: DType, p: usize, symbol: Symbol) -> Result<Kernel> {
     place
         .gpu
-        .kernel_of("softmax_fast", Some(dtype), symbol, || source(dtype))
+        .kernel_in(family(p), Some(dtype), p as u32, symbol, || {
+            source(dtype, p)
+        })
+}
+
+/// Every module of this family over `dtype` as `(name, source, symbols)` (see
+/// `norms::sources`).
+#[cfg(test)]
+pub(super) fn sources(dtype: DType) -> Vec<(String, String, Vec<String>)> {
+    let tn = type_names(dtype).expect("a float type").1;
+    [0, 1, 2, 4, 8]
+        .into_iter()
+        .map(|p| {
+            let symbols = match p {
+                0 => ["parts", "loss", "grad"]
+                    .map(|k| format!("cross_entropy_{k}_{tn}"))
+                    .to_vec(),
+                p => ["packs", "elems"]
+                    .map(|m| format!("softmax_{m}_{tn}_{p}"))
+                    .to_vec(),
+            };
+            (format!("{}_{tn}_{p}", family(p)), source(dtype, p), symbols)
+        })
+        .collect()
 }
 
 /// One input of a kernel type with at least one axis.
@@ -130,7 +168,7 @@ fn slot_rows(
     // The output is fresh and row-major: aligned rows whenever the input's are (and whole
     // packs); log-sum-exp writes one value a row.
     let mode = pack_mode(n, dtype, &[(xp, &rows, st)]);
-    let f = kernel(place, dtype, symbol!("softmax_{mode}_{tn}_{p}")?)?;
+    let f = kernel(place, dtype, p, symbol!("softmax_{mode}_{tn}_{p}")?)?;
     let block = block_of(lanes);
     let groups = block / lanes;
     let (nr, n64, lanes32, lse32) = (nrows as i64, n as i64, lanes as i32, i32::from(lse));
@@ -243,7 +281,7 @@ fn cross_entropy(place: &Place, x: &ArrayData, t: &ArrayData) -> Result<Option<V
     let parts = place.gpu.alloc.alloc(nrows * splits * 8, place.stream_id)?;
     let pp = parts.ptr();
     let tn = type_names(dtype).expect("a float type").1;
-    let f = kernel(place, dtype, symbol!("cross_entropy_parts_{tn}")?)?;
+    let f = kernel(place, dtype, 0, symbol!("cross_entropy_parts_{tn}")?)?;
     let (n64, per64) = (n as i64, per as i64);
     let params: [&dyn DeviceRepr; 4] = [&xp, &pp, &n64, &per64];
     let cfg = LaunchConfig {
@@ -255,7 +293,7 @@ fn cross_entropy(place: &Place, x: &ArrayData, t: &ArrayData) -> Result<Option<V
     // chunk's elements of its row and writes its pair of `parts`, which holds `nrows ·
     // splits` pairs of floats; the arguments match `cross_entropy_parts_*`.
     unsafe { f.launch(&place.stream, cfg, &params) }?;
-    let f = kernel(place, dtype, symbol!("cross_entropy_loss_{tn}")?)?;
+    let f = kernel(place, dtype, 0, symbol!("cross_entropy_loss_{tn}")?)?;
     let (nr, sp) = (nrows as i64, splits as i64);
     let params: [&dyn DeviceRepr; 7] = [&xp, &tp, &pp, &lp, &nr, &n64, &sp];
     // SAFETY: one thread a row reads its `splits` pairs (written by the launch before on
@@ -288,7 +326,7 @@ fn cross_entropy_vjp(place: &Place, i: &[ArrayData]) -> Result<Option<Vec<ArrayD
     let pack = 16 / dtype.size();
     let (splits, per) = chunks(place, nrows, n, pack);
     let tn = type_names(dtype).expect("a float type").1;
-    let f = kernel(place, dtype, symbol!("cross_entropy_grad_{tn}")?)?;
+    let f = kernel(place, dtype, 0, symbol!("cross_entropy_grad_{tn}")?)?;
     let (n64, per64) = (n as i64, per as i64);
     let params: [&dyn DeviceRepr; 7] = [&xp, &tp, &lp, &gp, &dxp, &n64, &per64];
     let cfg = LaunchConfig {

@@ -90,12 +90,8 @@ __device__ __forceinline__ void nv_norm_rope_rows(
     nv_norm_rope_rows<T, P, packed>(x, rows, xs, w, ws, dst, nrows, n, positions, lc, loff, \
                                     normed, eps, off, scale, step, freqs, fstride, half, \
                                     traditional, lanes); }
+// `NV_NORM_ROPE_P(T, tn, P)`: `norm_rope_{packs,elems}_<type>_<P>`, rows of at most lanes * P
+// packs, one module a pack count.
 #define NV_NORM_ROPE_P(T, tn, P) \
   NV_NORM_ROPE1(T, tn, P, packs, true) \
   NV_NORM_ROPE1(T, tn, P, elems, false)
-// `norm_rope_{packs,elems}_<type>_<P>`: rows of at most lanes * P packs.
-#define NV_NORM_ROPE(T, tn) \
-  NV_NORM_ROPE_P(T, tn, 1) \
-  NV_NORM_ROPE_P(T, tn, 2) \
-  NV_NORM_ROPE_P(T, tn, 4) \
-  NV_NORM_ROPE_P(T, tn, 8)

@@ -433,11 +433,6 @@ __device__ __forceinline__ void nv_sum_parts(const float* __restrict__ part, i64
 #define NV_NORM_FWD(T, tn, kind, P, MINB, res, centre) \
   NV_NORM_FWD1(T, tn, kind, P, MINB, packs, true, res, centre) \
   NV_NORM_FWD1(T, tn, kind, P, MINB, elems, false, res, centre)
-#define NV_NORM_KIND(T, tn, kind, res, centre, MINB) \
-  NV_NORM_FWD(T, tn, kind, 1, MINB, res, centre) \
-  NV_NORM_FWD(T, tn, kind, 2, MINB, res, centre) \
-  NV_NORM_FWD(T, tn, kind, 4, MINB, res, centre) \
-  NV_NORM_FWD(T, tn, kind, 8, 2, res, centre)
 #define NV_NORM_VJP1(T, tn, kind, P, MINB, mode, packed, lay) \
   extern "C" __global__ void __launch_bounds__(512, MINB) kind##_vjp_##mode##_##tn##_##P( \
       const T* x, const T* w, const T* g, T* dx, float* pw, float* pb, i64 nrows, i64 n, \
@@ -446,11 +441,6 @@ __device__ __forceinline__ void nv_sum_parts(const float* __restrict__ part, i64
 #define NV_NORM_VJP(T, tn, kind, P, MINB, lay) \
   NV_NORM_VJP1(T, tn, kind, P, MINB, packs, true, lay) \
   NV_NORM_VJP1(T, tn, kind, P, MINB, elems, false, lay)
-#define NV_NORM_VJP_KIND(T, tn, kind, lay) \
-  NV_NORM_VJP(T, tn, kind, 1, 2, lay) \
-  NV_NORM_VJP(T, tn, kind, 2, 2, lay) \
-  NV_NORM_VJP(T, tn, kind, 4, NV_VJP4_MINB, lay)
-
 // Resident blocks of 512 a multiprocessor the register budgets aim at (tunable).
 #ifndef NV_RMS_MINB
 #define NV_RMS_MINB 3
@@ -465,15 +455,24 @@ __device__ __forceinline__ void nv_sum_parts(const float* __restrict__ part, i64
 #define NV_VJP4_MINB 1
 #endif
 
-// `norm_rows_<type>` (any row); `{rms,add_rms,layer}_{packs,elems}_<type>_<P>` and
-// `{rms,layer}_vjp_{packs,elems}_<type>_<P>` (rows of at most lanes * P packs); `norm_parts_<type>`
-// (the parameters' cotangents).
-#define NV_NORMS(T, tn) \
-  NV_NORM_KIND(T, tn, rms, false, false, NV_RMS_MINB) \
-  NV_NORM_KIND(T, tn, add_rms, true, false, NV_ADD_RMS_MINB) \
-  NV_NORM_KIND(T, tn, layer, false, true, NV_LAYER_MINB) \
-  NV_NORM_VJP_KIND(T, tn, rms, false) \
-  NV_NORM_VJP_KIND(T, tn, layer, true) \
+// The register budget of kernels of P packs: two resident blocks of 512 at 8 packs, else
+// `MINB` (the kind's).
+#define NV_MINB(P, MINB) ((P) == 8 ? 2 : (MINB))
+
+// One module a kind and a pack count P (a module compiles only what a launch asks for):
+// `NV_NORMS_<kind>(T, tn, P)` instantiates `<kind>_{packs,elems}_<type>_<P>` for kind rms,
+// add_rms and layer, `<kind>_vjp_{packs,elems}_<type>_<P>` for rms_vjp and layer_vjp (P at
+// most 4); `NV_NORMS_rows(T, tn)` the looped `norm_rows_<type>` (any row) and
+// `norm_parts_<type>` (the parameters' cotangents from the gradients' partial rows).
+#define NV_NORMS_rms(T, tn, P) NV_NORM_FWD(T, tn, rms, P, NV_MINB(P, NV_RMS_MINB), false, false)
+#define NV_NORMS_add_rms(T, tn, P) \
+  NV_NORM_FWD(T, tn, add_rms, P, NV_MINB(P, NV_ADD_RMS_MINB), true, false)
+#define NV_NORMS_layer(T, tn, P) \
+  NV_NORM_FWD(T, tn, layer, P, NV_MINB(P, NV_LAYER_MINB), false, true)
+#define NV_NORMS_rms_vjp(T, tn, P) NV_NORM_VJP(T, tn, rms, P, ((P) == 4 ? NV_VJP4_MINB : 2), false)
+#define NV_NORMS_layer_vjp(T, tn, P) \
+  NV_NORM_VJP(T, tn, layer, P, ((P) == 4 ? NV_VJP4_MINB : 2), true)
+#define NV_NORMS_rows(T, tn) \
   extern "C" __global__ void __launch_bounds__(256) norm_parts_##tn( \
       const float* part, i64 parts, i64 n, T* out) { nv_sum_parts<T>(part, parts, n, out); } \
   extern "C" __global__ void __launch_bounds__(NV_THREADS) norm_rows_##tn( \

@@ -247,14 +247,12 @@ __device__ __forceinline__ void nv_ce_grad(const T* __restrict__ x, const i32* _
       const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n, int lanes, int lse) { \
     nv_softmax_pack_rows<T, P, false>(x, rows, st, out, nrows, n, lanes, lse != 0); }
 
+// One module a pack count P: `NV_SOFTMAX_P(T, tn, P)` instantiates
 // `softmax_{packs,elems}_<type>_<P>` (softmax or log-sum-exp, rows of at most lanes * P packs;
-// in 16-byte packs, which the host checks the alignment for, or element by element),
-// `cross_entropy_{parts,loss,grad}_<type>`.
-#define NV_SOFTMAX_FAST(T, tn) \
-  NV_SOFTMAX_PACKS(T, tn, 1, NV_SOFTMAX_MINB) \
-  NV_SOFTMAX_PACKS(T, tn, 2, NV_SOFTMAX_MINB) \
-  NV_SOFTMAX_PACKS(T, tn, 4, NV_SOFTMAX_MINB) \
-  NV_SOFTMAX_PACKS(T, tn, 8, 2) \
+// in 16-byte packs, which the host checks the alignment for, or element by element);
+// `NV_CROSS_ENTROPY(T, tn)` `cross_entropy_{parts,loss,grad}_<type>`.
+#define NV_SOFTMAX_P(T, tn, P) NV_SOFTMAX_PACKS(T, tn, P, ((P) == 8 ? 2 : NV_SOFTMAX_MINB))
+#define NV_CROSS_ENTROPY(T, tn) \
   extern "C" __global__ void __launch_bounds__(512, 2) cross_entropy_parts_##tn( \
       const T* x, float* parts, i64 n, i64 per) { nv_ce_parts<T>(x, parts, n, per); } \
   extern "C" __global__ void cross_entropy_loss_##tn( \
