@@ -137,25 +137,20 @@ fn norm_vjp(
     let gp = place.input(g)? + (g.layout.offset * dtype.size()) as u64;
     // Row-major rows: aligned wherever the first is and the row is whole packs.
     let (rows, _) = rows_view(&Layout::contiguous(&[nrows.max(1), n]))
-        .ok_or_else(|| crate::Error::Device("cuda: norm vjp: a row-major view".into()))?;
+        .ok_or_else(|| Error::Device("cuda: norm vjp: a row-major view".into()))?;
     let one = Strided::of(&Layout::contiguous(&[1]))?;
     let mut views = vec![(xp, &rows, 1), (gp, &rows, 1)];
     if wp != 0 {
         views.push((wp, &one, 1));
     }
     let mode = pack_mode(n, dtype, &views);
-    let kind = if bias.is_some() { "layer" } else { "rms" };
-    let f = super::norms::kernel(
-        place,
-        dtype,
-        if bias.is_some() {
-            "layer_vjp"
-        } else {
-            "rms_vjp"
-        },
-        p,
-        symbol!("{kind}_vjp_{mode}_{tn}_{p}")?,
-    )?;
+    // The symbol's kind and its module's.
+    let (kind, module) = match bias {
+        Some(_) => ("layer", "layer_vjp"),
+        None => ("rms", "rms_vjp"),
+    };
+    let symbol = symbol!("{kind}_vjp_{mode}_{tn}_{p}")?;
+    let f = super::norms::kernel(place, dtype, module, p, symbol)?;
     // Shared memory: a float row of the group's span (lanes * P packs) for the weight's sums,
     // and another for the bias's.
     let block = block_of(lanes);
