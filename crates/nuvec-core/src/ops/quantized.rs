@@ -293,7 +293,7 @@ fn check_x(x: &Array, w: &Array, k: usize) -> Result<()> {
 
 /// Quantizes `w` along its last axis, as MLX's affine mode does: each group of `group_size`
 /// values (32, 64 or 128) gets a scale and a bias of `w`'s type, each value an integer of
-/// `bits` bits (2, 3, 4, 5, 6 or 8), packed into `uint32` words (see the [module](self)).
+/// `bits` bits (2, 3, 4, 5, 6 or 8), packed into `uint32` words (see the module's documentation).
 /// Returns `(wq, scales, biases)`: `wq` has the last axis `k · bits / 32`, the others `k /
 /// group_size`. `w` must be a float array of at least 2 dimensions whose last axis is a
 /// multiple of `group_size`.

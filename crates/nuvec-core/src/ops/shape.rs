@@ -26,7 +26,7 @@ pub enum ShapeOp {
     /// A row-major copy (the input itself when it is row-major already).
     Contiguous,
     /// A strided window, one `(first index, step, length)` per axis (a view; steps may be
-    /// negative). See [`slice`].
+    /// negative). See [`slice()`].
     Slice(Vec<(usize, isize, usize)>),
     /// Pieces along `axis` (views), one more than there are split points: piece `i` runs
     /// from point `i - 1` (0 for the first) to point `i` (the end for the last), points past

@@ -16,7 +16,11 @@
 //!   target architecture incl. `sm_90a`, symbol), [`Gpu::kernel`]'s one table of loaded
 //!   kernels, and `Kernel::launch`, the one place a kernel is queued;
 //! - `jit.rs`: NVRTC, with compiled modules kept in memory and their PTX on disk
-//!   (`NUVEC_KERNEL_INFO=1` prints each kernel's registers, spills and occupancy as it loads);
+//!   (`NUVEC_KERNEL_INFO=1` prints each kernel's registers, spills and occupancy as it loads;
+//!   `NUVEC_KERNEL_DEFINES="NAME=VALUE ..."` sets the kernels' tunable constants, to try
+//!   variants without a rebuild). Families with many instantiations (the row kernels) split
+//!   them into modules by template argument ([`Gpu::kernel_in`]), so a first launch compiles
+//!   only its own;
 //! - `context.rs`: each device, its streams and what it is (multiprocessors, shared memory,
 //!   architecture), read once when it opens.
 
