@@ -3,7 +3,7 @@
 //! log-sum-exp over the last axis, cross entropy and its gradient, over float32, float16 and
 //! bfloat16, at row lengths that take each path (a warp, a block of registers, the longest
 //! rows the registers hold, rows past them) and lengths that are not multiples of a pack, on
-//! contiguous and transposed inputs, with rows of infinities and NaNs. Each test skips
+//! contiguous, transposed and sliced inputs, with rows of infinities and NaNs. Each test skips
 //! itself, saying so, where no CUDA device answers.
 
 mod common;
@@ -110,7 +110,23 @@ fn softmax_and_logsumexp_match_the_cpu() {
         for (rows, n) in ROWS {
             let x = random(&mut rng, &[rows, n], -8.0, 8.0, dtype);
             let xt = transpose(&random(&mut rng, &[n, rows], -8.0, 8.0, dtype), &[1, 0]).unwrap();
-            for (layout, x) in [("contiguous", &x), ("transposed", &xt)] {
+            // Rows from the second of a larger array (whole packs when n is), and rows that
+            // start one element in (never aligned: the element-by-element kernels).
+            let below = random(&mut rng, &[rows + 1, n], -8.0, 8.0, dtype);
+            let below =
+                slice(&below, &[SliceArg::new(Some(1), None, 1), SliceArg::full()]).unwrap();
+            let shifted = random(&mut rng, &[rows, n + 1], -8.0, 8.0, dtype);
+            let shifted = slice(
+                &shifted,
+                &[SliceArg::full(), SliceArg::new(Some(1), None, 1)],
+            )
+            .unwrap();
+            for (layout, x) in [
+                ("contiguous", &x),
+                ("transposed", &xt),
+                ("offset rows", &below),
+                ("misaligned", &shifted),
+            ] {
                 let name = format!("softmax/logsumexp {dtype} [{rows}, {n}] {layout}");
                 both(&name, tol(dtype), || {
                     Ok(vec![softmax(x, &[-1])?, logsumexp(x, &[-1], false)?])
