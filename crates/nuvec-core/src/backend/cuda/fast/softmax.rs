@@ -106,7 +106,7 @@ impl CudaKernel for Softmax {
     ) -> Result<Vec<ArrayData>> {
         with_copies(place, "softmax", inputs, |i| {
             let shape = i[0].layout.shape.clone();
-            match slot_rows(place, &i[0], false, &shape)? {
+            match packed_rows(place, &i[0], false, &shape)? {
                 Some(out) => Ok(Some(out)),
                 None => reduce::softmax(place, &i[0]),
             }
@@ -127,7 +127,7 @@ impl CudaKernel for LogSumExp {
     ) -> Result<Vec<ArrayData>> {
         let last = inputs[0].layout.shape.len() - 1;
         with_copies(place, "logsumexp", inputs, |i| {
-            match slot_rows(place, &i[0], true, &outputs[0].0)? {
+            match packed_rows(place, &i[0], true, &outputs[0].0)? {
                 Some(out) => Ok(Some(out)),
                 None => reduce::reduce(place, ReduceOp::LogSumExp, &[last], &i[0], outputs),
             }
@@ -138,7 +138,7 @@ impl CudaKernel for LogSumExp {
 /// Softmax (`lse` false, output of `x`'s shape) or log-sum-exp (`shape` holds one value a
 /// row) over the last axis of `x` with each row in registers; `None` where the reductions'
 /// kernels run instead (float64, rows too long, views of more than eight leading axes).
-fn slot_rows(
+fn packed_rows(
     place: &Place,
     x: &ArrayData,
     lse: bool,
