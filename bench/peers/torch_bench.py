@@ -3,7 +3,10 @@ cases PyTorch has no operation for report "unavailable"). See harness.py for the
 and JSON; each run is timed with CUDA events after warm-up. With `--device cpu`, the CPU cases
 that have a PyTorch version here (`train_step`), wall-clocked.
 
-    python3 bench/peers/torch_bench.py [--device cpu|gpu] [--compile] [--json FILE] [--repeat N] [CASE...]
+    python3 bench/peers/torch_bench.py [--device cpu|gpu] [--compile] [--sdpa cudnn|flash] [--json FILE] [--repeat N] [CASE...]
+
+`--sdpa cudnn` (or `flash`) runs the attention cases through that SDPA backend alone (runner
+"torch.cudnn", "torch.flash"); without it PyTorch picks its default.
 """
 
 import argparse
@@ -23,6 +26,20 @@ DEV = "cuda"
 BF = torch.bfloat16
 EPS = 1e-5
 COMPILE = "--compile" in sys.argv
+SDPA = next((sys.argv[i + 1] for i, a in enumerate(sys.argv[:-1]) if a == "--sdpa"), None)
+
+
+def attention_backend(f):
+    """`f` under the SDPA backend `--sdpa` names (PyTorch's choice without it)."""
+    if SDPA is None:
+        return f
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backend = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}[SDPA]
+
+    def run():
+        with sdpa_kernel(backend):
+            return f()
+    return run
 
 
 class CudaClock:
@@ -171,7 +188,8 @@ def norm_rope_cache():
 def sdpa(b, h, l, d, causal):
     def setup():
         q, k, v = (rand(b, h, l, d, seed=i) for i in range(3))
-        return prog(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+        return prog(attention_backend(
+            lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)))
     return setup
 
 
@@ -179,7 +197,8 @@ def decode(b, l):
     def setup():
         q = rand(b, 32, 1, 128)
         k, v = rand(b, 8, l, 128, seed=1), rand(b, 8, l, 128, seed=2)
-        return prog(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+        return prog(attention_backend(
+            lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)))
     return setup
 
 
@@ -318,11 +337,12 @@ def missing(name):
 
 
 if __name__ == "__main__":
-    argv = [a for a in sys.argv[1:] if a != "--compile"]
+    argv = [a for i, a in enumerate(sys.argv[1:], 1)
+            if a not in ("--compile", "--sdpa") and sys.argv[i - 1] != "--sdpa"]
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--device", choices=["cpu", "gpu"], default="gpu")
     device = pre.parse_known_args(argv)[0].device
-    runner = "torch.compile" if COMPILE else "torch"
+    runner = "torch.compile" if COMPILE else (f"torch.{SDPA}" if SDPA else "torch")
     if device == "cpu":
         DEV = "cpu"
         info = f"torch {torch.__version__}, CPU, {torch.get_num_threads()} threads"

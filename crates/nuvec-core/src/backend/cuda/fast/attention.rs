@@ -10,8 +10,11 @@
 //! grid's limits). Inputs whose features are not contiguous are copied first.
 //!
 //! `FastOp::Attention` records a fused node for every shape MLX sends to a kernel (the seeds
-//! test that); the shapes beyond this decoding kernel (prefill, array masks, sinks) run the
-//! fallback graph inside the node on this stream until their kernels land.
+//! test that). Up to [`MAX_ROWS`] query rows without mask array or sinks run this kernel
+//! (so contiguous attention keeps the paged kernel's bits); longer queries, array masks and
+//! sinks in f16 and bf16 run the tiled kernel of `flash.rs`; what neither takes (f32 with a
+//! mask array, sinks or more than [`MAX_ROWS`] rows) runs the fallback graph inside the node
+//! on this stream.
 //!
 //! Sequences of at least [`SINGLE`] keys may be split over several blocks (when the batch
 //! and heads alone do not fill the device) and merged by a second kernel; the paged kernel
@@ -19,7 +22,7 @@
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
-use super::{CudaKernel, Place, nested, with_copies};
+use super::{CudaKernel, Place, flash, nested, with_copies};
 use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::type_names;
 use crate::backend::cuda::launch::{KernelKey, symbol};
@@ -75,11 +78,28 @@ impl CudaKernel for Attention {
         outputs: &[OutputSpec],
     ) -> Result<Vec<ArrayData>> {
         let shapes: Vec<&[usize]> = inputs.iter().map(|d| d.layout.shape.as_slice()).collect();
-        if self.mask || self.sinks || !covers(&shapes, inputs[0].dtype(), self.causal) {
+        let dtype = inputs[0].dtype();
+        let decodes = !self.mask && !self.sinks && covers(&shapes, dtype, self.causal);
+        let form = flash::Form {
+            scale: self.scale,
+            causal: self.causal,
+            mask: self.mask,
+            sinks: self.sinks,
+        };
+        let mask = self.mask.then(|| inputs[3].dtype());
+        const NAME: &str = "scaled_dot_product_attention";
+        // Up to 16 query rows the decoding kernel, so that contiguous attention gives the bits
+        // of the paged one (the seeds compare them).
+        if !decodes && flash::covers(&shapes, dtype, mask, form) {
+            return with_copies(place, NAME, inputs, |i| {
+                flash::attention(place, form, i, outputs)
+            });
+        }
+        if !decodes {
             // Pending its kernel (see the module's documentation).
             return nested(place, self, inputs, outputs);
         }
-        with_copies(place, "scaled_dot_product_attention", inputs, |i| {
+        with_copies(place, NAME, inputs, |i| {
             attention(place, self.scale, self.causal, i, outputs)
         })
     }

@@ -1,7 +1,7 @@
 //! The fused operations ([`FastOp`]) on the GPU.
 //!
 //! Each kernel is a [`CudaKernel`] implemented for its operation's unit, in the file of its
-//! family (`norms.rs`, `norm_grads.rs`, `rope.rs`, `norm_rope.rs`, `softmax.rs`, `attention.rs`, with their sources in
+//! family (`norms.rs`, `norm_grads.rs`, `rope.rs`, `norm_rope.rs`, `softmax.rs`, `attention.rs` and `flash.rs`, with their sources in
 //! `kernels/fast/`; `custom.rs` runs the users' kernels, whose sources are generated). Its [`CudaKernel::takes`] looks at shapes and dtypes only: the public
 //! operations ask it before recording a fused node on a GPU stream, and [`eval`] asks it again,
 //! so a recorded node always finds its kernel. Layouts are the kernel's business: what it
@@ -10,11 +10,13 @@
 //! Two kinds of fused node still run their fallback graph inside the node, on this stream
 //! (counted by [`crate::fast::nested_fallbacks`]): nodes built by hand for inputs no kernel
 //! takes, and the operations the seeds record as fused nodes on the GPU whose kernels are
-//! pending (`pending.rs`: attention beyond the decoding kernel's shapes, the gated delta rule).
+//! pending (`pending.rs`: the gated delta rule; and attention in f32 past the decoding kernel's
+//! shapes, which `attention.rs` sends to its fallback).
 
 mod attention;
 mod conv;
 pub(crate) mod custom;
+mod flash;
 mod norm_grads;
 mod norm_rope;
 mod norms;
@@ -135,6 +137,7 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
         sources.push((format!("conv_fast_{tn}"), conv::source(d)));
     }
     sources.extend(attention::all_sources());
+    sources.extend(flash::all_sources());
     sources.extend(custom::all_sources());
     sources
 }

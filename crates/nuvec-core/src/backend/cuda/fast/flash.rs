@@ -1,0 +1,276 @@
+//! Attention over many query rows (prefill) on the tensor cores: the tiled kernel of
+//! `kernels/fast/flash.cu` for `FastOp::Attention` in f16 and bf16, with no mask, the causal
+//! one (aligned at the end), a boolean or additive mask array, and per-head sinks; grouped
+//! query heads read their key head in place, and keys and values may be any strided view
+//! whose rows are contiguous and 16-byte aligned (the transposed `[B, L, H, D]` projection
+//! among them). Scores, the running statistics and the accumulator stay in f32; the output
+//! is rounded once.
+//!
+//! Each module holds one kernel: the element type, the two head sizes, the mask's kind,
+//! causality and sinks are all template arguments, so a model compiles only what it runs.
+//! `NUVEC_FLASH_WARPS` (4 or 8; 4 by default) sets the warps, and so the query rows, a block
+//! takes, for tuning.
+
+use std::sync::OnceLock;
+
+use cudarc::driver::{DeviceRepr, LaunchConfig};
+
+use super::Place;
+use crate::array::ArrayData;
+use crate::backend::cuda::elementwise::type_names;
+use crate::backend::cuda::launch::{KernelKey, symbol};
+use crate::primitive::OutputSpec;
+use crate::{DType, Result};
+
+const COMMON: &str = include_str!("../kernels/common.cuh");
+const FLASH: &str = include_str!("../kernels/fast/flash.cu");
+
+/// The kernel's arguments (`NvFlash` in `flash.cu`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+struct FlashArgs {
+    q_strides: [i64; 3],
+    q_offset: i64,
+    k_strides: [i64; 3],
+    k_offset: i64,
+    v_strides: [i64; 3],
+    v_offset: i64,
+    m_strides: [i64; 4],
+    m_offset: i64,
+    s_stride: i64,
+    s_offset: i64,
+    hq: i32,
+    group: i32,
+    lq: i32,
+    lk: i32,
+    scale: f32,
+}
+
+// SAFETY: `FlashArgs` is `repr(C)` plain data with the field order, types and alignment of
+// `NvFlash`, so its bytes are what the kernel reads as its parameter.
+unsafe impl DeviceRepr for FlashArgs {}
+
+/// What an attention node asks of the kernel.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Form {
+    pub(super) scale: f32,
+    pub(super) causal: bool,
+    pub(super) mask: bool,
+    pub(super) sinks: bool,
+}
+
+/// Warps a block (16 query rows each).
+fn warps() -> usize {
+    static W: OnceLock<usize> = OnceLock::new();
+    *W.get_or_init(|| match std::env::var("NUVEC_FLASH_WARPS").as_deref() {
+        Ok("8") => 8,
+        _ => 4,
+    })
+}
+
+/// `NvFlashShape`: (query rows, key rows) a tile and the dynamic shared memory in bytes.
+fn tile(d: usize, dv: usize) -> (usize, usize, usize) {
+    let (dp, dvp) = (d.next_multiple_of(16), dv.next_multiple_of(16));
+    let bm = 16 * warps();
+    let bn = if dp > 128 || dvp > 128 { 32 } else { 64 };
+    let shared = (bm * (dp + 8) + 2 * bn * (dp + 8) + 2 * bn * (dvp + 8)) * 2;
+    (bm, bn, shared)
+}
+
+/// Whether the kernel computes attention of these shapes and types (any layout: what it
+/// cannot read in place, [`attention`] refuses and the caller copies).
+pub(super) fn covers(shapes: &[&[usize]], dtype: DType, mask: Option<DType>, form: Form) -> bool {
+    let (q, k, v) = (shapes[0], shapes[1], shapes[2]);
+    let (batch, hq, lq, d) = (q[0], q[1], q[2], q[3]);
+    let (hkv, lk, dv) = (k[1], k[2], v[3]);
+    matches!(dtype, DType::F16 | DType::BF16)
+        && head(d)
+        && head(dv)
+        && ![batch, hq, lq, lk, hkv].contains(&0)
+        && hq.is_multiple_of(hkv)
+        && batch <= 65_535
+        && hq <= 65_535
+        && lq.max(lk) <= i32::MAX as usize / 2
+        && (!form.causal || lq <= lk)
+        && mask.is_none_or(|m| m == DType::Bool || m == dtype)
+}
+
+/// Head sizes with a kernel: multiples of 8 up to 256.
+fn head(d: usize) -> bool {
+    d.is_multiple_of(8) && (8..=256).contains(&d)
+}
+
+/// Whether the rows (last axis) of `data` are contiguous and every row starts 16-byte
+/// aligned, as cp.async reads them.
+fn rows_aligned(ptr: u64, data: &ArrayData, size: usize) -> bool {
+    let l = &data.layout;
+    (l.shape[3] <= 1 || l.strides[3] == 1)
+        && (ptr + (l.offset * size) as u64).is_multiple_of(16)
+        && l.strides[..3]
+            .iter()
+            .all(|&s| (s * size as isize).rem_euclid(16) == 0)
+}
+
+/// Strides of the three leading axes and the offset.
+fn leading(data: &ArrayData) -> ([i64; 3], i64) {
+    let s = &data.layout.strides;
+    (
+        [s[0] as i64, s[1] as i64, s[2] as i64],
+        data.layout.offset as i64,
+    )
+}
+
+/// The module of one kernel: `arg` packs both head sizes, the mask's kind, causality and
+/// sinks.
+fn module_arg(d: usize, dv: usize, mask: u32, form: Form) -> u32 {
+    d as u32
+        | (dv as u32) << 9
+        | mask << 18
+        | u32::from(form.causal) << 20
+        | u32::from(form.sinks) << 21
+}
+
+/// The source of the module holding kernel `name`.
+fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form) -> String {
+    let (ct, tn) = type_names(dtype).expect("float types have kernels");
+    let w = warps();
+    let (c, s) = (u32::from(form.causal), u32::from(form.sinks));
+    format!(
+        "#define NV_FLASH_WARPS {w}\n{COMMON}\n{FLASH}\nNV_FLASH({ct}, {tn}, {d}, {dv}, {mask}, {c}, {s})\n"
+    )
+}
+
+/// `FastOp::Attention` through the tiled kernel: `(q, k, v[, mask][, sinks])`, into a new
+/// row-major `[B, Hq, Lq, Dv]` output; `Ok(None)` when some input's layout is not one the
+/// kernel reads in place.
+pub(super) fn attention(
+    place: &Place,
+    form: Form,
+    inputs: &[ArrayData],
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    let (q, k, v) = (&inputs[0], &inputs[1], &inputs[2]);
+    let dtype = outputs[0].1;
+    let size = dtype.size();
+    let (qs, ks, vs) = (&q.layout.shape, &k.layout.shape, &v.layout.shape);
+    let (batch, hq, lq, d) = (qs[0], qs[1], qs[2], qs[3]);
+    let (hkv, lk, dv) = (ks[1], ks[2], vs[3]);
+    let mask = form.mask.then(|| &inputs[3]);
+    let sinks = form.sinks.then(|| &inputs[inputs.len() - 1]);
+    let shapes = [qs.as_slice(), ks.as_slice(), vs.as_slice()];
+    if !covers(&shapes, dtype, mask.map(ArrayData::dtype), form)
+        || ![q, k, v].iter().all(|a| a.dtype() == dtype)
+        || sinks.is_some_and(|s| s.dtype() != dtype)
+    {
+        return Ok(None);
+    }
+    let ptrs = [place.input(q)?, place.input(k)?, place.input(v)?];
+    if ![q, k, v]
+        .iter()
+        .zip(ptrs)
+        .all(|(a, p)| rows_aligned(p, a, size))
+    {
+        return Ok(None);
+    }
+    let (q_strides, q_offset) = leading(q);
+    let (k_strides, k_offset) = leading(k);
+    let (v_strides, v_offset) = leading(v);
+    let mut args = FlashArgs {
+        q_strides,
+        q_offset,
+        k_strides,
+        k_offset,
+        v_strides,
+        v_offset,
+        hq: hq as i32,
+        group: (hq / hkv) as i32,
+        lq: lq as i32,
+        lk: lk as i32,
+        scale: form.scale * std::f32::consts::LOG2_E,
+        ..FlashArgs::default()
+    };
+    let (mut mask_ptr, mut mask_kind) = (0u64, 0u32);
+    if let Some(m) = mask {
+        let s = &m.layout.strides;
+        args.m_strides = [s[0] as i64, s[1] as i64, s[2] as i64, s[3] as i64];
+        args.m_offset = m.layout.offset as i64;
+        mask_ptr = place.input(m)?;
+        mask_kind = if m.dtype() == DType::Bool { 1 } else { 2 };
+    }
+    let mut sinks_ptr = 0u64;
+    if let Some(s) = sinks {
+        args.s_stride = s.layout.strides[0] as i64;
+        args.s_offset = s.layout.offset as i64;
+        sinks_ptr = place.input(s)?;
+    }
+    let (bm, _, shared) = tile(d, dv);
+    let module = place
+        .gpu
+        .module("flash", Some(dtype), module_arg(d, dv, mask_kind, form));
+    let tn = type_names(dtype).expect("float types have kernels").1;
+    let (c, s) = (u32::from(form.causal), u32::from(form.sinks));
+    let key = KernelKey {
+        module,
+        symbol: symbol!("flash_{tn}_{d}_{dv}_m{mask_kind}_c{c}_s{s}")?,
+    };
+    let f = place
+        .gpu
+        .kernel(&key, || source(dtype, d, dv, mask_kind, form))?;
+    f.allow_shared(place.gpu.props.shared_per_block)?;
+    let (out, out_ptr) = place.output(dtype, &outputs[0].0)?;
+    let config = LaunchConfig {
+        grid_dim: (lq.div_ceil(bm) as u32, hq as u32, batch as u32),
+        block_dim: (32 * warps() as u32, 1, 1),
+        shared_mem_bytes: shared as u32,
+    };
+    let params: [&dyn DeviceRepr; 7] = [
+        &ptrs[0], &ptrs[1], &ptrs[2], &mask_ptr, &sinks_ptr, &out_ptr, &args,
+    ];
+    // SAFETY: q, k and v are read at the offsets their layouts give for indices inside their
+    // shapes (rows past Lq or Lk are zero-filled, not read); the mask at its strides for
+    // query rows below Lq and keys below Lk, the sinks at Hq indices; the output holds
+    // B·Hq·Lq·Dv elements; the grid fits (B and Hq at most 65,535, checked by `covers`) and
+    // the arguments match the kernel's signature.
+    unsafe { f.launch(&place.stream, config, &params) }?;
+    Ok(Some(vec![out]))
+}
+
+/// Kernel sources of this family over the head sizes the seeds route to kernels, for
+/// compiling ahead of time (tests).
+#[cfg(test)]
+pub(super) fn all_sources() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let heads = [
+        (64, 64),
+        (72, 72),
+        (80, 80),
+        (96, 96),
+        (128, 128),
+        (256, 256),
+        (96, 64),
+        (192, 128),
+    ];
+    for dtype in [DType::F16, DType::BF16] {
+        let tn = type_names(dtype).expect("float").1;
+        for (d, dv) in heads {
+            for (mask, causal, sinks) in [
+                (0, false, false),
+                (0, true, false),
+                (1, false, true),
+                (2, true, true),
+            ] {
+                let form = Form {
+                    scale: 1.0,
+                    causal,
+                    mask: mask > 0,
+                    sinks,
+                };
+                out.push((
+                    format!("flash_{tn}_{d}_{dv}_m{mask}"),
+                    source(dtype, d, dv, mask, form),
+                ));
+            }
+        }
+    }
+    out
+}

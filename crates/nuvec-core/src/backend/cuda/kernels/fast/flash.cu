@@ -1,0 +1,335 @@
+// Tiled attention over many query rows (prefill) on the tensor cores; `flash.rs` says which
+// cases come here. Needs common.cuh.
+//
+// One block of NV_FLASH_WARPS warps takes BM = 16 · warps query rows of one (batch, query
+// head); each warp owns 16 of them. Key and value tiles of BN rows go through shared memory
+// (cp.async, two stages, so the next tile loads while this one computes); per tile a warp
+// forms its 16 × BN scores with mma.sync (m16n8k16, f32 accumulation), scales and masks them,
+// updates the running maximum and sum of each row (online softmax, base 2), and adds the
+// weights (rounded to T, as the tensor cores take them) times the values into an f32
+// accumulator held in registers. The scores never leave the registers; the output is
+// rounded once, at the end.
+//
+// Head sizes are padded to a multiple of 16 (72 → 80) with zeros in shared memory. Rows of
+// shared memory are padded by 16 bytes so that the eight rows one ldmatrix reads fall in
+// distinct banks.
+
+#ifndef NV_FLASH_WARPS
+#define NV_FLASH_WARPS 4
+#endif
+#define NV_FLASH_THREADS (NV_FLASH_WARPS * 32)
+#define NV_FLASH_NEG_INF __int_as_float(0xff800000)
+// What a boolean mask puts over a hidden score (base 2): finite, so that a row hiding every
+// key averages all of them, as the composition does with the type's lowest value.
+#define NV_FLASH_HIDDEN (-3.402823466e38f)
+#define NV_FLASH_LOG2E 1.4426950408889634f
+
+// Mirrors `FlashArgs` in `flash.rs` (repr(C)): all 64-bit fields first.
+struct NvFlash {
+  i64 q_strides[3];  // batch, head, row (elements); features contiguous
+  i64 q_offset;
+  i64 k_strides[3];
+  i64 k_offset;
+  i64 v_strides[3];
+  i64 v_offset;
+  i64 m_strides[4];  // the mask: batch, query head, query row, key (0 where broadcast)
+  i64 m_offset;
+  i64 s_stride;      // the sinks, one per query head
+  i64 s_offset;
+  i32 hq;
+  i32 group;         // query heads per key head
+  i32 lq;
+  i32 lk;
+  float scale;       // the score scale times log2(e)
+};
+
+template <typename T> struct NvMma;
+template <> struct NvMma<bf16> {
+  static __device__ __forceinline__ void run(float* c, const u32* a, u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ u32 pack(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<u32*>(&h);
+  }
+};
+template <> struct NvMma<f16> {
+  static __device__ __forceinline__ void run(float* c, const u32* a, u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+  static __device__ __forceinline__ u32 pack(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<u32*>(&h);
+  }
+};
+
+__device__ __forceinline__ u32 nv_smem(const void* p) {
+  return (u32)__cvta_generic_to_shared(p);
+}
+
+// 16 bytes from global to shared memory, or 16 zero bytes when !valid (nothing is read).
+__device__ __forceinline__ void nv_cp16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(nv_smem(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void nv_cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void nv_cp_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void nv_ldsm4(u32* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(nv_smem(p)));
+}
+__device__ __forceinline__ void nv_ldsm4_t(u32* r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(nv_smem(p)));
+}
+
+__device__ __forceinline__ float nv_flash_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The tile shapes of head sizes (D for the keys, DV for the values).
+template <int D, int DV> struct NvFlashShape {
+  static constexpr int DP = (D + 15) / 16 * 16;    // padded key head
+  static constexpr int DVP = (DV + 15) / 16 * 16;  // padded value head
+  static constexpr int BM = 16 * NV_FLASH_WARPS;
+  static constexpr int BN = (DP > 128 || DVP > 128) ? 32 : 64;
+  static constexpr int QS = DP + 8;   // shared row strides (elements)
+  static constexpr int VS = DVP + 8;
+  // Q fragments stay in registers for the whole block up to head size 128.
+  static constexpr bool QREG = DP <= 128;
+  static constexpr int SHARED = (BM * QS + 2 * BN * QS + 2 * BN * VS) * 2;  // bytes
+};
+
+// Rows [0, rows) of a tile of `n` rows × `d` elements (the rest of the padded row, and the
+// rows past `valid`, zeros) into shared memory of row stride `ss`.
+template <typename T, int ROWS, int DPAD>
+__device__ __forceinline__ void nv_flash_tile(T* s, int ss, const T* g, i64 gs, int valid, int d) {
+  constexpr int CH = DPAD / 8;  // 16-byte chunks a padded row
+  const int dch = d / 8;
+  for (int u = threadIdx.x; u < ROWS * CH; u += NV_FLASH_THREADS) {
+    const int r = u / CH, c = u % CH;
+    const bool ok = r < valid && c < dch;
+    nv_cp16(s + r * ss + c * 8, ok ? (const void*)(g + r * gs + c * 8) : (const void*)g, ok);
+  }
+}
+
+// MASK: 0 none, 1 boolean (u8, true keeps), 2 additive (T).
+template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS>
+__device__ void nv_flash(const T* __restrict__ q, const T* __restrict__ k,
+                         const T* __restrict__ v, const void* __restrict__ mask,
+                         const T* __restrict__ sinks, T* __restrict__ out, const NvFlash a) {
+  typedef NvFlashShape<D, DV> S;
+  constexpr int BM = S::BM, BN = S::BN, DP = S::DP, DVP = S::DVP, QS = S::QS, VS = S::VS;
+  constexpr int KSTEPS = DP / 16;   // k-steps of the scores
+  constexpr int NT = BN / 8;        // score tiles of 8 keys
+  constexpr int OT = DVP / 8;       // output tiles of 8 features
+  extern __shared__ __align__(16) unsigned char nv_flash_smem[];
+  T* qs = reinterpret_cast<T*>(nv_flash_smem);
+  T* ks = qs + BM * QS;            // two stages
+  T* vs = ks + 2 * BN * QS;        // two stages
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int mtiles = gridDim.x;
+  // Causal blocks with the most keys go first.
+  const int mt = CAUSAL ? mtiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
+  const i64 h = blockIdx.y, b = blockIdx.z;
+  const i64 kvh = h / a.group;
+  const int m0 = mt * BM;
+  const int off = a.lk - a.lq;  // causal: row i sees keys 0..=i + off
+
+  const T* qg = q + a.q_offset + b * a.q_strides[0] + h * a.q_strides[1] + (i64)m0 * a.q_strides[2];
+  const T* kg = k + a.k_offset + b * a.k_strides[0] + kvh * a.k_strides[1];
+  const T* vg = v + a.v_offset + b * a.v_strides[0] + kvh * a.v_strides[1];
+
+  int kend = a.lk;
+  if (CAUSAL) {
+    const int last = (m0 + BM < a.lq ? m0 + BM : a.lq) - 1;
+    kend = last + off + 1 < a.lk ? last + off + 1 : a.lk;
+  }
+  const int ntiles = (kend + BN - 1) / BN;
+
+  nv_flash_tile<T, BM, DP>(qs, QS, qg, a.q_strides[2], a.lq - m0, D);
+  nv_flash_tile<T, BN, DP>(ks, QS, kg, a.k_strides[2], a.lk, D);
+  nv_flash_tile<T, BN, DVP>(vs, VS, vg, a.v_strides[2], a.lk, DV);
+  nv_cp_commit();
+
+  // Rows g and g + 8 of this warp's 16.
+  const int r0 = m0 + warp * 16 + g, r1 = r0 + 8;
+  float m_run[2], l_run[2] = {0.0f, 0.0f};
+  float sink2 = NV_FLASH_NEG_INF;
+  if (SINKS) sink2 = nv_up(sinks[a.s_offset + h * a.s_stride]) * NV_FLASH_LOG2E;
+  m_run[0] = m_run[1] = sink2;
+  float o[OT][4];
+#pragma unroll
+  for (int j = 0; j < OT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+
+  u32 qf[S::QREG ? KSTEPS : 1][4];
+  // ldmatrix addresses: A (Q) and the transposed B (V) take rows (lane & 7) + 8 · bit 3 and
+  // columns 8 · bit 4; B (K) takes rows (lane & 7) + 8 · bit 4 and columns 8 · bit 3.
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+  const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
+  const T* qw = qs + (warp * 16 + a_row) * QS + a_col;
+
+  const char* mbase = nullptr;
+  if (MASK) {
+    mbase = reinterpret_cast<const char*>(mask) +
+            (a.m_offset + b * a.m_strides[0] + h * a.m_strides[1]) * (MASK == 1 ? 1 : sizeof(T));
+  }
+
+  for (int t = 0; t < ntiles; ++t) {
+    const int stage = t & 1;
+    const int n0 = t * BN;
+    if (t + 1 < ntiles) {
+      const int n1 = n0 + BN;
+      nv_flash_tile<T, BN, DP>(ks + (stage ^ 1) * BN * QS, QS, kg + (i64)n1 * a.k_strides[2],
+                               a.k_strides[2], a.lk - n1, D);
+      nv_flash_tile<T, BN, DVP>(vs + (stage ^ 1) * BN * VS, VS, vg + (i64)n1 * a.v_strides[2],
+                                a.v_strides[2], a.lk - n1, DV);
+      nv_cp_commit();
+      nv_cp_wait<1>();
+    } else {
+      nv_cp_wait<0>();
+    }
+    __syncthreads();
+    if (S::QREG && t == 0) {
+#pragma unroll
+      for (int kk = 0; kk < KSTEPS; ++kk) nv_ldsm4(qf[kk], qw + kk * 16);
+    }
+    const T* kt = ks + stage * BN * QS;
+    const T* vt = vs + stage * BN * VS;
+
+    // Scores: 16 rows × BN keys a warp.
+    float s[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < KSTEPS; ++kk) {
+      u32 af[4];
+      if (S::QREG) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) af[e] = qf[S::QREG ? kk : 0][e];
+      } else {
+        nv_ldsm4(af, qw + kk * 16);
+      }
+#pragma unroll
+      for (int j = 0; j < NT; j += 2) {
+        u32 bf[4];
+        nv_ldsm4(bf, kt + (j * 8 + b_row) * QS + kk * 16 + b_col);
+        NvMma<T>::run(s[j], af, bf[0], bf[1]);
+        NvMma<T>::run(s[j + 1], af, bf[2], bf[3]);
+      }
+    }
+
+    // Scale, mask and the running statistics.
+    const bool edge = n0 + BN > a.lk || (CAUSAL && n0 + BN - 1 > m0 + off);
+    float mx[2] = {NV_FLASH_NEG_INF, NV_FLASH_NEG_INF};
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e < 2 ? r0 : r1;
+        const int c = n0 + j * 8 + 2 * t4 + (e & 1);
+        float x = s[j][e] * a.scale;
+        if (MASK && r < a.lq && c < a.lk) {
+          const i64 at = (i64)r * a.m_strides[2] + (i64)c * a.m_strides[3];
+          if (MASK == 1) {
+            x = mbase[at] ? x : NV_FLASH_HIDDEN;
+          } else {
+            x += nv_up(reinterpret_cast<const T*>(mbase)[at]) * NV_FLASH_LOG2E;
+          }
+        }
+        if (edge && (c >= a.lk || (CAUSAL && c > r + off))) x = NV_FLASH_NEG_INF;
+        s[j][e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    }
+    float alpha[2], m_use[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+      const float m_new = fmaxf(m_run[i], mx[i]);
+      // A row that has seen only −∞ so far keeps weights of 0 (not NaN).
+      m_use[i] = m_new == NV_FLASH_NEG_INF ? 0.0f : m_new;
+      alpha[i] = nv_flash_exp2(m_run[i] - m_use[i]);
+      m_run[i] = m_new;
+      l_run[i] *= alpha[i];
+    }
+#pragma unroll
+    for (int j = 0; j < OT; ++j) {
+      o[j][0] *= alpha[0];
+      o[j][1] *= alpha[0];
+      o[j][2] *= alpha[1];
+      o[j][3] *= alpha[1];
+    }
+    // The weights, packed as A fragments of the value product.
+    u32 pf[NT / 2][4];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const float p0 = nv_flash_exp2(s[j][0] - m_use[0]);
+      const float p1 = nv_flash_exp2(s[j][1] - m_use[0]);
+      const float p2 = nv_flash_exp2(s[j][2] - m_use[1]);
+      const float p3 = nv_flash_exp2(s[j][3] - m_use[1]);
+      l_run[0] += p0 + p1;
+      l_run[1] += p2 + p3;
+      pf[j >> 1][(j & 1) * 2 + 0] = NvMma<T>::pack(p0, p1);
+      pf[j >> 1][(j & 1) * 2 + 1] = NvMma<T>::pack(p2, p3);
+    }
+    // Output += weights · values.
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+#pragma unroll
+      for (int j = 0; j < OT; j += 2) {
+        u32 bf[4];
+        nv_ldsm4_t(bf, vt + (kk * 16 + a_row) * VS + j * 8 + a_col);
+        NvMma<T>::run(o[j], pf[kk], bf[0], bf[1]);
+        NvMma<T>::run(o[j + 1], pf[kk], bf[2], bf[3]);
+      }
+    }
+    __syncthreads();
+  }
+
+  // The row sums over the four lanes of a row, the sink's weight, and the output.
+  float inv[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float l = l_run[i];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (SINKS) l += nv_flash_exp2(sink2 - (m_run[i] == NV_FLASH_NEG_INF ? 0.0f : m_run[i]));
+    inv[i] = 1.0f / l;
+  }
+  T* ob = out + ((b * a.hq + h) * a.lq) * (i64)DV;
+#pragma unroll
+  for (int j = 0; j < OT; ++j) {
+    const int c = j * 8 + 2 * t4;
+    if (c >= DV) continue;
+    if (r0 < a.lq)
+      *reinterpret_cast<u32*>(ob + (i64)r0 * DV + c) = NvMma<T>::pack(o[j][0] * inv[0], o[j][1] * inv[0]);
+    if (r1 < a.lq)
+      *reinterpret_cast<u32*>(ob + (i64)r1 * DV + c) = NvMma<T>::pack(o[j][2] * inv[1], o[j][3] * inv[1]);
+  }
+}
+
+// One kernel: type, head sizes, mask kind, causal, sinks.
+#define NV_FLASH(T, TN, D, DV, MASK, CAUSAL, SINKS)                                            \
+  extern "C" __global__ void __launch_bounds__(NV_FLASH_THREADS)                              \
+      flash_##TN##_##D##_##DV##_m##MASK##_c##CAUSAL##_s##SINKS(                                \
+          const T* q, const T* k, const T* v, const void* mask, const T* sinks, T* out,        \
+          NvFlash a) {                                                                         \
+    nv_flash<T, D, DV, MASK, (bool)CAUSAL, (bool)SINKS>(q, k, v, mask, sinks, out, a);        \
+  }
