@@ -381,6 +381,23 @@ mod tests {
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
+    /// The Hopper kernels (`wgmma`) compile for `sm_90a`.
+    #[test]
+    fn hopper_kernel_sources_compile_for_sm_90a() {
+        // SAFETY: only tries to open the library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: NVRTC (libnvrtc) was not found");
+            return;
+        }
+        use rayon::prelude::*;
+        let failures: Vec<String> = super::fast::flash::sm90_sources()
+            .par_iter()
+            .filter_map(|(key, source)| super::jit::compile(key, source, "sm_90a").err())
+            .map(|e| e.to_string())
+            .collect();
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
     /// The row families compile one module a kind and pack count: each module compiles and
     /// holds the kernels its launches ask it for.
     #[test]

@@ -6,10 +6,13 @@
 //! among them). Scores, the running statistics and the accumulator stay in f32; the output
 //! is rounded once.
 //!
-//! Each module holds one kernel: the element type, the two head sizes, the mask's kind,
-//! causality and sinks are all template arguments, so a model compiles only what it runs.
-//! `NUVEC_FLASH_WARPS` (4 or 8; 4 by default) sets the warps, and so the query rows, a block
-//! takes, for tuning.
+//! Two kernels: on Hopper (compute capability 9.x), head sizes 64 and 128 run
+//! `flash_sm90.cu` (warpgroup products, `wgmma`, compiled for `sm_90a`); everything else runs
+//! the portable `flash.cu` (`mma.sync`). Each module holds one kernel: the element type, the
+//! two head sizes, the mask's kind, causality and sinks are all template arguments, so a
+//! model compiles only what it runs. `NUVEC_FLASH_WARPS` (4 or 8; 4 by default) sets the
+//! warps, and so the query rows, a block of the portable kernel takes, and
+//! `NUVEC_FLASH_PORTABLE=1` keeps Hopper on the portable kernel, for tuning and comparison.
 
 use std::sync::OnceLock;
 
@@ -24,6 +27,10 @@ use crate::{DType, Result};
 
 const COMMON: &str = include_str!("../kernels/common.cuh");
 const FLASH: &str = include_str!("../kernels/fast/flash.cu");
+const FLASH_SM90: &str = include_str!("../kernels/fast/flash_sm90.cu");
+
+/// Query rows and key rows a tile of the Hopper kernel (`NV_H_BM`, `NV_H_BN`).
+const SM90_TILE: (usize, usize) = (128, 128);
 
 /// The kernel's arguments (`NvFlash` in `flash.cu`).
 #[repr(C)]
@@ -66,6 +73,14 @@ fn warps() -> usize {
         Ok("8") => 8,
         _ => 4,
     })
+}
+
+/// Whether the Hopper kernel runs head sizes `(d, dv)` on this device.
+fn hopper(place: &Place, d: usize, dv: usize) -> bool {
+    static PORTABLE: OnceLock<bool> = OnceLock::new();
+    let portable = *PORTABLE
+        .get_or_init(|| std::env::var_os("NUVEC_FLASH_PORTABLE").is_some_and(|v| v != "0"));
+    place.gpu.props.arch.major == 9 && !portable && d == dv && matches!(d, 64 | 128)
 }
 
 /// `NvFlashShape`: (query rows, key rows) a tile and the dynamic shared memory in bytes.
@@ -130,14 +145,26 @@ fn module_arg(d: usize, dv: usize, mask: u32, form: Form) -> u32 {
         | u32::from(form.sinks) << 21
 }
 
-/// The source of the module holding kernel `name`.
-fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form) -> String {
+/// The source of the module holding one kernel (the Hopper one when `sm90`).
+fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, sm90: bool) -> String {
     let (ct, tn) = type_names(dtype).expect("float types have kernels");
     let w = warps();
     let (c, s) = (u32::from(form.causal), u32::from(form.sinks));
-    format!(
-        "#define NV_FLASH_WARPS {w}\n{COMMON}\n{FLASH}\nNV_FLASH({ct}, {tn}, {d}, {dv}, {mask}, {c}, {s})\n"
-    )
+    if sm90 {
+        format!(
+            "{COMMON}\n{FLASH}\n{FLASH_SM90}\nNV_FLASH_SM90({ct}, {tn}, {d}, {dv}, {mask}, {c}, {s})\n"
+        )
+    } else {
+        format!(
+            "#define NV_FLASH_WARPS {w}\n{COMMON}\n{FLASH}\nNV_FLASH({ct}, {tn}, {d}, {dv}, {mask}, {c}, {s})\n"
+        )
+    }
+}
+
+/// `NV_H_SHARED`: the Hopper kernel's dynamic shared memory in bytes.
+fn sm90_shared(d: usize, dv: usize) -> usize {
+    let (bm, bn) = SM90_TILE;
+    (bm * d + 2 * bn * d + 3 * bn * dv) * 2 + 1024
 }
 
 /// `FastOp::Attention` through the tiled kernel: `(q, k, v[, mask][, sinks])`, into a new
@@ -203,24 +230,36 @@ pub(super) fn attention(
         args.s_offset = s.layout.offset as i64;
         sinks_ptr = place.input(s)?;
     }
-    let (bm, _, shared) = tile(d, dv);
-    let module = place
-        .gpu
-        .module("flash", Some(dtype), module_arg(d, dv, mask_kind, form));
+    let sm90 = hopper(place, d, dv);
+    let (bm, shared, threads) = if sm90 {
+        (SM90_TILE.0, sm90_shared(d, dv), 256)
+    } else {
+        let (bm, _, shared) = tile(d, dv);
+        (bm, shared, 32 * warps() as u32)
+    };
+    let mut module = place.gpu.module(
+        if sm90 { "flash90" } else { "flash" },
+        Some(dtype),
+        module_arg(d, dv, mask_kind, form),
+    );
+    if sm90 {
+        module.arch = module.arch.specific()?;
+    }
     let tn = type_names(dtype).expect("float types have kernels").1;
     let (c, s) = (u32::from(form.causal), u32::from(form.sinks));
+    let prefix = if sm90 { "flash90" } else { "flash" };
     let key = KernelKey {
         module,
-        symbol: symbol!("flash_{tn}_{d}_{dv}_m{mask_kind}_c{c}_s{s}")?,
+        symbol: symbol!("{prefix}_{tn}_{d}_{dv}_m{mask_kind}_c{c}_s{s}")?,
     };
     let f = place
         .gpu
-        .kernel(&key, || source(dtype, d, dv, mask_kind, form))?;
+        .kernel(&key, || source(dtype, d, dv, mask_kind, form, sm90))?;
     f.allow_shared(place.gpu.props.shared_per_block)?;
     let (out, out_ptr) = place.output(dtype, &outputs[0].0)?;
     let config = LaunchConfig {
         grid_dim: (lq.div_ceil(bm) as u32, hq as u32, batch as u32),
-        block_dim: (32 * warps() as u32, 1, 1),
+        block_dim: (threads, 1, 1),
         shared_mem_bytes: shared as u32,
     };
     let params: [&dyn DeviceRepr; 7] = [
@@ -267,7 +306,37 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
                 };
                 out.push((
                     format!("flash_{tn}_{d}_{dv}_m{mask}"),
-                    source(dtype, d, dv, mask, form),
+                    source(dtype, d, dv, mask, form, false),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The Hopper kernel's sources (head sizes 64 and 128, every mask kind), for compiling
+/// ahead of time for `sm_90a` (tests).
+#[cfg(test)]
+pub(crate) fn sm90_sources() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for dtype in [DType::F16, DType::BF16] {
+        let tn = type_names(dtype).expect("float").1;
+        for d in [64, 128] {
+            for (mask, causal, sinks) in [
+                (0, false, false),
+                (0, true, false),
+                (1, false, true),
+                (2, true, true),
+            ] {
+                let form = Form {
+                    scale: 1.0,
+                    causal,
+                    mask: mask > 0,
+                    sinks,
+                };
+                out.push((
+                    format!("flash90_{tn}_{d}_m{mask}"),
+                    source(dtype, d, d, mask, form, true),
                 ));
             }
         }

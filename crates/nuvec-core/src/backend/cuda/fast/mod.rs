@@ -16,7 +16,7 @@
 mod attention;
 mod conv;
 pub(crate) mod custom;
-mod flash;
+pub(super) mod flash;
 mod norm_grads;
 mod norm_rope;
 mod norms;

@@ -1,0 +1,360 @@
+// Tiled attention over many query rows on Hopper's warpgroup tensor cores (wgmma, sm_90a);
+// `flash.rs` says which cases come here, and `flash.cu` (included before this file) holds the
+// cp.async helpers and the portable kernel that every other case runs.
+//
+// One block of two warpgroups takes BM = 128 query rows of one (batch, query head); each
+// warpgroup owns 64 of them. Queries, and two stages of key and value tiles of BN = 128 rows,
+// sit in shared memory in the 128-byte swizzled layout wgmma reads (rows of 64 elements, the
+// 16-byte chunk c of row r stored at chunk c ^ (r mod 8), so that a 1,024-byte atom holds 8
+// rows; a head of 128 is two such column blocks). Per tile a warpgroup forms its 64 × BN
+// scores with wgmma (queries and keys from shared memory), applies the scale, masks and the
+// online softmax in registers exactly as the portable kernel does, and adds weights × values
+// with wgmma taking the weights from registers and the values (rows of keys, so N-major)
+// from shared memory. Loads are cp.async into the other stage while a tile computes; a proxy
+// fence makes them visible to the tensor cores.
+
+#define NV_H_THREADS 256
+#define NV_H_BM 128
+#define NV_H_BN 128
+
+// Matrix descriptor of a 128-byte swizzled operand at shared address `addr`: `lbo` bytes
+// between column blocks of 64 elements (N-major operands), `sbo` bytes between groups of 8
+// rows.
+__device__ __forceinline__ u64 nv_wg_desc(u32 addr, u32 lbo, u32 sbo) {
+  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) |
+         (1ull << 62);
+}
+__device__ __forceinline__ void nv_wg_arrive() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void nv_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void nv_wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving reads or writes of accumulator registers across the
+// asynchronous products (it does not know they are in flight).
+template <int N> __device__ __forceinline__ void nv_wg_pin(float* r) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+__device__ __forceinline__ void nv_proxy_fence() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void nv_wgmma_ss_bf16_n64(float* d, u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db));
+}
+
+__device__ __forceinline__ void nv_wgmma_rs_bf16_n64(float* d, const u32* a, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+__device__ __forceinline__ void nv_wgmma_ss_bf16_n128(float* d, u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db));
+}
+
+__device__ __forceinline__ void nv_wgmma_rs_bf16_n128(float* d, const u32* a, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+__device__ __forceinline__ void nv_wgmma_ss_f16_n64(float* d, u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db));
+}
+
+__device__ __forceinline__ void nv_wgmma_rs_f16_n64(float* d, const u32* a, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+__device__ __forceinline__ void nv_wgmma_ss_f16_n128(float* d, u64 da, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db));
+}
+
+__device__ __forceinline__ void nv_wgmma_rs_f16_n128(float* d, const u32* a, u64 db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+
+template <typename T> struct NvWg;
+template <> struct NvWg<bf16> {
+  template <int N> static __device__ __forceinline__ void ss(float* d, u64 a, u64 b) {
+    if (N == 64) nv_wgmma_ss_bf16_n64(d, a, b); else nv_wgmma_ss_bf16_n128(d, a, b);
+  }
+  template <int N> static __device__ __forceinline__ void rs(float* d, const u32* a, u64 b) {
+    if (N == 64) nv_wgmma_rs_bf16_n64(d, a, b); else nv_wgmma_rs_bf16_n128(d, a, b);
+  }
+};
+template <> struct NvWg<f16> {
+  template <int N> static __device__ __forceinline__ void ss(float* d, u64 a, u64 b) {
+    if (N == 64) nv_wgmma_ss_f16_n64(d, a, b); else nv_wgmma_ss_f16_n128(d, a, b);
+  }
+  template <int N> static __device__ __forceinline__ void rs(float* d, const u32* a, u64 b) {
+    if (N == 64) nv_wgmma_rs_f16_n64(d, a, b); else nv_wgmma_rs_f16_n128(d, a, b);
+  }
+};
+
+// Rows [0, ROWS) × D elements of a tile (rows past `valid` zeros) into the swizzled layout at
+// shared byte address `base` (1,024-aligned): column block c of ROWS × 128 bytes each.
+template <typename T, int ROWS, int D>
+__device__ __forceinline__ void nv_h_tile(unsigned char* base, const T* g, i64 gs, int valid) {
+  constexpr int CH = D / 8;  // 16-byte chunks a row
+  for (int u = threadIdx.x; u < ROWS * CH; u += NV_H_THREADS) {
+    const int r = u / CH, cc = u % CH;
+    const int c = cc >> 3, ch = cc & 7;
+    const bool ok = r < valid;
+    unsigned char* dst = base + c * (ROWS * 128) + r * 128 + ((ch ^ (r & 7)) << 4);
+    nv_cp16(dst, ok ? (const void*)(g + r * gs + cc * 8) : (const void*)g, ok);
+  }
+}
+
+// D and DV are 64 or 128.
+template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS>
+__device__ void nv_flash_sm90(const T* __restrict__ q, const T* __restrict__ k,
+                              const T* __restrict__ v, const void* __restrict__ mask,
+                              const T* __restrict__ sinks, T* __restrict__ out, const NvFlash a) {
+  constexpr int BM = NV_H_BM, BN = NV_H_BN;
+  constexpr int NT = BN / 8;   // score tiles of 8 keys
+  constexpr int OT = DV / 8;   // output tiles of 8 features
+  constexpr int KT = BN * D * 2, VT = BN * DV * 2;  // bytes a key and a value stage
+  extern __shared__ __align__(16) unsigned char nv_h_smem[];
+  // The swizzle repeats every 1,024 bytes: align the tiles to that.
+  const u32 raw = nv_smem(nv_h_smem);
+  unsigned char* base = nv_h_smem + (((raw + 1023) & ~1023u) - raw);
+  unsigned char* qs = base;
+  unsigned char* ks = qs + BM * D * 2;  // two stages
+  unsigned char* vs = ks + 2 * KT;      // three stages: the product of a tile's values runs
+                                        // while the next tile's scores are formed
+  const u32 qa = nv_smem(qs), ka = nv_smem(ks), va = nv_smem(vs);
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int wg = warp >> 2, w4 = warp & 3;
+  const int t4 = lane & 3;
+  const int mtiles = gridDim.x;
+  const int mt = CAUSAL ? mtiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
+  const i64 h = blockIdx.y, b = blockIdx.z;
+  const i64 kvh = h / a.group;
+  const int m0 = mt * BM;
+  const int off = a.lk - a.lq;
+
+  const T* qg = q + a.q_offset + b * a.q_strides[0] + h * a.q_strides[1] + (i64)m0 * a.q_strides[2];
+  const T* kg = k + a.k_offset + b * a.k_strides[0] + kvh * a.k_strides[1];
+  const T* vg = v + a.v_offset + b * a.v_strides[0] + kvh * a.v_strides[1];
+
+  int kend = a.lk;
+  if (CAUSAL) {
+    const int last = (m0 + BM < a.lq ? m0 + BM : a.lq) - 1;
+    kend = last + off + 1 < a.lk ? last + off + 1 : a.lk;
+  }
+  const int ntiles = (kend + BN - 1) / BN;
+
+  const int r0 = m0 + wg * 64 + w4 * 16 + (lane >> 2), r1 = r0 + 8;
+  float m_run[2], l_run[2] = {0.0f, 0.0f};
+  float sink2 = NV_FLASH_NEG_INF;
+  if (SINKS) sink2 = nv_up(sinks[a.s_offset + h * a.s_stride]) * NV_FLASH_LOG2E;
+  m_run[0] = m_run[1] = sink2;
+  float o[OT * 4];
+#pragma unroll
+  for (int i = 0; i < OT * 4; ++i) o[i] = 0.0f;
+  float s[NT * 4];
+  u32 pa[NT / 2][4], pb[NT / 2][4];
+  float alpha[2];
+
+  const char* mbase = nullptr;
+  if (MASK) {
+    mbase = reinterpret_cast<const char*>(mask) +
+            (a.m_offset + b * a.m_strides[0] + h * a.m_strides[1]) * (MASK == 1 ? 1 : sizeof(T));
+  }
+
+  // Tile t's keys and values into their stages.
+  auto load = [&](int t) {
+    const int n = t * BN;
+    nv_h_tile<T, BN, D>(ks + (t & 1) * KT, kg + (i64)n * a.k_strides[2], a.k_strides[2], a.lk - n);
+    nv_h_tile<T, BN, DV>(vs + (t % 3) * VT, vg + (i64)n * a.v_strides[2], a.v_strides[2], a.lk - n);
+    nv_cp_commit();
+  };
+  // Issues this warpgroup's scores of tile t (one wgmma group).
+  auto scores = [&](int t) {
+#pragma unroll
+    for (int i = 0; i < NT * 4; ++i) s[i] = 0.0f;
+    nv_wg_pin<NT * 4>(s);
+    nv_wg_arrive();
+    const u32 kt = ka + (t & 1) * KT;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      // Steps of 16 elements: 32 bytes into the column block of 64.
+      const u32 sub = (kk & 3) * 32;
+      const u64 da = nv_wg_desc(qa + (kk >> 2) * (BM * 128) + wg * 64 * 128 + sub, 16, 1024);
+      const u64 db = nv_wg_desc(kt + (kk >> 2) * (BN * 128) + sub, 16, 1024);
+      NvWg<T>::template ss<BN>(s, da, db);
+    }
+    nv_wg_commit();
+  };
+  // Issues output += weights p · tile t's values (one wgmma group; values N-major, 16 keys
+  // a step are 2,048 bytes on).
+  auto product = [&](u32 (&p)[NT / 2][4], int t) {
+    nv_wg_pin<OT * 4>(o);
+    nv_wg_arrive();
+    const u32 vt = va + (t % 3) * VT;
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const u64 db = nv_wg_desc(vt + kk * 16 * 128, BN * 128, 1024);
+      NvWg<T>::template rs<DV>(o, p[kk], db);
+    }
+    nv_wg_commit();
+  };
+  // Scale and mask tile t's scores, update the running statistics (alpha: the factor the
+  // output takes) and write the weights into p.
+  auto softmax = [&](u32 (&p)[NT / 2][4], int t) {
+    const int n0 = t * BN;
+    const bool edge = n0 + BN > a.lk || (CAUSAL && n0 + BN - 1 > m0 + off);
+    float mx[2] = {NV_FLASH_NEG_INF, NV_FLASH_NEG_INF};
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e < 2 ? r0 : r1;
+        const int c = n0 + j * 8 + 2 * t4 + (e & 1);
+        float x = s[j * 4 + e] * a.scale;
+        if (MASK && r < a.lq && c < a.lk) {
+          const i64 at = (i64)r * a.m_strides[2] + (i64)c * a.m_strides[3];
+          if (MASK == 1) {
+            x = mbase[at] ? x : NV_FLASH_HIDDEN;
+          } else {
+            x += nv_up(reinterpret_cast<const T*>(mbase)[at]) * NV_FLASH_LOG2E;
+          }
+        }
+        if (edge && (c >= a.lk || (CAUSAL && c > r + off))) x = NV_FLASH_NEG_INF;
+        s[j * 4 + e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    }
+    float m_use[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+      const float m_new = fmaxf(m_run[i], mx[i]);
+      // A row that has seen only −∞ so far keeps weights of 0 (not NaN).
+      m_use[i] = m_new == NV_FLASH_NEG_INF ? 0.0f : m_new;
+      alpha[i] = nv_flash_exp2(m_run[i] - m_use[i]);
+      m_run[i] = m_new;
+      l_run[i] *= alpha[i];
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const float p0 = nv_flash_exp2(s[j * 4 + 0] - m_use[0]);
+      const float p1 = nv_flash_exp2(s[j * 4 + 1] - m_use[0]);
+      const float p2 = nv_flash_exp2(s[j * 4 + 2] - m_use[1]);
+      const float p3 = nv_flash_exp2(s[j * 4 + 3] - m_use[1]);
+      l_run[0] += p0 + p1;
+      l_run[1] += p2 + p3;
+      p[j >> 1][(j & 1) * 2 + 0] = NvMma<T>::pack(p0, p1);
+      p[j >> 1][(j & 1) * 2 + 1] = NvMma<T>::pack(p2, p3);
+    }
+  };
+  // Tile t: its scores formed while the previous tile's weights `prev` multiply their
+  // values; the new weights into `next`.
+  auto step = [&](u32 (&prev)[NT / 2][4], u32 (&next)[NT / 2][4], int t) {
+    nv_cp_wait<0>();
+    nv_proxy_fence();
+    __syncthreads();  // tile t is in; every warpgroup is done with tiles t − 1 and t − 2
+    if (t + 1 < ntiles) load(t + 1);
+    scores(t);
+    product(prev, t - 1);
+    nv_wg_wait<1>();
+    nv_wg_pin<NT * 4>(s);
+    softmax(next, t);
+    nv_wg_wait<0>();
+    nv_wg_pin<OT * 4>(o);
+    nv_wg_pin<NT * 2>(reinterpret_cast<float*>(prev));
+#pragma unroll
+    for (int j = 0; j < OT; ++j) {
+      o[j * 4 + 0] *= alpha[0];
+      o[j * 4 + 1] *= alpha[0];
+      o[j * 4 + 2] *= alpha[1];
+      o[j * 4 + 3] *= alpha[1];
+    }
+  };
+
+  nv_h_tile<T, BM, D>(qs, qg, a.q_strides[2], a.lq - m0);
+  load(0);
+  nv_cp_wait<0>();
+  nv_proxy_fence();
+  __syncthreads();
+  if (ntiles > 1) load(1);
+  scores(0);
+  nv_wg_wait<0>();
+  nv_wg_pin<NT * 4>(s);
+  softmax(pa, 0);
+  int t = 1;
+  for (; t + 1 < ntiles; t += 2) {
+    step(pa, pb, t);
+    step(pb, pa, t + 1);
+  }
+  if (t < ntiles) {
+    step(pa, pb, t);
+    product(pb, t);
+  } else {
+    product(pa, t - 1);
+  }
+  nv_wg_wait<0>();
+  nv_wg_pin<OT * 4>(o);
+
+  float inv[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float l = l_run[i];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    if (SINKS) l += nv_flash_exp2(sink2 - (m_run[i] == NV_FLASH_NEG_INF ? 0.0f : m_run[i]));
+    inv[i] = 1.0f / l;
+  }
+  T* ob = out + ((b * a.hq + h) * a.lq) * (i64)DV;
+#pragma unroll
+  for (int j = 0; j < OT; ++j) {
+    const int c = j * 8 + 2 * t4;
+    if (r0 < a.lq)
+      *reinterpret_cast<u32*>(ob + (i64)r0 * DV + c) = NvMma<T>::pack(o[j * 4 + 0] * inv[0], o[j * 4 + 1] * inv[0]);
+    if (r1 < a.lq)
+      *reinterpret_cast<u32*>(ob + (i64)r1 * DV + c) = NvMma<T>::pack(o[j * 4 + 2] * inv[1], o[j * 4 + 3] * inv[1]);
+  }
+}
+
+// Shared memory of one block: queries, two stages of keys, three of values, and the alignment.
+#define NV_H_SHARED(D, DV) ((NV_H_BM * (D) + 2 * NV_H_BN * (D) + 3 * NV_H_BN * (DV)) * 2 + 1024)
+
+#define NV_FLASH_SM90(T, TN, D, DV, MASK, CAUSAL, SINKS)                                       \
+  extern "C" __global__ void __launch_bounds__(NV_H_THREADS, 1)                                \
+      flash90_##TN##_##D##_##DV##_m##MASK##_c##CAUSAL##_s##SINKS(                              \
+          const T* q, const T* k, const T* v, const void* mask, const T* sinks, T* out,        \
+          NvFlash a) {                                                                         \
+    nv_flash_sm90<T, D, DV, MASK, (bool)CAUSAL, (bool)SINKS>(q, k, v, mask, sinks, out, a);   \
+  }
