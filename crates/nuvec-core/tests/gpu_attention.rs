@@ -51,6 +51,16 @@ fn attention_matches_the_cpu() {
         (3, 8, 2, 1, 1500, 128),
         (1, 16, 2, 1, 9000, 128),
         (1, 4, 2, 3, 2100, 256),
+        // The benchmarks' grouping (4 query heads a key head), split; 8 and 12 rows a key
+        // head (one and two chunks of the tensor-core kernel); 64 rows (eight chunks) over a
+        // split sequence; 3 and 5 rows (padded chunks of the f32 kernel).
+        (1, 32, 8, 1, 2000, 128),
+        (2, 16, 2, 1, 130, 64),
+        (1, 12, 1, 1, 90, 64),
+        (1, 4, 1, 16, 1100, 64),
+        (1, 6, 2, 1, 77, 96),
+        (1, 3, 3, 5, 40, 256),
+        (1, 8, 8, 1, 1030, 256),
     ];
     for &(b, hq, hkv, lq, lk, d) in shapes {
         for dtype in TYPES {
@@ -157,6 +167,13 @@ fn paged_attention_equals_contiguous_attention_bitwise() {
         // Long sequences: split passes (tolerance), with a short one that stays exact.
         (3, 8, 2, 1, 128, 32, &[1500, 3000, 700]),
         (1, 8, 2, 4, 128, 64, &[2100]),
+        // Blocks of 1 and of sizes that are not powers of two; 64 rows a key head (eight
+        // chunks of rows); grouping 4 and 12.
+        (2, 4, 1, 16, 64, 3, &[20, 90]),
+        (1, 16, 2, 1, 96, 1, &[50]),
+        (2, 8, 2, 2, 128, 24, &[1030, 500]),
+        (2, 32, 8, 1, 128, 16, &[1100, 600]),
+        (1, 12, 1, 1, 64, 16, &[600]),
     ];
     for &(b, hq, hkv, lq, d, bs, lengths) in cases {
         let n = *lengths.iter().max().unwrap();
@@ -220,6 +237,110 @@ fn paged_attention_equals_contiguous_attention_bitwise() {
                     .unwrap()
             });
             assert_close(&format!("{name} vs cpu"), &got, &cpu, tolerance(dtype));
+        }
+    }
+}
+
+/// Keys, values and queries that 16-byte loads cannot read (rows one element apart from
+/// alignment) go through the kernels' element-by-element loads, which must give the bits
+/// of the aligned ones: the same sums in the same order, below and above 1,024 keys.
+#[test]
+fn unaligned_rows_give_the_bits_of_aligned_ones() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(0xa773);
+    // (B, Hq, Hkv, Lq, Lk, D)
+    let shapes: &[(usize, usize, usize, usize, usize, usize)] = &[
+        (2, 8, 2, 1, 300, 128),
+        (1, 8, 2, 4, 1500, 64),
+        (1, 4, 4, 3, 100, 96),
+        (1, 2, 1, 1, 40, 256),
+    ];
+    for &(b, hq, hkv, lq, lk, d) in shapes {
+        for dtype in TYPES {
+            // Each input's values sit at features 1..=D of rows of D + 1.
+            let wide = |rng: &mut Rng, h: usize, l: usize| uniform(rng, &[b, h, l, d + 1], dtype);
+            let (qw, kw, vw) = (
+                wide(&mut rng, hq, lq),
+                wide(&mut rng, hkv, lk),
+                wide(&mut rng, hkv, lk),
+            );
+            let inner = |a: &Array| {
+                let all = SliceArg::full();
+                let f = SliceArg::new(Some(1), Some(d as isize + 1), 1);
+                slice(a, &[all, all, all, f]).unwrap()
+            };
+            let packed = |a: &Array| {
+                let x = inner(a);
+                Array::from_slice(&values(&x), x.shape())
+                    .unwrap()
+                    .astype(dtype)
+                    .unwrap()
+            };
+            let (qa, ka, va) = (packed(&qw), packed(&kw), packed(&vw));
+            let scale = (d as f32).powf(-0.5);
+            for mask in [fast::AttentionMask::None, fast::AttentionMask::Causal] {
+                let run = |q: &Array, k: &Array, v: &Array| {
+                    fast::scaled_dot_product_attention(q, k, v, scale, mask, None).unwrap()
+                };
+                let (aligned, unaligned) = on(Device::gpu(0), || {
+                    let u = run(&inner(&qw), &inner(&kw), &inner(&vw));
+                    (run(&qa, &ka, &va), u)
+                });
+                let name = format!("{dtype} {:?} {mask:?} unaligned", (b, hq, hkv, lq, lk, d));
+                assert_close(&name, &unaligned, &aligned, 0.0);
+            }
+        }
+    }
+}
+
+/// Paged attention takes every head size that is a multiple of 32 up to 256, also those
+/// that no contiguous kernel takes (so there is nothing to compare bits with): against the
+/// fallback on the CPU, in float32.
+#[test]
+fn paged_attention_of_every_head_size_matches_the_cpu() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(0xa774);
+    // (B, Hq, Hkv, Lq, D, block size, lengths)
+    type Case = (usize, usize, usize, usize, usize, usize, &'static [usize]);
+    let cases: &[Case] = &[
+        (2, 8, 2, 1, 32, 16, &[40, 1200]),
+        (1, 4, 1, 3, 160, 5, &[70]),
+        (2, 6, 3, 2, 192, 8, &[33, 1100]),
+        (1, 2, 2, 16, 224, 16, &[300]),
+    ];
+    for &(b, hq, hkv, lq, d, bs, lengths) in cases {
+        let n = *lengths.iter().max().unwrap();
+        let per = n.div_ceil(bs);
+        let mut order: Vec<usize> = (0..b * per + 1).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let table: Vec<i32> = order[..b * per].iter().map(|&x| x as i32).collect();
+        let table = Array::from_slice(&table, &[b, per]).unwrap();
+        let lens: Vec<i32> = lengths.iter().map(|&l| l as i32).collect();
+        let lens = Array::from_slice(&lens, &[b]).unwrap();
+        for dtype in TYPES {
+            let keys = uniform(&mut rng, &[b, hkv, n, d], dtype);
+            let vals = uniform(&mut rng, &[b, hkv, n, d], dtype);
+            let q = uniform(&mut rng, &[b, hq, lq, d], dtype);
+            let (kc, vc) = (paged(&keys, bs, &order), paged(&vals, bs, &order));
+            let scale = (d as f32).powf(-0.5);
+            let got = on(Device::gpu(0), || {
+                fast::paged_attention(&q, &kc, &vc, &table, &lens, scale).unwrap()
+            });
+            let f = |a: &Array| a.astype(DType::F32).unwrap();
+            let cpu = on(Device::cpu(), || {
+                fast::paged_attention(&f(&q), &f(&kc), &f(&vc), &table, &lens, scale)
+                    .unwrap()
+                    .astype(dtype)
+                    .unwrap()
+            });
+            let name = format!("{dtype} {:?} vs cpu", (b, hq, hkv, lq, d, bs, lengths));
+            assert_close(&name, &got, &cpu, tolerance(dtype));
         }
     }
 }

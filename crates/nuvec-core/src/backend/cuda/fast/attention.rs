@@ -6,8 +6,8 @@
 //! The kernel takes f32, f16 and bf16 (f32 accumulation, online softmax), head sizes that
 //! are multiples of 32 up to 256 with equal key and value sizes, 1 to [`MAX_ROWS`] query rows
 //! per head, any grouping of query heads over key heads, and no mask or the causal one
-//! aligned with the last keys, up to 65,535 sequences and row chunks of key heads (the
-//! grid's limits). Inputs whose features are not contiguous are copied first.
+//! aligned with the last keys, up to 65,535 sequences and key heads (the grid's limits).
+//! Inputs whose features are not contiguous are copied first.
 //!
 //! `FastOp::Attention` records a fused node for every shape MLX sends to a kernel (the seeds
 //! test that). Up to [`MAX_ROWS`] query rows without mask array or sinks run this kernel
@@ -16,16 +16,25 @@
 //! mask array, sinks or more than [`MAX_ROWS`] rows) runs the fallback graph inside the node
 //! on this stream.
 //!
-//! Sequences of at least [`SINGLE`] keys may be split over several blocks (when the batch
-//! and heads alone do not fill the device) and merged by a second kernel; the paged kernel
-//! decides per sequence on the device, from its length.
+//! The kernel is memory bound, and built to stream the keys and values at the device's
+//! bandwidth: one block per (sequence, key head, chunk of the group's query rows, split of
+//! the keys), so a key row is read once for all the query heads that share it; lanes read
+//! 16-byte chunks straight into registers; f16 and bf16 multiply on the tensor cores (8 query
+//! rows a block), f32 on the FMA units (1, 2 or 4 rows a block). `attention.cu` says how.
+//!
+//! Sequences of at least [`SINGLE`] keys may be split over several blocks (enough to give
+//! every multiprocessor several, with whole waves) and merged by a second kernel; the paged
+//! kernel decides per sequence on the device, from its length.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
 use super::{CudaKernel, Place, flash, nested, with_copies};
 use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::type_names;
-use crate::backend::cuda::launch::{KernelKey, symbol};
+use crate::backend::cuda::launch::{Kernel, KernelKey, symbol};
 use crate::fast::attention::Attention;
 use crate::fast::paged::PagedAttention;
 use crate::fast::{Arg, kernel_sized};
@@ -114,14 +123,19 @@ fn covers(shapes: &[&[usize]], dtype: DType, causal: bool) -> bool {
     takes(dtype, d, v[3], lq)
         && ![batch, hq, lq, lk, hkv].contains(&0)
         && (!causal || lq <= lk)
-        && fits_grid(batch, hq, hkv, lq, d)
+        && fits_grid(batch, hq, hkv, lq, dtype)
 }
 
-/// Whether the grid of `batch` sequences of `hkv` key heads fits the launch limits.
-fn fits_grid(batch: usize, hq: usize, hkv: usize, lq: usize, d: usize) -> bool {
+/// Whether the grid of `batch` sequences of `hkv` key heads fits the launch limits: row
+/// chunks times splits across, key heads and sequences up to 65,535 each.
+fn fits_grid(batch: usize, hq: usize, hkv: usize, lq: usize, dtype: DType) -> bool {
     let group = hq / hkv.max(1);
-    let nchunks = (group * lq).div_ceil(rows_per_block(d));
-    hkv * nchunks <= 65_535 && batch <= 65_535 && group <= i32::MAX as usize
+    let rows = group * lq;
+    let nchunks = rows.div_ceil(block_rows(dtype, rows));
+    nchunks * MAX_SPLITS <= i32::MAX as usize
+        && hkv <= 65_535
+        && batch <= 65_535
+        && group <= i32::MAX as usize
 }
 
 impl CudaKernel for PagedAttention {
@@ -142,7 +156,7 @@ impl CudaKernel for PagedAttention {
             && block_size <= i32::MAX as usize
             && table.dtype == DType::I32
             && lengths.dtype == DType::I32
-            && fits_grid(batch, hq, hkv, lq, d)
+            && fits_grid(batch, hq, hkv, lq, q.dtype)
     }
 
     fn batchable(&self, _: &[Arg<'_>]) -> bool {
@@ -170,6 +184,8 @@ const SINGLE: usize = 1024;
 const MAX_ROWS: usize = 16;
 /// Threads per block (`NV_ATTN_THREADS`).
 const THREADS: u32 = 128;
+/// Threads the merge of the splits spreads a row over (`NV_ATTN_COMBINE_THREADS`).
+const COMBINE_THREADS: usize = 256;
 /// The fewest keys a split of a long sequence gets.
 const MIN_SPLIT_KEYS: usize = 128;
 /// The most splits of one sequence.
@@ -197,6 +213,8 @@ struct AttnArgs {
     group: i32,
     lq: i32,
     block_size: i32,
+    bs_magic: u32,
+    bs_shift: i32,
     causal: i32,
     nsplit: i32,
     nchunks: i32,
@@ -207,17 +225,51 @@ struct AttnArgs {
 // `NvAttn`, so its bytes are what the kernel reads as its parameter.
 unsafe impl DeviceRepr for AttnArgs {}
 
-/// Query rows per block for head size `d` (`NvAttnShape::R`).
-fn rows_per_block(d: usize) -> usize {
-    if d <= 128 { 16 } else { 8 }
+/// Query rows a block takes out of the `rows` of a key head: the tensor-core kernels (f16,
+/// bf16) always 8 (`NV_ATTN_MMA_ROWS`: padding rows cost them nothing), the f32 kernels 1, 2
+/// or 4 (the rows' state lives in every lane's registers).
+fn block_rows(dtype: DType, rows: usize) -> usize {
+    if dtype == DType::F32 {
+        rows.next_power_of_two().min(4)
+    } else {
+        8
+    }
 }
 
-/// The module of one type and head size: its four attention kernels and the merges.
+/// The keys one warp takes a step (`KS` of `nv_attention_mma`, `KP · U` of
+/// `NvAttnLanes`): the unit the splits of a sequence are made of.
+fn warp_keys(dtype: DType, d: usize) -> usize {
+    if dtype != DType::F32 {
+        return if d <= 128 { 16 } else { 8 };
+    }
+    let chunks = d / 4;
+    let lanes = chunks.next_power_of_two().clamp(4, 32);
+    let per_lane = chunks.div_ceil(lanes);
+    (32 / lanes) * if per_lane == 1 { 4 } else { 2 }
+}
+
+/// `(magic, shift)` with `j / d == (j · magic) >> (31 + shift)` for every `j < 2^31`:
+/// `shift = ⌈log2 d⌉`, `magic = ⌈2^(31 + shift) / d⌉`, which fits 32 bits. The error of the
+/// product stays below `j / 2^(31 + shift) < 2^-shift <= 1/d`, too little to cross an integer.
+fn magic_division(d: u32) -> (u32, i32) {
+    let d = d.max(1);
+    let shift = 32 - (d - 1).leading_zeros();
+    let magic = (1u64 << (31 + shift)).div_ceil(u64::from(d));
+    (magic as u32, shift as i32)
+}
+
+/// The module of one type and head size: its attention kernels (four forms of each row
+/// count) and the merges.
 fn source(dtype: DType, d: usize) -> String {
     let (ct, tn) = type_names(dtype).expect("float types have kernels");
-    format!(
-        "{COMMON}\n{ATTENTION}\nNV_ATTENTION({ct}, {tn}, {d})\nNV_ATTENTION_COMBINE({ct}, {tn})\n"
-    )
+    let kernels = if dtype == DType::F32 {
+        [1, 2, 4]
+            .map(|r| format!("NV_ATTENTION_LANES({ct}, {tn}, {d}, {r})\n"))
+            .concat()
+    } else {
+        format!("NV_ATTENTION_MMA({ct}, {tn}, {d})\n")
+    };
+    format!("{COMMON}\n{ATTENTION}\n{kernels}NV_ATTENTION_COMBINE({ct}, {tn}, {d})\n")
 }
 
 /// Whether 16-byte loads of rows of `data` (features contiguous) are aligned: the first
@@ -245,16 +297,53 @@ fn rows_contiguous(data: &ArrayData) -> bool {
     l.shape[3] <= 1 || l.strides[3] == 1
 }
 
-/// Splits per sequence: one below [`SINGLE`] keys, else enough blocks to fill the device,
-/// each split keeping at least [`MIN_SPLIT_KEYS`] keys.
-fn splits(keys: usize, blocks: usize, sms: usize) -> usize {
+/// Splits per sequence of `keys` keys when `units` blocks (sequences × key heads × row
+/// chunks) share a device that holds `wave` blocks at once: one below [`SINGLE`] keys; else
+/// the fewest that fill their last wave to 95% (so that every multiprocessor streams from
+/// several blocks until the end), or failing that the fullest, each split keeping at least
+/// [`MIN_SPLIT_KEYS`] keys. The kernel cuts a sequence into splits of whole warp steps
+/// (`step` keys), `⌈steps / n⌉` each: counts that would leave a split empty are trimmed.
+fn splits(keys: usize, units: usize, wave: usize, step: usize) -> usize {
     if keys < SINGLE {
         return 1;
     }
-    (4 * sms)
-        .div_ceil(blocks.max(1))
-        .clamp(1, keys.div_ceil(MIN_SPLIT_KEYS))
-        .min(MAX_SPLITS)
+    let (units, wave) = (units.max(1), wave.max(1));
+    let steps = keys.div_ceil(step.max(1));
+    let most = keys
+        .div_ceil(MIN_SPLIT_KEYS)
+        .clamp(1, MAX_SPLITS)
+        .min(steps);
+    // Per mille of the waves' blocks that n splits fill.
+    let fill = |n: usize| {
+        let blocks = units * n;
+        blocks * 1000 / (blocks.div_ceil(wave) * wave)
+    };
+    let mut best = 1;
+    for n in (1..=most).map(|n| steps.div_ceil(steps.div_ceil(n))) {
+        if fill(n) >= 950 {
+            return n;
+        }
+        if fill(n) > fill(best) {
+            best = n;
+        }
+    }
+    best
+}
+
+/// Blocks of `f` (of [`THREADS`] threads) one multiprocessor holds at once, asked of the
+/// driver once per kernel.
+fn resident(key: &KernelKey, f: &Kernel) -> Result<usize> {
+    static RESIDENT: LazyLock<Mutex<HashMap<KernelKey, usize>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let known = RESIDENT.lock().map_or(None, |m| m.get(key).copied());
+    if let Some(n) = known {
+        return Ok(n);
+    }
+    let n = f.resident(THREADS as usize, 0)?;
+    if let Ok(mut m) = RESIDENT.lock() {
+        m.insert(*key, n);
+    }
+    Ok(n)
 }
 
 /// What both entry points hand to [`launch`].
@@ -371,6 +460,7 @@ fn paged(
     let (k_strides, k_offset) = leading(kc);
     let (v_strides, v_offset) = leading(vc);
     let ts = &table.layout.strides;
+    let (bs_magic, bs_shift) = magic_division(block_size as u32);
     let args = AttnArgs {
         q_strides,
         q_offset,
@@ -385,6 +475,8 @@ fn paged(
         keys: capacity as i64,
         blocks: blocks as i64,
         block_size: block_size as i32,
+        bs_magic,
+        bs_shift,
         // Query i of a sequence of n positions sees positions 0..=n − Lq + i.
         causal: 1,
         scale: scale * std::f32::consts::LOG2_E,
@@ -415,12 +507,36 @@ fn launch(
 ) -> Result<Option<Vec<ArrayData>>> {
     let (dtype, d) = (job.dtype, job.d);
     let group = job.hq / hkv;
-    let nchunks = (group * lq).div_ceil(rows_per_block(d));
-    let (rows, cols) = (hkv * nchunks, job.batch);
-    if rows > 65_535 || cols > 65_535 || group > i32::MAX as usize {
+    if !fits_grid(job.batch, job.hq, hkv, lq, dtype) {
         return Ok(None);
     }
-    let nsplit = splits(keys, rows * cols, place.gpu.props.sms as usize);
+    let rows = group * lq;
+    let r = block_rows(dtype, rows);
+    let nchunks = rows.div_ceil(r);
+    let module = place.gpu.module("attention", Some(dtype), d as u32);
+    let tn = type_names(dtype).expect("float types have kernels").1;
+    let form = match (job.paged, job.vec) {
+        (false, true) => "cv",
+        (false, false) => "cs",
+        (true, true) => "pv",
+        (true, false) => "ps",
+    };
+    let key = KernelKey {
+        module,
+        symbol: symbol!("attention_{tn}_d{d}_r{r}_{form}")?,
+    };
+    let f = place.gpu.kernel(&key, || source(dtype, d))?;
+    // The splits follow the occupancy of one form (contiguous, 16-byte loads) for all four,
+    // so that how the keys are laid out never changes how a long sequence is cut, nor its
+    // bits.
+    let sized = KernelKey {
+        module,
+        symbol: symbol!("attention_{tn}_d{d}_r{r}_cv")?,
+    };
+    let sizing = place.gpu.kernel(&sized, || source(dtype, d))?;
+    let wave = resident(&sized, &sizing)? * place.gpu.props.sms as usize;
+    let units = job.batch * hkv * nchunks;
+    let nsplit = splits(keys, units, wave, warp_keys(dtype, d));
     job.args.hkv = hkv as i32;
     job.args.group = group as i32;
     job.args.lq = lq as i32;
@@ -439,22 +555,11 @@ fn launch(
         None
     };
     let (po, pml) = parts.as_ref().map_or((0, 0), |(o, m)| (o.ptr(), m.ptr()));
-    let module = place.gpu.module("attention", Some(dtype), d as u32);
-    let tn = type_names(dtype).expect("float types have kernels").1;
-    let form = match (job.paged, job.vec) {
-        (false, true) => "cv",
-        (false, false) => "cs",
-        (true, true) => "pv",
-        (true, false) => "ps",
-    };
-    let key = KernelKey {
-        module,
-        symbol: symbol!("attention_{tn}_d{d}_{form}")?,
-    };
-    let f = place.gpu.kernel(&key, || source(dtype, d))?;
     let [q, k, v, table, lengths] = job.ptrs;
     let config = LaunchConfig {
-        grid_dim: (nsplit as u32, rows as u32, cols as u32),
+        // Row chunks fastest: the chunks of one head and split run side by side and share
+        // their keys in L2.
+        grid_dim: ((nsplit * nchunks) as u32, hkv as u32, job.batch as u32),
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
@@ -462,25 +567,28 @@ fn launch(
         [&q, &k, &v, &table, &lengths, &out_ptr, &po, &pml, &job.args];
     // SAFETY: q, k and v are read at offsets their layouts give for indices inside their
     // shapes (keys below the sequence's length, which is clamped to the table's capacity;
-    // paged rows through table entries clamped to the cache's blocks); the table and lengths
-    // are read inside their shapes; the output holds B·Hq·Lq·D elements, the parts
-    // B·Hq·Lq·nsplit rows when there are several splits (and are not touched otherwise); the
-    // arguments match the kernel's signature.
+    // paged rows through table entries clamped to the cache's blocks; query rows of the
+    // chunk's padding are not read); the table and lengths are read inside their shapes; the
+    // output holds B·Hq·Lq·D elements, the parts B·Hq·Lq·nsplit rows when there are several
+    // splits (and are not touched otherwise); the grid fits (`fits_grid`) and the arguments
+    // match the kernel's signature.
     unsafe { f.launch(&place.stream, config, &params) }?;
     if nsplit > 1 {
         let side = if job.paged { "p" } else { "c" };
         let key = KernelKey {
             module,
-            symbol: symbol!("attention_combine_{tn}_{side}")?,
+            symbol: symbol!("attention_combine_{tn}_d{d}_{side}")?,
         };
         let f = place.gpu.kernel(&key, || source(dtype, d))?;
+        // `NvAttnCombine<D>::THREADS`: whole parts of D / 4 threads.
+        let per_part = d / 4;
+        let threads = COMBINE_THREADS / per_part * per_part;
         let config = LaunchConfig {
             grid_dim: (out_rows as u32, 1, 1),
-            block_dim: (THREADS, 1, 1),
+            block_dim: (threads as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let d64 = d as i64;
-        let params: [&dyn DeviceRepr; 6] = [&out_ptr, &po, &pml, &lengths, &d64, &job.args];
+        let params: [&dyn DeviceRepr; 5] = [&out_ptr, &po, &pml, &lengths, &job.args];
         // SAFETY: one block per output row (B·Hq·Lq < 2^32, checked when the node was
         // recorded); each reads its row's nsplit parts, written by the launch before on this
         // stream, and writes its D outputs; lengths as above.
@@ -505,4 +613,98 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn magic_division_is_exact_below_2_to_the_31() {
+        let ends = [0u32, 1, 2, 3, 15, 16, 17, 1000, 65_535, (1 << 31) - 1];
+        for d in (1..=300u32).chain([511, 512, 513, 4096, 65_537, 1 << 20, (1 << 31) - 1]) {
+            let (magic, shift) = magic_division(d);
+            let div = |j: u32| ((u64::from(j) * u64::from(magic)) >> (31 + shift)) as u32;
+            let near = (1..4u32).flat_map(|k| {
+                let m = k.saturating_mul(d);
+                [m.saturating_sub(1), m, m.saturating_add(1)]
+            });
+            for j in ends.into_iter().chain(near).filter(|&j| j < 1 << 31) {
+                assert_eq!(div(j), j / d, "{j} / {d}");
+            }
+            let top = (1u32 << 31) - 1;
+            for j in (top - 3 * d.min(1000)..=top).step_by(7) {
+                assert_eq!(div(j), j / d, "{j} / {d}");
+            }
+        }
+    }
+
+    #[test]
+    fn splits_fill_whole_waves_and_leave_none_empty() {
+        // Short sequences: one pass.
+        assert_eq!(splits(1023, 1, 396, 16), 1);
+        // One sequence of 8 key heads on 132 multiprocessors of 3 blocks: about a wave.
+        let n = splits(8192, 8, 396, 16);
+        assert!(8 * n <= 396 && 8 * n * 100 >= 396 * 90, "{n}");
+        // Many sequences: whole waves.
+        let n = splits(4096, 512, 396, 16);
+        let blocks = 512 * n;
+        assert!(blocks * 100 >= blocks.div_ceil(396) * 396 * 95, "{n}");
+        for (keys, units, wave, step) in [
+            (1024, 1, 396, 16),
+            (1500, 3, 400, 8),
+            (9000, 2, 528, 4),
+            (131_072, 8, 396, 16),
+            (5000, 100_000, 396, 16),
+        ] {
+            let n = splits(keys, units, wave, step);
+            assert!((1..=MAX_SPLITS).contains(&n));
+            // The kernel's cut: every split gets keys.
+            let steps = keys.div_ceil(step);
+            let per = steps.div_ceil(n);
+            assert!((n - 1) * per < steps, "{keys} keys: split {n} empty");
+            assert!(n == 1 || keys / n >= MIN_SPLIT_KEYS / 2);
+        }
+    }
+
+    #[test]
+    fn row_chunks_and_warp_steps() {
+        assert_eq!(block_rows(DType::BF16, 1), 8);
+        assert_eq!(block_rows(DType::F32, 1), 1);
+        assert_eq!(block_rows(DType::F32, 3), 4);
+        assert_eq!(block_rows(DType::F32, 64), 4);
+        // A warp's keys per step (`NvAttnLanes::KP · U`, `KS`).
+        assert_eq!(warp_keys(DType::F32, 32), 16);
+        assert_eq!(warp_keys(DType::F32, 64), 8);
+        assert_eq!(warp_keys(DType::F32, 128), 4);
+        assert_eq!(warp_keys(DType::F32, 256), 2);
+        assert_eq!(warp_keys(DType::F16, 128), 16);
+        assert_eq!(warp_keys(DType::BF16, 256), 8);
+    }
+
+    /// Every symbol a launch may name is in its module.
+    #[test]
+    fn modules_hold_the_kernels_launches_name() {
+        // SAFETY: only tries to open the library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            eprintln!("skipped: NVRTC (libnvrtc) was not found");
+            return;
+        }
+        for (dtype, d) in [(DType::F32, 96), (DType::BF16, 128), (DType::F16, 256)] {
+            let tn = type_names(dtype).expect("float").1;
+            let ptx = crate::backend::cuda::jit::compile("attention", &source(dtype, d), "sm_90")
+                .expect("compiles");
+            for rows in 1..=4 * MAX_ROWS {
+                let r = block_rows(dtype, rows);
+                for form in ["cv", "cs", "pv", "ps"] {
+                    let s = format!(".entry attention_{tn}_d{d}_r{r}_{form}(");
+                    assert!(ptx.contains(&s), "{s}");
+                }
+            }
+            for side in ["c", "p"] {
+                let s = format!(".entry attention_combine_{tn}_d{d}_{side}(");
+                assert!(ptx.contains(&s), "{s}");
+            }
+        }
+    }
 }
