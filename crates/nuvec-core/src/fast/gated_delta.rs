@@ -391,4 +391,8 @@ impl Fused for GatedDeltaSlots {
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
         slots_graph(inputs)
     }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
+    }
 }

@@ -451,9 +451,9 @@ static NESTED_FALLBACKS: AtomicUsize = AtomicUsize::new(0);
 /// How many fused nodes have run their fallback graph inside the node (as a nested
 /// evaluation) in this process. The public functions record a fused node only where a kernel
 /// takes it, so this grows only for nodes built by hand ([`Array::from_op`]) for inputs no
-/// kernel takes, and for the operations whose GPU kernels are still pending (attention in
-/// f32 beyond the decoding kernel's shapes, and the gated delta rule, which the seeds record
-/// as fused nodes on the GPU). Tests read it to check that the kernels really ran.
+/// kernel takes, and for attention in f32 beyond the decoding kernel's shapes, whose GPU
+/// kernel is still pending (the seeds record it as a fused node on the GPU). Tests read it to
+/// check that the kernels really ran.
 pub fn nested_fallbacks() -> usize {
     NESTED_FALLBACKS.load(Ordering::Relaxed)
 }

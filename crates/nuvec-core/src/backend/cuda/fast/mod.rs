@@ -1,26 +1,28 @@
 //! The fused operations ([`FastOp`]) on the GPU.
 //!
 //! Each kernel is a [`CudaKernel`] implemented for its operation's unit, in the file of its
-//! family (`norms.rs`, `norm_grads.rs`, `rope.rs`, `norm_rope.rs`, `softmax.rs`, `attention.rs` and `flash.rs`, with their sources in
-//! `kernels/fast/`; `custom.rs` runs the users' kernels, whose sources are generated). Its [`CudaKernel::takes`] looks at shapes and dtypes only: the public
-//! operations ask it before recording a fused node on a GPU stream, and [`eval`] asks it again,
-//! so a recorded node always finds its kernel. Layouts are the kernel's business: what it
-//! cannot read through its strides it copies first ([`with_copies`]).
+//! family (`norms.rs`, `norm_grads.rs`, `rope.rs`, `norm_rope.rs`, `softmax.rs`,
+//! `attention.rs` and `flash.rs`, `gated_delta.rs`, `conv.rs`, with their sources in
+//! `kernels/fast/`; `custom.rs` runs the users' kernels, whose sources are generated). Its
+//! [`CudaKernel::takes`] looks at shapes and dtypes only: the public operations ask it before
+//! recording a fused node on a GPU stream, and [`eval`] asks it again, so a recorded node
+//! always finds its kernel. Layouts are the kernel's business: what it cannot read through its
+//! strides it copies first ([`with_copies`]).
 //!
 //! Two kinds of fused node still run their fallback graph inside the node, on this stream
 //! (counted by [`crate::fast::nested_fallbacks`]): nodes built by hand for inputs no kernel
-//! takes, and the operations the seeds record as fused nodes on the GPU whose kernels are
-//! pending (`pending.rs`: the gated delta rule; and attention in f32 past the decoding kernel's
-//! shapes, which `attention.rs` sends to its fallback).
+//! takes, and attention in f32 past the decoding kernel's shapes (with a mask array, sinks or
+//! more than 16 query rows), which the seeds record as a fused node on the GPU and
+//! `attention.rs` sends to its fallback.
 
 mod attention;
 mod conv;
 pub(crate) mod custom;
 pub(super) mod flash;
+mod gated_delta;
 mod norm_grads;
 mod norm_rope;
 mod norms;
-mod pending;
 mod rope;
 mod softmax;
 
@@ -139,6 +141,7 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
     sources.extend(attention::all_sources());
     sources.extend(flash::all_sources());
     sources.extend(custom::all_sources());
+    sources.extend(gated_delta::all_sources());
     sources
 }
 
@@ -152,6 +155,7 @@ pub(super) fn split_modules() -> Vec<(String, String, Vec<String>)> {
                 norms::sources(d),
                 softmax::sources(d),
                 norm_rope::sources(d),
+                gated_delta::sources(d),
             ]
         })
         .flatten()
