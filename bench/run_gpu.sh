@@ -12,7 +12,8 @@
 # mlx.json, the logs, and compare.txt with the table. Environment:
 #   RUNNERS="nuvec torch mlx"   which to run (add "torch.compile" for PyTorch compiled, "liger"
 #                               for Liger's Triton kernels, installed from a carried wheel;
-#                               "torch.cudnn", "torch.flash" for PyTorch's attention through that
+#                               "fla" for flash-linear-attention's gated delta rule, from a carried
+#                               wheel; "torch.cudnn", "torch.flash" for PyTorch's attention through that
 #                               SDPA backend alone)
 #   BUDGET=3                    seconds of timed runs per nuvec case (nuvec-bench --budget)
 #   NUVEC_LIMIT=300, PEER_LIMIT=120
@@ -51,6 +52,7 @@ for r in $runners; do
   case "$r" in
     nuvec) run nuvec "$out/nuvec.json" "$nuvec_limit" .gpu/run bin nuvec-bench --device gpu --budget "$budget" --json "$out/nuvec.json" "$@" ;;
     torch) run torch "$out/torch.json" "$peer_limit" "${peer[@]}" bench/peers/torch_bench.py --json "$out/torch.json" "$@" ;;
+    fla) run fla "$out/fla.json" "$peer_limit" "${peer[@]}" bench/peers/fla_bench.py --json "$out/fla.json" "$@" ;;
     liger) run liger "$out/liger.json" "$peer_limit" "${peer[@]}" bench/peers/liger_bench.py --json "$out/liger.json" "$@" ;;
     torch.cudnn|torch.flash) run "$r" "$out/$r.json" "$peer_limit" "${peer[@]}" bench/peers/torch_bench.py --sdpa "${r#torch.}" --json "$out/$r.json" "$@" ;;
     torch.compile) run torch-compile "$out/torch-compile.json" "$peer_limit" "${peer[@]}" bench/peers/torch_bench.py --compile --json "$out/torch-compile.json" "$@" ;;

@@ -161,7 +161,8 @@ fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, sm90: bool) 
     }
 }
 
-/// `NV_H_SHARED`: the Hopper kernel's dynamic shared memory in bytes.
+/// The Hopper kernel's dynamic shared memory in bytes: queries, two key stages and three
+/// value stages, and the alignment of the swizzled tiles (`NvHRows` and `nv_flash_sm90`).
 fn sm90_shared(d: usize, dv: usize) -> usize {
     let (bm, bn) = SM90_TILE;
     (bm * d + 2 * bn * d + 3 * bn * dv) * 2 + 1024

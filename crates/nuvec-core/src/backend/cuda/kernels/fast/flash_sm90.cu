@@ -3,8 +3,8 @@
 // cp.async helpers and the portable kernel that every other case runs.
 //
 // One block of two warpgroups takes BM = 128 query rows of one (batch, query head); each
-// warpgroup owns 64 of them. Queries, and two stages of key and value tiles of BN = 128 rows,
-// sit in shared memory in the 128-byte swizzled layout wgmma reads (rows of 64 elements, the
+// warpgroup owns 64 of them. Queries, two stages of key tiles and three of value tiles of
+// BN = 128 rows sit in shared memory in the 128-byte swizzled layout wgmma reads (rows of 64 elements, the
 // 16-byte chunk c of row r stored at chunk c ^ (r mod 8), so that a 1,024-byte atom holds 8
 // rows; a head of 128 is two such column blocks). Per tile a warpgroup forms its 64 × BN
 // scores with wgmma (queries and keys from shared memory), applies the scale, masks and the
@@ -103,10 +103,13 @@ __device__ __forceinline__ void nv_wgmma_rs_f16_n128(float* d, const u32* a, u64
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
+
+
 template <typename T> struct NvWg;
 template <> struct NvWg<bf16> {
   template <int N> static __device__ __forceinline__ void ss(float* d, u64 a, u64 b) {
-    if (N == 64) nv_wgmma_ss_bf16_n64(d, a, b); else nv_wgmma_ss_bf16_n128(d, a, b);
+    if (N == 64) nv_wgmma_ss_bf16_n64(d, a, b);
+    else nv_wgmma_ss_bf16_n128(d, a, b);
   }
   template <int N> static __device__ __forceinline__ void rs(float* d, const u32* a, u64 b) {
     if (N == 64) nv_wgmma_rs_bf16_n64(d, a, b); else nv_wgmma_rs_bf16_n128(d, a, b);
@@ -114,7 +117,8 @@ template <> struct NvWg<bf16> {
 };
 template <> struct NvWg<f16> {
   template <int N> static __device__ __forceinline__ void ss(float* d, u64 a, u64 b) {
-    if (N == 64) nv_wgmma_ss_f16_n64(d, a, b); else nv_wgmma_ss_f16_n128(d, a, b);
+    if (N == 64) nv_wgmma_ss_f16_n64(d, a, b);
+    else nv_wgmma_ss_f16_n128(d, a, b);
   }
   template <int N> static __device__ __forceinline__ void rs(float* d, const u32* a, u64 b) {
     if (N == 64) nv_wgmma_rs_f16_n64(d, a, b); else nv_wgmma_rs_f16_n128(d, a, b);
@@ -135,106 +139,91 @@ __device__ __forceinline__ void nv_h_tile(unsigned char* base, const T* g, i64 g
   }
 }
 
-// D and DV are 64 or 128.
-template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS>
-__device__ void nv_flash_sm90(const T* __restrict__ q, const T* __restrict__ k,
-                              const T* __restrict__ v, const void* __restrict__ mask,
-                              const T* __restrict__ sinks, T* __restrict__ out, const NvFlash a) {
-  constexpr int BM = NV_H_BM, BN = NV_H_BN;
-  constexpr int NT = BN / 8;   // score tiles of 8 keys
-  constexpr int OT = DV / 8;   // output tiles of 8 features
-  constexpr int KT = BN * D * 2, VT = BN * DV * 2;  // bytes a key and a value stage
-  extern __shared__ __align__(16) unsigned char nv_h_smem[];
-  // The swizzle repeats every 1,024 bytes: align the tiles to that.
-  const u32 raw = nv_smem(nv_h_smem);
-  unsigned char* base = nv_h_smem + (((raw + 1023) & ~1023u) - raw);
-  unsigned char* qs = base;
-  unsigned char* ks = qs + BM * D * 2;  // two stages
-  unsigned char* vs = ks + 2 * KT;      // three stages: the product of a tile's values runs
-                                        // while the next tile's scores are formed
-  const u32 qa = nv_smem(qs), ka = nv_smem(ks), va = nv_smem(vs);
+// What a consumer warpgroup keeps for its 64 query rows: the scores of one tile, the
+// running statistics and the output accumulator, with the three steps of a tile. D and DV
+// are 64 or 128.
+template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS, int BN_>
+struct NvHRows {
+  static constexpr int BM = NV_H_BM, BN = BN_;
+  static constexpr int NT = BN / 8;  // score tiles of 8 keys
+  static constexpr int OT = DV / 8;  // output tiles of 8 features
+  typedef u32 Weights[NT / 2][4];
 
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int wg = warp >> 2, w4 = warp & 3;
-  const int t4 = lane & 3;
-  const int mtiles = gridDim.x;
-  const int mt = CAUSAL ? mtiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
-  const i64 h = blockIdx.y, b = blockIdx.z;
-  const i64 kvh = h / a.group;
-  const int m0 = mt * BM;
-  const int off = a.lk - a.lq;
-
-  const T* qg = q + a.q_offset + b * a.q_strides[0] + h * a.q_strides[1] + (i64)m0 * a.q_strides[2];
-  const T* kg = k + a.k_offset + b * a.k_strides[0] + kvh * a.k_strides[1];
-  const T* vg = v + a.v_offset + b * a.v_strides[0] + kvh * a.v_strides[1];
-
-  int kend = a.lk;
-  if (CAUSAL) {
-    const int last = (m0 + BM < a.lq ? m0 + BM : a.lq) - 1;
-    kend = last + off + 1 < a.lk ? last + off + 1 : a.lk;
-  }
-  const int ntiles = (kend + BN - 1) / BN;
-
-  const int r0 = m0 + wg * 64 + w4 * 16 + (lane >> 2), r1 = r0 + 8;
-  float m_run[2], l_run[2] = {0.0f, 0.0f};
-  float sink2 = NV_FLASH_NEG_INF;
-  if (SINKS) sink2 = nv_up(sinks[a.s_offset + h * a.s_stride]) * NV_FLASH_LOG2E;
-  m_run[0] = m_run[1] = sink2;
-  float o[OT * 4];
-#pragma unroll
-  for (int i = 0; i < OT * 4; ++i) o[i] = 0.0f;
   float s[NT * 4];
-  u32 pa[NT / 2][4], pb[NT / 2][4];
-  float alpha[2];
+  float o[OT * 4];
+  float m_run[2], l_run[2], alpha[2];
+  float sink2;
+  int r0, r1, t4, m0, off;
+  u32 qa;  // this warpgroup's 64 query rows in shared memory
+  const char* mbase;
+  // The arguments the steps read, by value: a reference to the kernel's parameter would
+  // make the compiler copy it to local memory.
+  int lq, lk;
+  float scale;
+  i64 mrow, mcol;
 
-  const char* mbase = nullptr;
-  if (MASK) {
-    mbase = reinterpret_cast<const char*>(mask) +
-            (a.m_offset + b * a.m_strides[0] + h * a.m_strides[1]) * (MASK == 1 ? 1 : sizeof(T));
+  __device__ __forceinline__ NvHRows(const NvFlash& a, const void* mask, const T* sinks, i64 b,
+                                     i64 h, int m0_, int wg, u32 q_addr) {
+    const int lane = threadIdx.x & 31, w4 = (threadIdx.x >> 5) & 3;
+    lq = a.lq;
+    lk = a.lk;
+    scale = a.scale;
+    mrow = a.m_strides[2];
+    mcol = a.m_strides[3];
+    t4 = lane & 3;
+    m0 = m0_;
+    off = a.lk - a.lq;
+    r0 = m0 + wg * 64 + w4 * 16 + (lane >> 2);
+    r1 = r0 + 8;
+    qa = q_addr + wg * 64 * 128;
+    sink2 = NV_FLASH_NEG_INF;
+    if (SINKS) sink2 = nv_up(sinks[a.s_offset + h * a.s_stride]) * NV_FLASH_LOG2E;
+    m_run[0] = m_run[1] = sink2;
+    l_run[0] = l_run[1] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < OT * 4; ++i) o[i] = 0.0f;
+    mbase = nullptr;
+    if (MASK) {
+      mbase = reinterpret_cast<const char*>(mask) +
+              (a.m_offset + b * a.m_strides[0] + h * a.m_strides[1]) * (MASK == 1 ? 1 : sizeof(T));
+    }
   }
 
-  // Tile t's keys and values into their stages.
-  auto load = [&](int t) {
-    const int n = t * BN;
-    nv_h_tile<T, BN, D>(ks + (t & 1) * KT, kg + (i64)n * a.k_strides[2], a.k_strides[2], a.lk - n);
-    nv_h_tile<T, BN, DV>(vs + (t % 3) * VT, vg + (i64)n * a.v_strides[2], a.v_strides[2], a.lk - n);
-    nv_cp_commit();
-  };
-  // Issues this warpgroup's scores of tile t (one wgmma group).
-  auto scores = [&](int t) {
+  // Issues the scores against the keys at shared address `kt` (one wgmma group).
+  __device__ __forceinline__ void scores(u32 kt) {
 #pragma unroll
     for (int i = 0; i < NT * 4; ++i) s[i] = 0.0f;
     nv_wg_pin<NT * 4>(s);
     nv_wg_arrive();
-    const u32 kt = ka + (t & 1) * KT;
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       // Steps of 16 elements: 32 bytes into the column block of 64.
       const u32 sub = (kk & 3) * 32;
-      const u64 da = nv_wg_desc(qa + (kk >> 2) * (BM * 128) + wg * 64 * 128 + sub, 16, 1024);
+      const u64 da = nv_wg_desc(qa + (kk >> 2) * (BM * 128) + sub, 16, 1024);
       const u64 db = nv_wg_desc(kt + (kk >> 2) * (BN * 128) + sub, 16, 1024);
       NvWg<T>::template ss<BN>(s, da, db);
     }
     nv_wg_commit();
-  };
-  // Issues output += weights p · tile t's values (one wgmma group; values N-major, 16 keys
-  // a step are 2,048 bytes on).
-  auto product = [&](u32 (&p)[NT / 2][4], int t) {
+  }
+
+  // Issues output += weights p · the values at shared address `vt` (one wgmma group; values
+  // N-major, 16 keys a step are 2,048 bytes on).
+  __device__ __forceinline__ void product(Weights& p, u32 vt) {
     nv_wg_pin<OT * 4>(o);
     nv_wg_arrive();
-    const u32 vt = va + (t % 3) * VT;
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
       const u64 db = nv_wg_desc(vt + kk * 16 * 128, BN * 128, 1024);
       NvWg<T>::template rs<DV>(o, p[kk], db);
     }
     nv_wg_commit();
-  };
-  // Scale and mask tile t's scores, update the running statistics (alpha: the factor the
-  // output takes) and write the weights into p.
-  auto softmax = [&](u32 (&p)[NT / 2][4], int t) {
+  }
+
+  // Scales and masks tile t's scores (in s), updates the running statistics (alpha: the
+  // factor the output takes) and writes the weights into p.
+  __device__ __forceinline__ void softmax(Weights& p, int t) {
     const int n0 = t * BN;
-    const bool edge = n0 + BN > a.lk || (CAUSAL && n0 + BN - 1 > m0 + off);
+    const bool edge = n0 + BN > lk || (CAUSAL && n0 + BN - 1 > m0 + off);
     float mx[2] = {NV_FLASH_NEG_INF, NV_FLASH_NEG_INF};
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
@@ -242,16 +231,16 @@ __device__ void nv_flash_sm90(const T* __restrict__ q, const T* __restrict__ k,
       for (int e = 0; e < 4; ++e) {
         const int r = e < 2 ? r0 : r1;
         const int c = n0 + j * 8 + 2 * t4 + (e & 1);
-        float x = s[j * 4 + e] * a.scale;
-        if (MASK && r < a.lq && c < a.lk) {
-          const i64 at = (i64)r * a.m_strides[2] + (i64)c * a.m_strides[3];
+        float x = s[j * 4 + e] * scale;
+        if (MASK && r < lq && c < lk) {
+          const i64 at = (i64)r * mrow + (i64)c * mcol;
           if (MASK == 1) {
             x = mbase[at] ? x : NV_FLASH_HIDDEN;
           } else {
             x += nv_up(reinterpret_cast<const T*>(mbase)[at]) * NV_FLASH_LOG2E;
           }
         }
-        if (edge && (c >= a.lk || (CAUSAL && c > r + off))) x = NV_FLASH_NEG_INF;
+        if (edge && (c >= lk || (CAUSAL && c > r + off))) x = NV_FLASH_NEG_INF;
         s[j * 4 + e] = x;
         mx[e >> 1] = fmaxf(mx[e >> 1], x);
       }
@@ -279,22 +268,9 @@ __device__ void nv_flash_sm90(const T* __restrict__ q, const T* __restrict__ k,
       p[j >> 1][(j & 1) * 2 + 0] = NvMma<T>::pack(p0, p1);
       p[j >> 1][(j & 1) * 2 + 1] = NvMma<T>::pack(p2, p3);
     }
-  };
-  // Tile t: its scores formed while the previous tile's weights `prev` multiply their
-  // values; the new weights into `next`.
-  auto step = [&](u32 (&prev)[NT / 2][4], u32 (&next)[NT / 2][4], int t) {
-    nv_cp_wait<0>();
-    nv_proxy_fence();
-    __syncthreads();  // tile t is in; every warpgroup is done with tiles t − 1 and t − 2
-    if (t + 1 < ntiles) load(t + 1);
-    scores(t);
-    product(prev, t - 1);
-    nv_wg_wait<1>();
-    nv_wg_pin<NT * 4>(s);
-    softmax(next, t);
-    nv_wg_wait<0>();
-    nv_wg_pin<OT * 4>(o);
-    nv_wg_pin<NT * 2>(reinterpret_cast<float*>(prev));
+  }
+
+  __device__ __forceinline__ void rescale() {
 #pragma unroll
     for (int j = 0; j < OT; ++j) {
       o[j * 4 + 0] *= alpha[0];
@@ -302,18 +278,121 @@ __device__ void nv_flash_sm90(const T* __restrict__ q, const T* __restrict__ k,
       o[j * 4 + 2] *= alpha[1];
       o[j * 4 + 3] *= alpha[1];
     }
+  }
+
+  // The row sums over the four lanes of a row, the sink's weight, and the output rows.
+  __device__ __forceinline__ void store(T* out, i64 b, i64 h, int hq) {
+    float inv[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float l = l_run[i];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      if (SINKS) l += nv_flash_exp2(sink2 - (m_run[i] == NV_FLASH_NEG_INF ? 0.0f : m_run[i]));
+      inv[i] = 1.0f / l;
+    }
+    T* ob = out + ((b * hq + h) * lq) * (i64)DV;
+#pragma unroll
+    for (int j = 0; j < OT; ++j) {
+      const int c = j * 8 + 2 * t4;
+      if (r0 < lq)
+        *reinterpret_cast<u32*>(ob + (i64)r0 * DV + c) =
+            NvMma<T>::pack(o[j * 4 + 0] * inv[0], o[j * 4 + 1] * inv[0]);
+      if (r1 < lq)
+        *reinterpret_cast<u32*>(ob + (i64)r1 * DV + c) =
+            NvMma<T>::pack(o[j * 4 + 2] * inv[1], o[j * 4 + 3] * inv[1]);
+    }
+  }
+};
+
+// The block's place: (batch, query head, first query row, key tiles to visit).
+struct NvHBlock {
+  i64 b, h, kvh;
+  int m0, ntiles;
+};
+template <bool CAUSAL, int BN>
+__device__ __forceinline__ NvHBlock nv_h_block(const NvFlash& a) {
+  NvHBlock k;
+  const int mtiles = gridDim.x;
+  // Causal blocks with the most keys go first.
+  const int mt = CAUSAL ? mtiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
+  k.h = blockIdx.y;
+  k.b = blockIdx.z;
+  k.kvh = k.h / a.group;
+  k.m0 = mt * NV_H_BM;
+  int kend = a.lk;
+  if (CAUSAL) {
+    const int last = (k.m0 + NV_H_BM < a.lq ? k.m0 + NV_H_BM : a.lq) - 1;
+    const int see = last + (a.lk - a.lq) + 1;
+    kend = see < a.lk ? see : a.lk;
+  }
+  k.ntiles = (kend + BN - 1) / BN;
+  return k;
+}
+
+// The 1,024-aligned start of the dynamic shared memory (the swizzle repeats every 1,024 bytes).
+__device__ __forceinline__ unsigned char* nv_h_base(unsigned char* smem) {
+  const u32 raw = nv_smem(smem);
+  return smem + (((raw + 1023) & ~1023u) - raw);
+}
+
+// Both warpgroups load and compute: keys in two stages, values in three (the product of a
+// tile's values runs while the next tile's scores are formed).
+template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS>
+__device__ void nv_flash_sm90(const T* __restrict__ q, const T* __restrict__ k,
+                              const T* __restrict__ v, const void* __restrict__ mask,
+                              const T* __restrict__ sinks, T* __restrict__ out, const NvFlash a) {
+  constexpr int BM = NV_H_BM, BN = NV_H_BN;
+  typedef NvHRows<T, D, DV, MASK, CAUSAL, SINKS, BN> Rows;
+  constexpr int KT = BN * D * 2, VT = BN * DV * 2;  // bytes a key and a value stage
+  extern __shared__ __align__(16) unsigned char nv_h_smem[];
+  unsigned char* qs = nv_h_base(nv_h_smem);
+  unsigned char* ks = qs + BM * D * 2;
+  unsigned char* vs = ks + 2 * KT;
+  const u32 ka = nv_smem(ks), va = nv_smem(vs);
+  const NvHBlock blk = nv_h_block<CAUSAL, BN>(a);
+  const int ntiles = blk.ntiles;
+  const T* qg = q + a.q_offset + blk.b * a.q_strides[0] + blk.h * a.q_strides[1] +
+                (i64)blk.m0 * a.q_strides[2];
+  const T* kg = k + a.k_offset + blk.b * a.k_strides[0] + blk.kvh * a.k_strides[1];
+  const T* vg = v + a.v_offset + blk.b * a.v_strides[0] + blk.kvh * a.v_strides[1];
+  Rows rows(a, mask, sinks, blk.b, blk.h, blk.m0, threadIdx.x >> 7, nv_smem(qs));
+  typename Rows::Weights pa, pb;
+
+  auto load = [&](int t) {
+    const int n = t * BN;
+    nv_h_tile<T, BN, D>(ks + (t & 1) * KT, kg + (i64)n * a.k_strides[2], a.k_strides[2], a.lk - n);
+    nv_h_tile<T, BN, DV>(vs + (t % 3) * VT, vg + (i64)n * a.v_strides[2], a.v_strides[2], a.lk - n);
+    nv_cp_commit();
+  };
+  // Tile t: its scores formed while the previous tile's weights `prev` multiply their
+  // values; the new weights into `next`.
+  auto step = [&](typename Rows::Weights& prev, typename Rows::Weights& next, int t) {
+    nv_cp_wait<0>();
+    nv_proxy_fence();
+    __syncthreads();  // tile t is in; every warpgroup is done with tiles t − 1 and t − 2
+    if (t + 1 < ntiles) load(t + 1);
+    rows.scores(ka + (t & 1) * KT);
+    rows.product(prev, va + ((t - 1) % 3) * VT);
+    nv_wg_wait<1>();
+    nv_wg_pin<Rows::NT * 4>(rows.s);
+    rows.softmax(next, t);
+    nv_wg_wait<0>();
+    nv_wg_pin<Rows::OT * 4>(rows.o);
+    nv_wg_pin<Rows::NT * 2>(reinterpret_cast<float*>(prev));
+    rows.rescale();
   };
 
-  nv_h_tile<T, BM, D>(qs, qg, a.q_strides[2], a.lq - m0);
+  nv_h_tile<T, BM, D>(qs, qg, a.q_strides[2], a.lq - blk.m0);
   load(0);
   nv_cp_wait<0>();
   nv_proxy_fence();
   __syncthreads();
   if (ntiles > 1) load(1);
-  scores(0);
+  rows.scores(ka);
   nv_wg_wait<0>();
-  nv_wg_pin<NT * 4>(s);
-  softmax(pa, 0);
+  nv_wg_pin<Rows::NT * 4>(rows.s);
+  rows.softmax(pa, 0);
   int t = 1;
   for (; t + 1 < ntiles; t += 2) {
     step(pa, pb, t);
@@ -321,40 +400,20 @@ __device__ void nv_flash_sm90(const T* __restrict__ q, const T* __restrict__ k,
   }
   if (t < ntiles) {
     step(pa, pb, t);
-    product(pb, t);
+    rows.product(pb, va + (t % 3) * VT);
   } else {
-    product(pa, t - 1);
+    rows.product(pa, va + ((t - 1) % 3) * VT);
   }
   nv_wg_wait<0>();
-  nv_wg_pin<OT * 4>(o);
-
-  float inv[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float l = l_run[i];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    if (SINKS) l += nv_flash_exp2(sink2 - (m_run[i] == NV_FLASH_NEG_INF ? 0.0f : m_run[i]));
-    inv[i] = 1.0f / l;
-  }
-  T* ob = out + ((b * a.hq + h) * a.lq) * (i64)DV;
-#pragma unroll
-  for (int j = 0; j < OT; ++j) {
-    const int c = j * 8 + 2 * t4;
-    if (r0 < a.lq)
-      *reinterpret_cast<u32*>(ob + (i64)r0 * DV + c) = NvMma<T>::pack(o[j * 4 + 0] * inv[0], o[j * 4 + 1] * inv[0]);
-    if (r1 < a.lq)
-      *reinterpret_cast<u32*>(ob + (i64)r1 * DV + c) = NvMma<T>::pack(o[j * 4 + 2] * inv[1], o[j * 4 + 3] * inv[1]);
-  }
+  nv_wg_pin<Rows::OT * 4>(rows.o);
+  rows.store(out, blk.b, blk.h, a.hq);
 }
 
-// Shared memory of one block: queries, two stages of keys, three of values, and the alignment.
-#define NV_H_SHARED(D, DV) ((NV_H_BM * (D) + 2 * NV_H_BN * (D) + 3 * NV_H_BN * (DV)) * 2 + 1024)
-
-#define NV_FLASH_SM90(T, TN, D, DV, MASK, CAUSAL, SINKS)                                       \
-  extern "C" __global__ void __launch_bounds__(NV_H_THREADS, 1)                                \
-      flash90_##TN##_##D##_##DV##_m##MASK##_c##CAUSAL##_s##SINKS(                              \
-          const T* q, const T* k, const T* v, const void* mask, const T* sinks, T* out,        \
-          NvFlash a) {                                                                         \
-    nv_flash_sm90<T, D, DV, MASK, (bool)CAUSAL, (bool)SINKS>(q, k, v, mask, sinks, out, a);   \
+// One kernel: type, head sizes, mask kind, causal, sinks.
+#define NV_FLASH_SM90(T, TN, D, DV, MASK, CAUSAL, SINKS)                                        \
+  extern "C" __global__ void __launch_bounds__(NV_H_THREADS, 1)                                 \
+      flash90_##TN##_##D##_##DV##_m##MASK##_c##CAUSAL##_s##SINKS(                               \
+          const T* q, const T* k, const T* v, const void* mask, const T* sinks, T* out,         \
+          NvFlash a) {                                                                          \
+    nv_flash_sm90<T, D, DV, MASK, (bool)CAUSAL, (bool)SINKS>(q, k, v, mask, sinks, out, a);    \
   }
