@@ -39,6 +39,10 @@ __device__ __forceinline__ void nv_proxy_fence() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// The warpgroup products, D += A·B with f32 accumulation (the predicate p, always true, keeps
+// D): `ss` takes A and B from shared memory through descriptors, `rs` takes A (four registers a
+// thread, the m16n8k16 fragment of each warp's 16 rows) from registers and B N-major. Inline
+// PTX names every accumulator register, so each N is written out.
 __device__ __forceinline__ void nv_wgmma_ss_bf16_n64(float* d, u64 da, u64 db) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
@@ -103,8 +107,7 @@ __device__ __forceinline__ void nv_wgmma_rs_f16_n128(float* d, const u32* a, u64
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 
-
-
+// The products by operand type and N (a template cannot spell out inline PTX operands).
 template <typename T> struct NvWg;
 template <> struct NvWg<bf16> {
   template <int N> static __device__ __forceinline__ void ss(float* d, u64 a, u64 b) {
