@@ -149,6 +149,29 @@ fn paged(x: &Array, bs: usize, order: &[usize]) -> Array {
         .unwrap()
 }
 
+/// A shuffled placement of the blocks of `b` sequences of at most `n` positions
+/// in blocks of `bs` (one spare block): the order [`paged`] writes by, the `[B, blocks]`
+/// table and the `[B]` lengths.
+fn block_table(
+    rng: &mut Rng,
+    b: usize,
+    n: usize,
+    bs: usize,
+    lengths: &[usize],
+) -> (Vec<usize>, Array, Array) {
+    assert_eq!(lengths.len(), b, "a length a sequence");
+    let per = n.div_ceil(bs);
+    let mut order: Vec<usize> = (0..b * per + 1).collect();
+    for i in (1..order.len()).rev() {
+        order.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let table: Vec<i32> = order[..b * per].iter().map(|&x| x as i32).collect();
+    let table = Array::from_slice(&table, &[b, per]).unwrap();
+    let lens: Vec<i32> = lengths.iter().map(|&l| l as i32).collect();
+    let lens = Array::from_slice(&lens, &[b]).unwrap();
+    (order, table, lens)
+}
+
 #[test]
 fn paged_attention_equals_contiguous_attention_bitwise() {
     if !gpu_available() {
@@ -177,15 +200,7 @@ fn paged_attention_equals_contiguous_attention_bitwise() {
     ];
     for &(b, hq, hkv, lq, d, bs, lengths) in cases {
         let n = *lengths.iter().max().unwrap();
-        let per = n.div_ceil(bs);
-        let mut order: Vec<usize> = (0..b * per + 1).collect();
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i as u64 + 1) as usize);
-        }
-        let table: Vec<i32> = order[..b * per].iter().map(|&x| x as i32).collect();
-        let table = Array::from_slice(&table, &[b, per]).unwrap();
-        let lens: Vec<i32> = lengths.iter().map(|&l| l as i32).collect();
-        let lens = Array::from_slice(&lens, &[b]).unwrap();
+        let (order, table, lens) = block_table(&mut rng, b, n, bs, lengths);
         for dtype in TYPES {
             let keys = uniform(&mut rng, &[b, hkv, n, d], dtype);
             let vals = uniform(&mut rng, &[b, hkv, n, d], dtype);
@@ -314,15 +329,7 @@ fn paged_attention_of_every_head_size_matches_the_cpu() {
     ];
     for &(b, hq, hkv, lq, d, bs, lengths) in cases {
         let n = *lengths.iter().max().unwrap();
-        let per = n.div_ceil(bs);
-        let mut order: Vec<usize> = (0..b * per + 1).collect();
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i as u64 + 1) as usize);
-        }
-        let table: Vec<i32> = order[..b * per].iter().map(|&x| x as i32).collect();
-        let table = Array::from_slice(&table, &[b, per]).unwrap();
-        let lens: Vec<i32> = lengths.iter().map(|&l| l as i32).collect();
-        let lens = Array::from_slice(&lens, &[b]).unwrap();
+        let (order, table, lens) = block_table(&mut rng, b, n, bs, lengths);
         for dtype in TYPES {
             let keys = uniform(&mut rng, &[b, hkv, n, d], dtype);
             let vals = uniform(&mut rng, &[b, hkv, n, d], dtype);

@@ -273,8 +273,8 @@ fn source(dtype: DType, d: usize) -> String {
 }
 
 /// Whether 16-byte loads of rows of `data` (features contiguous) are aligned: the first
-/// element and every step.
-fn aligned(ptr: u64, data: &ArrayData, size: usize) -> bool {
+/// element and every step (the tiled kernel's test too, `flash.rs`).
+pub(super) fn aligned(ptr: u64, data: &ArrayData, size: usize) -> bool {
     let l = &data.layout;
     (ptr + (l.offset * size) as u64).is_multiple_of(16)
         && l.strides[..3]
@@ -282,8 +282,8 @@ fn aligned(ptr: u64, data: &ArrayData, size: usize) -> bool {
             .all(|&s| (s * size as isize).rem_euclid(16) == 0)
 }
 
-/// Strides of the three leading axes, and the last one's, as the kernel reads them.
-fn leading(data: &ArrayData) -> ([i64; 3], i64) {
+/// Strides of the three leading axes, and the offset, as the kernels read them.
+pub(super) fn leading(data: &ArrayData) -> ([i64; 3], i64) {
     let s = &data.layout.strides;
     (
         [s[0] as i64, s[1] as i64, s[2] as i64],
@@ -292,7 +292,7 @@ fn leading(data: &ArrayData) -> ([i64; 3], i64) {
 }
 
 /// Whether the features (last axis) of `data` are contiguous.
-fn rows_contiguous(data: &ArrayData) -> bool {
+pub(super) fn rows_contiguous(data: &ArrayData) -> bool {
     let l = &data.layout;
     l.shape[3] <= 1 || l.strides[3] == 1
 }

@@ -19,6 +19,7 @@ use std::sync::OnceLock;
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
 use super::Place;
+use super::attention::{aligned, leading, rows_contiguous};
 use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::type_names;
 use crate::backend::cuda::launch::{KernelKey, symbol};
@@ -115,26 +116,6 @@ fn head(d: usize) -> bool {
     d.is_multiple_of(8) && (8..=256).contains(&d)
 }
 
-/// Whether the rows (last axis) of `data` are contiguous and every row starts 16-byte
-/// aligned, as cp.async reads them.
-fn rows_aligned(ptr: u64, data: &ArrayData, size: usize) -> bool {
-    let l = &data.layout;
-    (l.shape[3] <= 1 || l.strides[3] == 1)
-        && (ptr + (l.offset * size) as u64).is_multiple_of(16)
-        && l.strides[..3]
-            .iter()
-            .all(|&s| (s * size as isize).rem_euclid(16) == 0)
-}
-
-/// Strides of the three leading axes and the offset.
-fn leading(data: &ArrayData) -> ([i64; 3], i64) {
-    let s = &data.layout.strides;
-    (
-        [s[0] as i64, s[1] as i64, s[2] as i64],
-        data.layout.offset as i64,
-    )
-}
-
 /// The module of one kernel: `arg` packs both head sizes, the mask's kind, causality and
 /// sinks.
 fn module_arg(d: usize, dv: usize, mask: u32, form: Form) -> u32 {
@@ -196,7 +177,7 @@ pub(super) fn attention(
     if ![q, k, v]
         .iter()
         .zip(ptrs)
-        .all(|(a, p)| rows_aligned(p, a, size))
+        .all(|(a, p)| rows_contiguous(a) && aligned(p, a, size))
     {
         return Ok(None);
     }
@@ -275,11 +256,41 @@ pub(super) fn attention(
     Ok(Some(vec![out]))
 }
 
+/// The sources of `heads` over both half types and four forms (no mask; causal; a boolean
+/// mask with sinks; an additive mask, causal, with sinks), named `{prefix}_...`.
+#[cfg(test)]
+fn sources_over(heads: &[(usize, usize)], sm90: bool, prefix: &str) -> Vec<(String, String)> {
+    let forms = [
+        (0, false, false),
+        (0, true, false),
+        (1, false, true),
+        (2, true, true),
+    ];
+    let mut out = Vec::new();
+    for dtype in [DType::F16, DType::BF16] {
+        let tn = type_names(dtype).expect("float").1;
+        for &(d, dv) in heads {
+            for (mask, causal, sinks) in forms {
+                let form = Form {
+                    scale: 1.0,
+                    causal,
+                    mask: mask > 0,
+                    sinks,
+                };
+                out.push((
+                    format!("{prefix}_{tn}_{d}_{dv}_m{mask}"),
+                    source(dtype, d, dv, mask, form, sm90),
+                ));
+            }
+        }
+    }
+    out
+}
+
 /// Kernel sources of this family over the head sizes the seeds route to kernels, for
 /// compiling ahead of time (tests).
 #[cfg(test)]
 pub(super) fn all_sources() -> Vec<(String, String)> {
-    let mut out = Vec::new();
     let heads = [
         (64, 64),
         (72, 72),
@@ -290,57 +301,12 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
         (96, 64),
         (192, 128),
     ];
-    for dtype in [DType::F16, DType::BF16] {
-        let tn = type_names(dtype).expect("float").1;
-        for (d, dv) in heads {
-            for (mask, causal, sinks) in [
-                (0, false, false),
-                (0, true, false),
-                (1, false, true),
-                (2, true, true),
-            ] {
-                let form = Form {
-                    scale: 1.0,
-                    causal,
-                    mask: mask > 0,
-                    sinks,
-                };
-                out.push((
-                    format!("flash_{tn}_{d}_{dv}_m{mask}"),
-                    source(dtype, d, dv, mask, form, false),
-                ));
-            }
-        }
-    }
-    out
+    sources_over(&heads, false, "flash")
 }
 
 /// The Hopper kernel's sources (head sizes 64 and 128, every mask kind), for compiling
 /// ahead of time for `sm_90a` (tests).
 #[cfg(test)]
 pub(crate) fn sm90_sources() -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    for dtype in [DType::F16, DType::BF16] {
-        let tn = type_names(dtype).expect("float").1;
-        for d in [64, 128] {
-            for (mask, causal, sinks) in [
-                (0, false, false),
-                (0, true, false),
-                (1, false, true),
-                (2, true, true),
-            ] {
-                let form = Form {
-                    scale: 1.0,
-                    causal,
-                    mask: mask > 0,
-                    sinks,
-                };
-                out.push((
-                    format!("flash90_{tn}_{d}_m{mask}"),
-                    source(dtype, d, d, mask, form, true),
-                ));
-            }
-        }
-    }
-    out
+    sources_over(&[(64, 64), (128, 128)], true, "flash90")
 }

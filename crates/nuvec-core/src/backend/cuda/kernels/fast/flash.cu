@@ -100,7 +100,8 @@ __device__ __forceinline__ float nv_flash_exp2(float x) {
   return y;
 }
 
-// The tile shapes of head sizes (D for the keys, DV for the values).
+// The tile shapes of head sizes (D for the keys, DV for the values); `tile` in `flash.rs`
+// mirrors them to size the dynamic shared memory (queries, two stages of keys and values).
 template <int D, int DV> struct NvFlashShape {
   static constexpr int DP = (D + 15) / 16 * 16;    // padded key head
   static constexpr int DVP = (DV + 15) / 16 * 16;  // padded value head
@@ -110,7 +111,6 @@ template <int D, int DV> struct NvFlashShape {
   static constexpr int VS = DVP + 8;
   // Q fragments stay in registers for the whole block up to head size 128.
   static constexpr bool QREG = DP <= 128;
-  static constexpr int SHARED = (BM * QS + 2 * BN * QS + 2 * BN * VS) * 2;  // bytes
 };
 
 // Rows [0, rows) of a tile of `n` rows × `d` elements (the rest of the padded row, and the
