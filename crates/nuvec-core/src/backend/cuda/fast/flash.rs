@@ -6,20 +6,27 @@
 //! among them). Scores, the running statistics and the accumulator stay in f32; the output
 //! is rounded once.
 //!
-//! Two kernels: on Hopper (compute capability 9.x), head sizes 64 and 128 run
-//! `flash_sm90.cu` (warpgroup products, `wgmma`, compiled for `sm_90a`); everything else runs
-//! the portable `flash.cu` (`mma.sync`). Each module holds one kernel: the element type, the
-//! two head sizes, the mask's kind, causality and sinks are all template arguments, so a
-//! model compiles only what it runs. `NUVEC_FLASH_WARPS` (4 or 8; 4 by default) sets the
-//! warps, and so the query rows, a block of the portable kernel takes, and
-//! `NUVEC_FLASH_PORTABLE=1` keeps Hopper on the portable kernel, for tuning and comparison.
+//! Three kernels. On Hopper (compute capability 9.x), head sizes 64 and 128 run
+//! `flash_tma.cu` (compiled for `sm_90a`: a producer warpgroup loads with the tensor-memory
+//! accelerator, two consumer warpgroups multiply with `wgmma`), or `flash_sm90.cu`'s
+//! cooperative form (every warpgroup loads with `cp.async`) where the tensor maps cannot be
+//! encoded; everything else runs the portable `flash.cu` (`mma.sync`). Each module holds one kernel: the element type, the two head sizes, the
+//! mask's kind, causality and sinks are all template arguments, so a model compiles only what
+//! it runs.
+//!
+//! Knobs for tuning and comparison: `NUVEC_FLASH_WARPS` (4 or 8; 4 by default) sets the warps,
+//! and so the query rows, a block of the portable kernel takes; `NUVEC_FLASH_PORTABLE=1`
+//! keeps Hopper on the portable kernel, `NUVEC_FLASH_TMA=0` on the cooperative form;
+//! `NUVEC_FLASH_PINGPONG=1` makes the TMA form's consumers take turns at the tensor cores
+//! (FlashAttention-3's ping-pong schedule; not yet run on a GPU) and
+//! `NUVEC_FLASH_STAGES` (2 to 4, where they fit) sets its key and value stages.
 
 use std::sync::OnceLock;
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
-use super::Place;
 use super::attention::{aligned, leading, rows_contiguous};
+use super::{Place, tensor_map};
 use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::type_names;
 use crate::backend::cuda::launch::{KernelKey, symbol};
@@ -29,6 +36,47 @@ use crate::{DType, Result};
 const COMMON: &str = include_str!("../kernels/common.cuh");
 const FLASH: &str = include_str!("../kernels/fast/flash.cu");
 const FLASH_SM90: &str = include_str!("../kernels/fast/flash_sm90.cu");
+const FLASH_TMA: &str = include_str!("../kernels/fast/flash_tma.cu");
+
+/// Whether Hopper runs the TMA form (the default; `NUVEC_FLASH_TMA=0` runs the cooperative
+/// form, for comparison).
+fn tma() -> bool {
+    static TMA: OnceLock<bool> = OnceLock::new();
+    *TMA.get_or_init(|| std::env::var_os("NUVEC_FLASH_TMA").is_none_or(|v| v != "0"))
+}
+
+/// Whether the TMA form's consumers take turns at the tensor cores (`NUVEC_FLASH_PINGPONG=1`;
+/// not yet run on a GPU, so off by default).
+fn pingpong() -> bool {
+    static PINGPONG: OnceLock<bool> = OnceLock::new();
+    *PINGPONG.get_or_init(|| std::env::var_os("NUVEC_FLASH_PINGPONG").is_some_and(|v| v != "0"))
+}
+
+/// Key and value stages of the TMA form: `NUVEC_FLASH_STAGES` (2 to 4) where it fits the
+/// shared memory, else 2.
+fn tma_stages(d: usize, dv: usize) -> usize {
+    static STAGES: OnceLock<Option<usize>> = OnceLock::new();
+    let asked = *STAGES.get_or_init(|| {
+        std::env::var("NUVEC_FLASH_STAGES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|s| (2..=4).contains(s))
+    });
+    match asked {
+        Some(s) if tma_shared(d, dv, s) <= HOPPER_SHARED => s,
+        _ => 2,
+    }
+}
+
+/// The largest dynamic shared memory of a block on compute capability 9.0, in bytes.
+const HOPPER_SHARED: usize = 227 * 1024;
+
+/// The TMA form's dynamic shared memory in bytes: queries, the key and value stages, the
+/// 1,024-byte alignment of the swizzled tiles and the barriers.
+fn tma_shared(d: usize, dv: usize, stages: usize) -> usize {
+    let (bm, bn) = SM90_TILE;
+    (bm * d + stages * bn * (d + dv)) * 2 + 1024 + 128
+}
 
 /// Query rows and key rows a tile of the Hopper kernel (`NV_H_BM`, `NV_H_BN`).
 const SM90_TILE: (usize, usize) = (128, 128);
@@ -126,19 +174,22 @@ fn module_arg(d: usize, dv: usize, mask: u32, form: Form) -> u32 {
         | u32::from(form.sinks) << 21
 }
 
-/// The source of the module holding one kernel (the Hopper one when `sm90`).
-fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, sm90: bool) -> String {
+/// The source of the module holding one kernel of `family` (`flash`, `flash90` or
+/// `flashtma`).
+fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, family: &str) -> String {
     let (ct, tn) = type_names(dtype).expect("float types have kernels");
     let w = warps();
     let (c, s) = (u32::from(form.causal), u32::from(form.sinks));
-    if sm90 {
-        format!(
-            "{COMMON}\n{FLASH}\n{FLASH_SM90}\nNV_FLASH_SM90({ct}, {tn}, {d}, {dv}, {mask}, {c}, {s})\n"
-        )
-    } else {
-        format!(
-            "#define NV_FLASH_WARPS {w}\n{COMMON}\n{FLASH}\nNV_FLASH({ct}, {tn}, {d}, {dv}, {mask}, {c}, {s})\n"
-        )
+    let args = format!("({ct}, {tn}, {d}, {dv}, {mask}, {c}, {s})");
+    match family {
+        "flashtma" => format!(
+            "#define NV_T_STAGES {}\n#define NV_T_PINGPONG {}\n{COMMON}\n{FLASH}\n{FLASH_SM90}\n\
+             {FLASH_TMA}\nNV_FLASH_TMA{args}\n",
+            tma_stages(d, dv),
+            u32::from(pingpong())
+        ),
+        "flash90" => format!("{COMMON}\n{FLASH}\n{FLASH_SM90}\nNV_FLASH_SM90{args}\n"),
+        _ => format!("#define NV_FLASH_WARPS {w}\n{COMMON}\n{FLASH}\nNV_FLASH{args}\n"),
     }
 }
 
@@ -213,30 +264,49 @@ pub(super) fn attention(
         sinks_ptr = place.input(s)?;
     }
     let sm90 = hopper(place, d, dv);
-    let (bm, shared, threads) = if sm90 {
+    // The TMA form's descriptors: queries in boxes of the block's rows, keys and values of a
+    // tile's.
+    let maps = if sm90 && tma() {
+        let (bm, bn) = SM90_TILE;
+        match (
+            tensor_map::encode(ptrs[0], q, bm)?,
+            tensor_map::encode(ptrs[1], k, bn)?,
+            tensor_map::encode(ptrs[2], v, bn)?,
+        ) {
+            (Some(qm), Some(km), Some(vm)) => Some((qm, km, vm)),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    let (bm, shared, threads) = if maps.is_some() {
+        (SM90_TILE.0, tma_shared(d, dv, tma_stages(d, dv)), 384)
+    } else if sm90 {
         (SM90_TILE.0, sm90_shared(d, dv), 256)
     } else {
         let (bm, _, shared) = tile(d, dv);
         (bm, shared, 32 * warps() as u32)
     };
-    let mut module = place.gpu.module(
-        if sm90 { "flash90" } else { "flash" },
-        Some(dtype),
-        module_arg(d, dv, mask_kind, form),
-    );
+    let family = match (sm90, maps.is_some()) {
+        (true, true) => "flashtma",
+        (true, false) => "flash90",
+        _ => "flash",
+    };
+    let mut module = place
+        .gpu
+        .module(family, Some(dtype), module_arg(d, dv, mask_kind, form));
     if sm90 {
         module.arch = module.arch.specific()?;
     }
     let tn = type_names(dtype).expect("float types have kernels").1;
     let (c, s) = (u32::from(form.causal), u32::from(form.sinks));
-    let prefix = if sm90 { "flash90" } else { "flash" };
     let key = KernelKey {
         module,
-        symbol: symbol!("{prefix}_{tn}_{d}_{dv}_m{mask_kind}_c{c}_s{s}")?,
+        symbol: symbol!("{family}_{tn}_{d}_{dv}_m{mask_kind}_c{c}_s{s}")?,
     };
     let f = place
         .gpu
-        .kernel(&key, || source(dtype, d, dv, mask_kind, form, sm90))?;
+        .kernel(&key, || source(dtype, d, dv, mask_kind, form, family))?;
     f.allow_shared(place.gpu.props.shared_per_block)?;
     let (out, out_ptr) = place.output(dtype, &outputs[0].0)?;
     let config = LaunchConfig {
@@ -244,6 +314,16 @@ pub(super) fn attention(
         block_dim: (threads, 1, 1),
         shared_mem_bytes: shared as u32,
     };
+    if let Some((qm, km, vm)) = &maps {
+        let params: [&dyn DeviceRepr; 7] = [qm, km, vm, &mask_ptr, &sinks_ptr, &out_ptr, &args];
+        // SAFETY: the tensor maps address q, k and v within their shapes (the copy engine fills
+        // rows past them with zeros); the mask is read at its strides for query rows below Lq
+        // and keys below Lk, the sinks at Hq indices; the output holds B·Hq·Lq·Dv elements; the
+        // grid fits (B and Hq at most 65,535, checked by `covers`) and the arguments match the
+        // kernel's signature.
+        unsafe { f.launch(&place.stream, config, &params) }?;
+        return Ok(Some(vec![out]));
+    }
     let params: [&dyn DeviceRepr; 7] = [
         &ptrs[0], &ptrs[1], &ptrs[2], &mask_ptr, &sinks_ptr, &out_ptr, &args,
     ];
@@ -259,7 +339,7 @@ pub(super) fn attention(
 /// The sources of `heads` over both half types and four forms (no mask; causal; a boolean
 /// mask with sinks; an additive mask, causal, with sinks), named `{prefix}_...`.
 #[cfg(test)]
-fn sources_over(heads: &[(usize, usize)], sm90: bool, prefix: &str) -> Vec<(String, String)> {
+fn sources_over(heads: &[(usize, usize)], families: &[&str]) -> Vec<(String, String)> {
     let forms = [
         (0, false, false),
         (0, true, false),
@@ -277,10 +357,12 @@ fn sources_over(heads: &[(usize, usize)], sm90: bool, prefix: &str) -> Vec<(Stri
                     mask: mask > 0,
                     sinks,
                 };
-                out.push((
-                    format!("{prefix}_{tn}_{d}_{dv}_m{mask}"),
-                    source(dtype, d, dv, mask, form, sm90),
-                ));
+                for family in families {
+                    out.push((
+                        format!("{family}_{tn}_{d}_{dv}_m{mask}"),
+                        source(dtype, d, dv, mask, form, family),
+                    ));
+                }
             }
         }
     }
@@ -301,12 +383,12 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
         (96, 64),
         (192, 128),
     ];
-    sources_over(&heads, false, "flash")
+    sources_over(&heads, &["flash"])
 }
 
 /// The Hopper kernel's sources (head sizes 64 and 128, every mask kind), for compiling
 /// ahead of time for `sm_90a` (tests).
 #[cfg(test)]
 pub(crate) fn sm90_sources() -> Vec<(String, String)> {
-    sources_over(&[(64, 64), (128, 128)], true, "flash90")
+    sources_over(&[(64, 64), (128, 128)], &["flash90", "flashtma"])
 }

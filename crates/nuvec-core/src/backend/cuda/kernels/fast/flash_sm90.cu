@@ -225,6 +225,13 @@ struct NvHRows {
   // Scales and masks tile t's scores (in s), updates the running statistics (alpha: the
   // factor the output takes) and writes the weights into p.
   __device__ __forceinline__ void softmax(Weights& p, int t) {
+    exponentials(t);
+    pack(p);
+  }
+
+  // Scales and masks tile t's scores, updates the running statistics (alpha: the factor the
+  // output takes) and leaves the weights, in f32, in s.
+  __device__ __forceinline__ void exponentials(int t) {
     const int n0 = t * BN;
     const bool edge = n0 + BN > lk || (CAUSAL && n0 + BN - 1 > m0 + off);
     float mx[2] = {NV_FLASH_NEG_INF, NV_FLASH_NEG_INF};
@@ -268,8 +275,19 @@ struct NvHRows {
       const float p3 = nv_flash_exp2(s[j * 4 + 3] - m_use[1]);
       l_run[0] += p0 + p1;
       l_run[1] += p2 + p3;
-      p[j >> 1][(j & 1) * 2 + 0] = NvMma<T>::pack(p0, p1);
-      p[j >> 1][(j & 1) * 2 + 1] = NvMma<T>::pack(p2, p3);
+      s[j * 4 + 0] = p0;
+      s[j * 4 + 1] = p1;
+      s[j * 4 + 2] = p2;
+      s[j * 4 + 3] = p3;
+    }
+  }
+
+  // The weights in s, rounded to T and packed as the A fragments of the value product.
+  __device__ __forceinline__ void pack(Weights& p) {
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      p[j >> 1][(j & 1) * 2 + 0] = NvMma<T>::pack(s[j * 4 + 0], s[j * 4 + 1]);
+      p[j >> 1][(j & 1) * 2 + 1] = NvMma<T>::pack(s[j * 4 + 2], s[j * 4 + 3]);
     }
   }
 

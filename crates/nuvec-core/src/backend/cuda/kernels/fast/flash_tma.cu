@@ -1,0 +1,181 @@
+// Prefill attention on Hopper with the tensor-memory accelerator: `flash_sm90.cu` (included
+// before this file) holds the consumer's steps (`NvHRows`); here one producer warpgroup, of
+// which one thread works, loads queries, keys and values with TMA (the 128-byte swizzle
+// written by the copy engine itself, rows past the sequence filled with zeros) into stages
+// tied to two consumer warpgroups by shared-memory barriers, so each consumer runs at its own
+// pace and no thread of theirs spends an instruction on a load.
+//
+// A consumer's tile t: the scores of t are issued, then the product of tile t − 1's weights
+// with its values; once the scores land, their exponentials are taken in place (while the
+// product runs); once the product lands, the output is rescaled and the exponentials are
+// packed into the weights, whose registers the product has just released. One set of weights
+// and one of scores: 64 + 64 + 32 registers of state a thread.
+
+// The tensor map the host encodes (`CUtensorMap`): opaque, 128 bytes.
+struct alignas(64) NvTmap {
+  u64 v[16];
+};
+
+#ifndef NV_T_STAGES
+#define NV_T_STAGES 2
+#endif
+// Whether the two consumers take turns at the tensor cores (one issues its two products while
+// the other takes its exponentials), as FlashAttention-3's ping-pong schedule does.
+#ifndef NV_T_PINGPONG
+#define NV_T_PINGPONG 0
+#endif
+
+__device__ __forceinline__ void nv_bar_init(u32 bar, u32 count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void nv_bar_arrive(u32 bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar)
+               : "memory");
+}
+// Arrives and expects `bytes` of asynchronous copies to complete the phase.
+__device__ __forceinline__ void nv_bar_expect(u32 bar, u32 bytes) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void nv_bar_wait(u32 bar, u32 parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT_%=:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+// One box of a 4-D tensor map (feature, row, head, batch) into shared memory, completing on
+// barrier `bar`.
+__device__ __forceinline__ void nv_tma4(u32 dst, const NvTmap* map, int c0, int c1, int c2, int c3,
+                                        u32 bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+}
+
+// Named barriers 1 and 2 (0 is __syncthreads') order the consumers' turns: a consumer waits
+// on its own before issuing its products and arrives on the other's after.
+__device__ __forceinline__ void nv_turn_wait(int consumer) {
+  if (NV_T_PINGPONG) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + consumer) : "memory");
+}
+__device__ __forceinline__ void nv_turn_pass(int consumer) {
+  if (NV_T_PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - consumer) : "memory");
+}
+
+template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS>
+__device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* vm,
+                             const void* __restrict__ mask, const T* __restrict__ sinks,
+                             T* __restrict__ out, const NvFlash a) {
+  constexpr int BM = NV_H_BM, BN = NV_H_BN, S = NV_T_STAGES;
+  typedef NvHRows<T, D, DV, MASK, CAUSAL, SINKS, BN> Rows;
+  constexpr int KT = BN * D * 2, VT = BN * DV * 2;
+  extern __shared__ __align__(16) unsigned char nv_t_smem[];
+  unsigned char* qs = nv_h_base(nv_t_smem);
+  const u32 qa = nv_smem(qs);
+  const u32 ka = qa + BM * D * 2;
+  const u32 va = ka + S * KT;
+  const u32 bars = va + S * VT;
+  const u32 q_full = bars;
+  // Barriers: queries in; a stage's keys in and free, its values in and free.
+  auto k_full = [&](int s) { return bars + 8 * (1 + s); };
+  auto k_free = [&](int s) { return bars + 8 * (1 + S + s); };
+  auto v_full = [&](int s) { return bars + 8 * (1 + 2 * S + s); };
+  auto v_free = [&](int s) { return bars + 8 * (1 + 3 * S + s); };
+  const NvHBlock blk = nv_h_block<CAUSAL, BN>(a);
+  const int ntiles = blk.ntiles;
+  const int wg = threadIdx.x >> 7;
+
+  if (threadIdx.x == 0) {
+    nv_bar_init(q_full, 1);
+    for (int s = 0; s < S; ++s) {
+      nv_bar_init(k_full(s), 1);
+      nv_bar_init(v_full(s), 1);
+      nv_bar_init(k_free(s), 8);  // lane 0 of each consumer warp
+      nv_bar_init(v_free(s), 8);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+    if (threadIdx.x == 0) {
+      const int b = (int)blk.b, h = (int)blk.h, kvh = (int)blk.kvh;
+      nv_bar_expect(q_full, BM * D * 2);
+      for (int c = 0; c < D / 64; ++c) nv_tma4(qa + c * BM * 128, qm, c * 64, blk.m0, h, b, q_full);
+      for (int t = 0; t < ntiles; ++t) {
+        const int s = t % S;
+        const u32 use = (t / S) & 1;
+        if (t >= S) nv_bar_wait(k_free(s), use ^ 1);
+        nv_bar_expect(k_full(s), KT);
+        for (int c = 0; c < D / 64; ++c)
+          nv_tma4(ka + s * KT + c * BN * 128, km, c * 64, t * BN, kvh, b, k_full(s));
+        if (t >= S) nv_bar_wait(v_free(s), use ^ 1);
+        nv_bar_expect(v_full(s), VT);
+        for (int c = 0; c < DV / 64; ++c)
+          nv_tma4(va + s * VT + c * BN * 128, vm, c * 64, t * BN, kvh, b, v_full(s));
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+  const bool lead = (threadIdx.x & 31) == 0;
+  const int me = wg - 1;
+  Rows rows(a, mask, sinks, blk.b, blk.h, blk.m0, me, qa);
+  typename Rows::Weights p;
+  // Each consumer takes ntiles + 1 turns (the first tile's scores alone, then scores with the
+  // previous tile's product, the last product alone); the first consumer goes first, so the
+  // second passes once before its first turn and not after its last.
+  if (me == 1) nv_turn_pass(me);
+  nv_bar_wait(q_full, 0);
+  nv_bar_wait(k_full(0), 0);
+  nv_turn_wait(me);
+  rows.scores(ka);
+  nv_turn_pass(me);
+  nv_wg_wait<0>();
+  nv_wg_pin<Rows::NT * 4>(rows.s);
+  if (lead) nv_bar_arrive(k_free(0));
+  rows.exponentials(0);
+  rows.pack(p);
+  for (int t = 1; t < ntiles; ++t) {
+    const int s = t % S, sp = (t - 1) % S;
+    nv_bar_wait(k_full(s), (t / S) & 1);
+    nv_turn_wait(me);
+    rows.scores(ka + s * KT);
+    nv_bar_wait(v_full(sp), ((t - 1) / S) & 1);
+    rows.product(p, va + sp * VT);
+    nv_turn_pass(me);
+    nv_wg_wait<1>();
+    nv_wg_pin<Rows::NT * 4>(rows.s);
+    if (lead) nv_bar_arrive(k_free(s));
+    rows.exponentials(t);
+    nv_wg_wait<0>();
+    nv_wg_pin<Rows::OT * 4>(rows.o);
+    nv_wg_pin<Rows::NT * 2>(reinterpret_cast<float*>(p));
+    if (lead) nv_bar_arrive(v_free(sp));
+    rows.rescale();
+    rows.pack(p);
+  }
+  const int sl = (ntiles - 1) % S;
+  nv_bar_wait(v_full(sl), ((ntiles - 1) / S) & 1);
+  nv_turn_wait(me);
+  rows.product(p, va + sl * VT);
+  if (me == 0) nv_turn_pass(me);
+  nv_wg_wait<0>();
+  nv_wg_pin<Rows::OT * 4>(rows.o);
+  rows.store(out, blk.b, blk.h, a.hq);
+}
+
+#define NV_FLASH_TMA(T, TN, D, DV, MASK, CAUSAL, SINKS)                                        \
+  extern "C" __global__ void __launch_bounds__(384, 1)                                         \
+      flashtma_##TN##_##D##_##DV##_m##MASK##_c##CAUSAL##_s##SINKS(                             \
+          const __grid_constant__ NvTmap qm, const __grid_constant__ NvTmap km,                \
+          const __grid_constant__ NvTmap vm, const void* mask, const T* sinks, T* out,         \
+          NvFlash a) {                                                                         \
+    nv_flash_tma<T, D, DV, MASK, (bool)CAUSAL, (bool)SINKS>(&qm, &km, &vm, mask, sinks, out, a); \
+  }
