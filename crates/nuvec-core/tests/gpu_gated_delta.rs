@@ -4,7 +4,8 @@
 //! heads, key sizes 32 to 128 (96 too: accesses of one element), value sizes other than the
 //! key size, and inputs read as strided views; each against the fallback graph on the CPU,
 //! each checked to have recorded the fused node and run its kernel (no nested fallback).
-//! Every step's state and the slots' kernel must give the plain kernel's bits. Each test
+//! Every step's state and the slots' kernel must give the plain kernel's bits. Long sequences
+//! (64 to 1,000 steps) in half types take the chunked form, checked within its rounding. Each test
 //! skips itself, saying so, where no CUDA device answers.
 
 mod common;
@@ -366,4 +367,103 @@ fn slots_write_a_pool_held_by_nobody_else_and_skip_slots_outside_it() {
             &entry(&pool),
         );
     }
+}
+
+/// Long sequences, `(B, T, Hk, Hv, Dk, Dv)`: one chunk exactly, one and a step, a partial last
+/// chunk, many chunks; grouped value heads; Dk and Dv 64 and 128 in each pairing.
+const LONG: [(usize, usize, usize, usize, usize, usize); 6] = [
+    (1, 64, 1, 1, 64, 64),
+    (2, 65, 2, 4, 128, 64),
+    (1, 200, 1, 2, 64, 128),
+    (1, 1000, 2, 4, 128, 128),
+    (2, 130, 1, 1, 128, 128),
+    (1, 256, 4, 4, 64, 64),
+];
+
+/// Long sequences' types: half-type q and v take the chunked form (bf16 and f16, a bf16
+/// state, k of another type), float32 ones the recurrent kernel.
+const LONG_TYPES: [Types; 4] = [
+    (DType::BF16, DType::BF16, DType::F32, DType::F32, DType::F32),
+    (DType::F16, DType::F16, DType::F32, DType::F32, DType::F32),
+    (
+        DType::BF16,
+        DType::F32,
+        DType::BF16,
+        DType::BF16,
+        DType::BF16,
+    ),
+    (DType::F32, DType::F32, DType::F32, DType::F32, DType::F32),
+];
+
+/// Every element within `tol` of the CPU's, relative to the CPU result's largest magnitude
+/// (at least 1): the chunked form rounds its operands to the half type, so an error is the
+/// size of the largest terms' rounding, not of the element's own.
+fn assert_near(name: &str, gpu: &Array, cpu: &Array, tol: f64) {
+    assert_eq!(gpu.shape(), cpu.shape(), "{name}: shape");
+    assert_eq!(gpu.dtype(), cpu.dtype(), "{name}: dtype");
+    let (g, c) = (values(gpu), values(cpu));
+    let scale = c.iter().fold(1.0f64, |m, x| m.max(x.abs()));
+    for (i, (a, b)) in g.iter().zip(&c).enumerate() {
+        assert!(
+            (a - b).abs() <= tol * scale,
+            "{name}[{i}]: gpu {a} vs cpu {b} (scale {scale})"
+        );
+    }
+}
+
+#[test]
+fn gated_delta_long_sequences_match_the_cpu() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(0x6703);
+    let op = FastOp::GatedDelta { steps: false };
+    for case in LONG {
+        for types in LONG_TYPES {
+            let x = inputs(&mut rng, case, types);
+            let name = name_of(case, types);
+            let run = || {
+                let (y, s) = fast::gated_delta(&x[0], &x[1], &x[2], &x[3], &x[4], &x[5]).unwrap();
+                vec![y, s]
+            };
+            let gpu = on_gpu(&name, &op, run);
+            let cpu = on(Device::cpu(), run);
+            // The chunked form's tensor-core rounding (scripts/gated_delta_chunk.py --round
+            // sees 2.5e-2 of the largest output at most); float32 runs the recurrent kernel.
+            let (ty, ts) = if types.0 == DType::F32 {
+                (tol(DType::F32), tol(types.4))
+            } else {
+                (4e-2, 2e-2)
+            };
+            assert_near(&format!("{name} y"), &gpu[0], &cpu[0], ty);
+            assert_near(&format!("{name} state"), &gpu[1], &cpu[1], ts);
+        }
+    }
+}
+
+/// The chunked form against every step's recurrence: `gated_delta_steps` keeps the recurrent
+/// kernel, so its last state and its outputs check the chunked `gated_delta` on the GPU alone.
+#[test]
+fn gated_delta_chunked_matches_the_recurrent_kernel() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(0x6704);
+    let case = (1, 300, 2, 4, 128, 128);
+    let types = LONG_TYPES[0];
+    let x = inputs(&mut rng, case, types);
+    let name = name_of(case, types);
+    let chunked = on_gpu(&name, &FastOp::GatedDelta { steps: false }, || {
+        let (y, s) = fast::gated_delta(&x[0], &x[1], &x[2], &x[3], &x[4], &x[5]).unwrap();
+        vec![y, s]
+    });
+    let steps = on_gpu(&name, &FastOp::GatedDelta { steps: true }, || {
+        let (y, s) = fast::gated_delta_steps(&x[0], &x[1], &x[2], &x[3], &x[4], &x[5]).unwrap();
+        vec![y, s]
+    });
+    let last = on(Device::gpu(0), || {
+        squeeze(&part(&steps[1], 1, 299, 300), &[1]).unwrap()
+    });
+    assert_near(&format!("{name} y"), &chunked[0], &steps[0], 4e-2);
+    assert_near(&format!("{name} state"), &chunked[1], &last, 2e-2);
 }

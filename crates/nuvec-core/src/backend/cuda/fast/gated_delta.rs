@@ -32,8 +32,8 @@
 //! pool must not read an entry another sequence writes: blocks read and write the pool in
 //! place, in no set order.
 //!
-//! Missing: a chunked prefill (the WY/UT form of flash-linear-attention on the tensor cores);
-//! long sequences run this recurrent kernel, one step after the other.
+//! Long sequences in half types (the final state only) take the chunked form instead
+//! (`gated_delta_chunk.rs`: the WY/UT form of flash-linear-attention on the tensor cores).
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
@@ -45,6 +45,9 @@ use crate::fast::gated_delta::{GatedDelta, GatedDeltaSlots};
 use crate::fast::{Arg, kernel_sized};
 use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result};
+
+#[path = "gated_delta_chunk.rs"]
+mod chunk;
 
 const COMMON: &str = include_str!("../kernels/common.cuh");
 const GATED_DELTA: &str = include_str!("../kernels/fast/gated_delta.cu");
@@ -117,6 +120,7 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
     TYPES
         .into_iter()
         .flat_map(|d| (1..=MAX_E).map(move |e| (module_name(d, e), source(d, e))))
+        .chain(chunk::all_sources())
         .collect()
 }
 
@@ -176,6 +180,10 @@ impl CudaKernel for GatedDelta {
         let (state, from) = aligned_state(place, &inputs[5])?;
         let (y, yp) = place.output(outputs[0].1, &outputs[0].0)?;
         let (out, to) = place.output(outputs[1].1, &outputs[1].0)?;
+        if !self.steps && chunk::takes(&inputs[..5]) {
+            chunk::launch(place, &inputs[..5], state.dtype(), from, to, yp)?;
+            return Ok(vec![y, out]);
+        }
         let job = Job {
             inputs: &inputs[..5],
             state: state.dtype(),
@@ -303,11 +311,11 @@ fn grid(e: usize, heads: usize, dv: usize, sms: usize) -> (usize, usize, usize) 
 
 /// Queues the recurrence of `job` on this stream.
 fn launch(place: &Place, job: &Job<'_>) -> Result<()> {
-    let [q, k, v, g, beta] = job.inputs else {
+    let [q, _, v, ..] = job.inputs else {
         unreachable!("the gated delta kernels take five sequence inputs")
     };
     let (qs, vs) = (&q.layout.shape, &v.layout.shape);
-    let (b, t, hk, dk) = (qs[0], qs[1], qs[2], qs[3]);
+    let (b, t, dk) = (qs[0], qs[1], qs[3]);
     let (hv, dv) = (vs[2], vs[3]);
     if hv == 0 || dv == 0 {
         return Ok(());
@@ -318,45 +326,16 @@ fn launch(place: &Place, job: &Job<'_>) -> Result<()> {
     // q and k as floats, the block's rows of v, g and beta: a step's staging.
     let step_bytes = 4 * (2 * dk + rows + 2);
     let chunk = t.min(MAX_CHUNK).min(SHARED_BYTES / step_bytes).max(1);
-    let start = |a: &ArrayData| -> Result<u64> {
-        Ok(place.input(a)? + (a.layout.offset * a.dtype().size()) as u64)
-    };
-    let strides =
-        |a: &ArrayData| -> Vec<i64> { a.layout.strides.iter().map(|&s| s as i64).collect() };
-    let four = |a: &ArrayData| -> [i64; 4] {
-        let s = strides(a);
-        [s[0], s[1], s[2], s[3]]
-    };
-    let three = |a: &ArrayData| -> [i64; 3] {
-        let s = strides(a);
-        [s[0], s[1], s[2]]
-    };
-    let types = [q, k, v, g, beta, q]
-        .iter()
-        .enumerate()
-        .fold(0, |acc, (i, a)| acc | (type_code(a.dtype()) << (2 * i)));
     let (slots, slot_stride, entries) = match &job.slots {
         Some(s) => (s.at, s.stride, s.entries as i64),
         None => (0u64, 0i64, 0i64),
     };
-    let args = GdArgs {
-        q: four(q),
-        k: four(k),
-        v: four(v),
-        g: three(g),
-        beta: three(beta),
-        slot_stride,
-        steps: t as i64,
-        hv: hv as i64,
-        dv: dv as i64,
-        group: (hv / hk) as i64,
-        entries,
-        types,
-        every: i32::from(job.every),
-        chunk: chunk as i32,
-        pad: 0,
-    };
-    let ptrs = [start(q)?, start(k)?, start(v)?, start(g)?, start(beta)?];
+    let mut args = sequence_args(job.inputs)?;
+    args.slot_stride = slot_stride;
+    args.entries = entries;
+    args.every = i32::from(job.every);
+    args.chunk = chunk as i32;
+    let ptrs = starts(place, job.inputs)?;
     let tn = type_names(job.state).expect("a float type").1;
     let f = place.gpu.kernel_in(
         "gated_delta",
@@ -385,4 +364,53 @@ fn launch(place: &Place, job: &Job<'_>) -> Result<()> {
     // the shared memory holds `chunk` staged steps of `rows` rows; the arguments match
     // `gated_delta_*`.
     unsafe { f.launch(&place.stream, cfg, &params) }
+}
+
+/// The first-element addresses of q, k, v, g and beta.
+fn starts(place: &Place, inputs: &[ArrayData]) -> Result<[u64; 5]> {
+    let mut at = [0u64; 5];
+    for (p, a) in at.iter_mut().zip(inputs) {
+        *p = place.input(a)? + (a.layout.offset * a.dtype().size()) as u64;
+    }
+    Ok(at)
+}
+
+/// The kernel arguments every launch over the sequences `[q, k, v, g, beta]` shares (their
+/// strides, shapes and types); the slots' fields, `every` and `chunk` left at zero.
+fn sequence_args(inputs: &[ArrayData]) -> Result<GdArgs> {
+    let [q, k, v, g, beta] = inputs else {
+        return Err(Error::Device(
+            "cuda: gated_delta: five sequence inputs expected".into(),
+        ));
+    };
+    let strides =
+        |a: &ArrayData| -> Vec<i64> { a.layout.strides.iter().map(|&s| s as i64).collect() };
+    let four = |a: &ArrayData| -> [i64; 4] {
+        let s = strides(a);
+        [s[0], s[1], s[2], s[3]]
+    };
+    let three = |a: &ArrayData| -> [i64; 3] {
+        let s = strides(a);
+        [s[0], s[1], s[2]]
+    };
+    let types = [q, k, v, g, beta, q]
+        .iter()
+        .enumerate()
+        .fold(0, |acc, (i, a)| acc | (type_code(a.dtype()) << (2 * i)));
+    let (qs, vs) = (&q.layout.shape, &v.layout.shape);
+    let (t, hk) = (qs[1], qs[2]);
+    let (hv, dv) = (vs[2], vs[3]);
+    Ok(GdArgs {
+        q: four(q),
+        k: four(k),
+        v: four(v),
+        g: three(g),
+        beta: three(beta),
+        steps: t as i64,
+        hv: hv as i64,
+        dv: dv as i64,
+        group: (hv / hk.max(1)) as i64,
+        types,
+        ..GdArgs::default()
+    })
 }
