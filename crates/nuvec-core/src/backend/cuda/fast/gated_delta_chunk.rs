@@ -88,6 +88,27 @@ pub(super) fn takes(inputs: &[ArrayData]) -> bool {
         && blocks.is_some_and(|n| n > 0 && n <= i32::MAX as usize)
 }
 
+/// Which of q, k and v (bits 0, 1, 2) the first kernel copies 16 bytes at a time
+/// (`nv_gdc_stage`): of q's type (the products'), contiguous along the feature, every row
+/// starting 16 bytes aligned.
+fn vector_inputs(inputs: &[ArrayData], ptrs: &[u64; 5]) -> i32 {
+    let dtype = inputs[0].dtype();
+    let per = (16 / dtype.size()) as isize;
+    let mut bits = 0;
+    for (i, (a, &p)) in inputs[..3].iter().zip(ptrs).enumerate() {
+        let st = &a.layout.strides;
+        if a.dtype() == dtype
+            && st.len() == 4
+            && st[3] == 1
+            && st[..3].iter().all(|&s| s % per == 0)
+            && p.is_multiple_of(16)
+        {
+            bits |= 1 << i;
+        }
+    }
+    bits
+}
+
 /// Dynamic shared memory of the first kernel (`NvGdcPrepShape`).
 fn prep_shared(dk: usize, dv: usize) -> usize {
     (2 * C * (dk + 8) + C * (dv + 8)) * 2 + (2 * C * (C + 1) + 4 * C) * 4
@@ -140,6 +161,7 @@ pub(super) fn launch(
         Ok::<_, Error>(f)
     };
     let nt32 = nt as i32;
+    let vec = vector_inputs(inputs, &ptrs);
 
     let prep = kernel(format!("gdc_prep_{tn}_{dk}_{dv}"))?;
     let cfg = LaunchConfig {
@@ -147,12 +169,13 @@ pub(super) fn launch(
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: prep_shared(dk, dv) as u32,
     };
-    let params: [&dyn DeviceRepr; 9] = [
-        &ptrs[0], &ptrs[1], &ptrs[2], &ptrs[3], &ptrs[4], &wsh, &wsf, &args, &nt32,
+    let params: [&dyn DeviceRepr; 10] = [
+        &ptrs[0], &ptrs[1], &ptrs[2], &ptrs[3], &ptrs[4], &wsh, &wsf, &args, &nt32, &vec,
     ];
     // SAFETY: q, k, v, g and beta are read at their first elements plus their strides over
     // their shapes ([B, T, Hk, Dk], [B, T, Hv, Dv], [B, T, Hv]; the unit's checks) in the
-    // types `args.types` names, only at steps below T; the workspaces hold `heads · nt`
+    // types `args.types` names, only at steps below T (16 bytes at a time only for the inputs
+    // `vector_inputs` found contiguous and aligned, within their rows); the workspaces hold `heads · nt`
     // chunks of `3 C Dk + C²` elements of q's type and `C Dv + 64` floats, each block writing
     // its own chunk; the grid is `heads · nt` blocks (within 31 bits: `takes`) and the shared
     // memory `prep_shared`, allowed above 48 KiB just before; the arguments match

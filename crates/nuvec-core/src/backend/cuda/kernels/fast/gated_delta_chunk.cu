@@ -71,12 +71,50 @@ __device__ __forceinline__ void nv_gdc_put2(T* p, float lo, float hi) {
   *reinterpret_cast<u32*>(p) = NvMma<T>::pack(lo, hi);
 }
 
+// C rows of D features of one head's sequence into shared memory (row stride `ds` elements of
+// T), from element `base` of `src` (of type code `type`; rows `rs`, features `fs` elements
+// apart); rows from `valid` on are zeros. With `vec`, src holds T with fs = 1 and every row
+// 16-byte aligned: cp.async copies (the caller commits and waits); else every thread loads its
+// eight elements of each of its pieces before storing any, so its loads are all in flight.
+template <typename T, int D>
+__device__ __forceinline__ void nv_gdc_stage(T* dst, int ds, const void* src, int type, i64 base,
+                                             i64 rs, i64 fs, int valid, bool vec) {
+  constexpr int PIECES = NV_GDC_C * D / 8;
+  if (vec) {
+    const T* s = static_cast<const T*>(src) + base;
+    for (int u = threadIdx.x; u < PIECES; u += NV_GDC_THREADS) {
+      const int r = u / (D / 8), c = (u % (D / 8)) * 8;
+      const bool ok = r < valid;
+      nv_cp16(dst + r * ds + c, ok ? (const void*)(s + r * rs + c) : (const void*)s, ok);
+    }
+    return;
+  }
+  constexpr int PER = PIECES / NV_GDC_THREADS;  // pieces a thread: 4 or 8
+  float x[PER][8];
+#pragma unroll
+  for (int j = 0; j < PER; ++j) {
+    const int u = threadIdx.x + j * NV_GDC_THREADS;
+    const int r = u / (D / 8), c = (u % (D / 8)) * 8;
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      x[j][e] = r < valid ? nv_gd_load(src, type, base + r * rs + (c + e) * fs) : 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < PER; ++j) {
+    const int u = threadIdx.x + j * NV_GDC_THREADS;
+    const int r = u / (D / 8), c = (u % (D / 8)) * 8;
+#pragma unroll
+    for (int e = 0; e < 8; e += 2) nv_gdc_put2(dst + r * ds + c + e, x[j][e], x[j][e + 1]);
+  }
+}
+
 // Kernel 1: one chunk `n` of head `bh = b * Hv + h` (see the top of the file).
 template <typename T, int DK, int DV>
 __device__ __forceinline__ void nv_gdc_prep(const void* __restrict__ q, const void* __restrict__ k,
                                             const void* __restrict__ v, const void* __restrict__ g,
                                             const void* __restrict__ beta, T* __restrict__ wsh,
-                                            float* __restrict__ wsf, const NvGd& a, int nt) {
+                                            float* __restrict__ wsf, const NvGd& a, int nt,
+                                            int vec) {
   constexpr int C = NV_GDC_C, KS = DK + 8, VS = DV + 8, CS = NV_GDC_CS, PS = NV_GDC_PS;
   typedef NvGdcWs<DK, DV> Ws;
   extern __shared__ __align__(16) unsigned char nv_gdc_smem[];
@@ -100,30 +138,24 @@ __device__ __forceinline__ void nv_gdc_prep(const void* __restrict__ q, const vo
   const int gt = (a.types >> 6) & 3, bt = (a.types >> 8) & 3;
 
   // The chunk's inputs, rounded to T; steps past the end padded (see the top of the file).
-  for (int i = tid; i < C * DK; i += NV_GDC_THREADS) {
-    const int r = i / DK, d = i % DK;
-    const i64 t = t0 + r;
-    float kv = 0.0f, qv = 0.0f;
-    if (t < a.steps) {
-      kv = nv_gd_load(k, kt, b * a.k[0] + t * a.k[1] + hk * a.k[2] + d * a.k[3]);
-      qv = nv_gd_load(q, qt, b * a.q[0] + t * a.q[1] + hk * a.q[2] + d * a.q[3]);
-    }
-    ks[r * KS + d] = nv_down<T>(kv);
-    qs[r * KS + d] = nv_down<T>(qv);
-  }
-  for (int i = tid; i < C * DV; i += NV_GDC_THREADS) {
-    const int r = i / DV, d = i % DV;
-    const i64 t = t0 + r;
-    const float x = t < a.steps ? nv_gd_load(v, vt, b * a.v[0] + t * a.v[1] + h * a.v[2] + d * a.v[3])
-                                : 0.0f;
-    vs[r * VS + d] = nv_down<T>(x);
-  }
+  // Every load of a thread is issued before the first is waited on: 16-byte copies straight
+  // into shared memory where the input is T, contiguous along the feature and aligned
+  // (`vec`), else eight elements at a time into registers.
+  const int valid = a.steps - t0 < C ? (int)(a.steps - t0) : C;
+  nv_gdc_stage<T, DK>(ks, KS, k, kt, b * a.k[0] + t0 * a.k[1] + hk * a.k[2], a.k[1], a.k[3],
+                      valid, vec & 2);
+  nv_gdc_stage<T, DK>(qs, KS, q, qt, b * a.q[0] + t0 * a.q[1] + hk * a.q[2], a.q[1], a.q[3],
+                      valid, vec & 1);
+  nv_gdc_stage<T, DV>(vs, VS, v, vt, b * a.v[0] + t0 * a.v[1] + h * a.v[2], a.v[1], a.v[3],
+                      valid, vec & 4);
+  nv_cp_commit();
   if (tid < C) {
     const i64 t = t0 + tid;
     const bool in = t < a.steps;
     gs[tid] = in ? nv_gd_load(g, gt, b * a.g[0] + t * a.g[1] + h * a.g[2]) : 1.0f;
     bs[tid] = in ? nv_gd_load(beta, bt, b * a.beta[0] + t * a.beta[1] + h * a.beta[2]) : 0.0f;
   }
+  nv_cp_wait<0>();
   __syncthreads();
 
   // D, row by row from the diagonal, and G; D's last row once more as `dec`.
@@ -202,15 +234,21 @@ __device__ __forceinline__ void nv_gdc_prep(const void* __restrict__ q, const vo
   }
   __syncthreads();  // A is whole; D and Q are no longer read
 
-  // T = (I + A)^-1 into `dm`: thread c solves column c (rows above c stay 0). Every thread
-  // of a warp reads the same A[i][j] at once (a broadcast) and its own column of T.
+  // T = (I + A)^-1 into `dm`: thread c solves column c (rows above c are 0, so each row's
+  // sum starts at c). Every thread of a warp reads the same A[i][j] at once (a broadcast) and
+  // its own column of T; four partial sums keep four multiply-adds in flight.
   if (tid < C) {
     const int c = tid;
     for (int i = 0; i < C; ++i) {
-      float acc = i == c ? 1.0f : 0.0f;
       const float* ar = am + i * CS;
-      for (int j = 0; j < i; ++j) acc = __fmaf_rn(-ar[j], dm[j * CS + c], acc);
-      dm[i * CS + c] = acc;
+      float acc[4] = {i == c ? 1.0f : 0.0f, 0.0f, 0.0f, 0.0f};
+      int j = c;
+      for (; j + 4 <= i; j += 4) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[e] = __fmaf_rn(-ar[j + e], dm[(j + e) * CS + c], acc[e]);
+      }
+      for (; j < i; ++j) acc[0] = __fmaf_rn(-ar[j], dm[j * CS + c], acc[0]);
+      dm[i * CS + c] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
   }
   __syncthreads();
@@ -493,8 +531,8 @@ template <typename T, int DK> struct NvGdcStateShape {
 #define NV_GDC_PREP(T, TN, DK, DV)                                                            \
   extern "C" __global__ void __launch_bounds__(NV_GDC_THREADS) gdc_prep_##TN##_##DK##_##DV(  \
       const void* q, const void* k, const void* v, const void* g, const void* beta, T* wsh,    \
-      float* wsf, NvGd a, int nt) {                                                           \
-    nv_gdc_prep<T, DK, DV>(q, k, v, g, beta, wsh, wsf, a, nt);                                \
+      float* wsf, NvGd a, int nt, int vec) {                                                  \
+    nv_gdc_prep<T, DK, DV>(q, k, v, g, beta, wsh, wsf, a, nt, vec);                           \
   }
 #define NV_GDC_STATE(T, TN, S, SN, DK, DV)                                                    \
   extern "C" __global__ void __launch_bounds__(NV_GDC_THREADS)                               \
