@@ -3,10 +3,13 @@
 //! flash-linear-attention's `chunk_gated_delta_rule`, with the recurrence across chunks in
 //! float32.
 //!
-//! Two launches. The first forms, for every chunk of every head at once, the chunk's operands
-//! that do not depend on the state entering it (`W`, the decayed keys, the decayed queries,
-//! the masked and decayed `Q Kᵀ`, `U` and the chunk's decay) into a workspace; the second
-//! walks the chunks in order, 32 state rows a block, the state in registers.
+//! Three launches. The first forms, for every chunk of every head at once, the chunk's
+//! operands that do not depend on the state entering it (`W`, the decayed keys, the decayed
+//! queries, the masked and decayed `Q Kᵀ`, `U` and the chunk's decay) into a workspace; the
+//! second walks the chunks in order, 16 or 32 state rows a block, the state in registers,
+//! writing each chunk's entering state and corrected values; the third forms every chunk's
+//! outputs at once from them. `NUVEC_GDC_SPLIT=0` runs the outputs inside the walk instead
+//! (two launches; for comparison).
 //!
 //! Taken for the final state only (every step's state and the slots keep the recurrent
 //! kernel), q and v of a half type (the tensor cores' operand type; q's), `Dk` and `Dv` each 64
