@@ -3,10 +3,13 @@
 //! flash-linear-attention's `chunk_gated_delta_rule`, with the recurrence across chunks in
 //! float32.
 //!
-//! Two launches. The first forms, for every chunk of every head at once, the chunk's operands
-//! that do not depend on the state entering it (`W`, the decayed keys, the decayed queries,
-//! the masked and decayed `Q Kᵀ`, `U` and the chunk's decay) into a workspace; the second
-//! walks the chunks in order, 32 state rows a block, the state in registers.
+//! Three launches. The first forms, for every chunk of every head at once, the chunk's
+//! operands that do not depend on the state entering it (`W`, the decayed keys, the decayed
+//! queries, the masked and decayed `Q Kᵀ`, `U` and the chunk's decay) into a workspace; the
+//! second walks the chunks in order, 16 or 32 state rows a block, the state in registers,
+//! writing each chunk's entering state and corrected values; the third forms every chunk's
+//! outputs at once from them. `NUVEC_GDC_SPLIT=0` runs the outputs inside the walk instead
+//! (two launches; for comparison).
 //!
 //! Taken for the final state only (every step's state and the slots keep the recurrent
 //! kernel), q and v of a half type (the tensor cores' operand type; q's), `Dk` and `Dv` each 64
@@ -29,7 +32,9 @@ const CHUNK: &str = include_str!("../kernels/fast/gated_delta_chunk.cu");
 const C: usize = 64;
 /// State rows a block of the second kernel (`NV_GDC_RV`).
 const RV: usize = 32;
-/// Threads a block of either kernel (`NV_GDC_THREADS`).
+/// State rows a block of the split walk may take (`nv_gdc_walk`'s RV).
+const WALK_ROWS: [usize; 2] = [16, 32];
+/// Threads a block of every kernel (`NV_GDC_THREADS`).
 const THREADS: u32 = 128;
 /// The key and value sizes with kernels.
 const SIZES: [usize; 2] = [64, 128];
@@ -50,6 +55,12 @@ fn source(state: DType) -> String {
                 s.push_str(&format!(
                     "NV_GDC_STATE({ct}, {tn}, {sct}, {stn}, {dk}, {dv})\n"
                 ));
+                s.push_str(&format!("NV_GDC_OUT({ct}, {tn}, {dk}, {dv})\n"));
+                for rv in WALK_ROWS {
+                    s.push_str(&format!(
+                        "NV_GDC_WALK({ct}, {tn}, {sct}, {stn}, {dk}, {dv}, {rv})\n"
+                    ));
+                }
             }
         }
     }
@@ -88,9 +99,48 @@ pub(super) fn takes(inputs: &[ArrayData]) -> bool {
         && blocks.is_some_and(|n| n > 0 && n <= i32::MAX as usize)
 }
 
+/// Which of q, k and v (bits 0, 1, 2) the first kernel copies 16 bytes at a time
+/// (`nv_gdc_stage`): of q's type (the products'), contiguous along the feature, every row
+/// starting 16 bytes aligned.
+fn vector_inputs(inputs: &[ArrayData], ptrs: &[u64; 5]) -> i32 {
+    let dtype = inputs[0].dtype();
+    let per = (16 / dtype.size()) as isize;
+    let mut bits = 0;
+    for (i, (a, &p)) in inputs[..3].iter().zip(ptrs).enumerate() {
+        let st = &a.layout.strides;
+        if a.dtype() == dtype
+            && st.len() == 4
+            && st[3] == 1
+            && st[..3].iter().all(|&s| s % per == 0)
+            && p.is_multiple_of(16)
+        {
+            bits |= 1 << i;
+        }
+    }
+    bits
+}
+
 /// Dynamic shared memory of the first kernel (`NvGdcPrepShape`).
 fn prep_shared(dk: usize, dv: usize) -> usize {
     (2 * C * (dk + 8) + C * (dv + 8)) * 2 + (2 * C * (C + 1) + 4 * C) * 4
+}
+
+/// Whether the walk across the chunks is split from the outputs (the default; the outputs then
+/// take a launch of their own, every chunk at once): `NUVEC_GDC_SPLIT=0` runs the fused walk,
+/// for comparison.
+fn split() -> bool {
+    static SPLIT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SPLIT.get_or_init(|| std::env::var_os("NUVEC_GDC_SPLIT").is_none_or(|v| v != "0"))
+}
+
+/// Dynamic shared memory of the split walk (`NvGdcWalkShape`).
+fn walk_shared(dk: usize, rv: usize) -> usize {
+    (2 * 2 * C * (dk + 8) + rv * (dk + 8) + C * (rv + 8)) * 2 + 2 * (C * (rv + 4) + 4) * 4
+}
+
+/// Dynamic shared memory of the outputs' kernel (`NvGdcOutShape`).
+fn out_shared(dk: usize, dv: usize) -> usize {
+    (C * (dk + 8) + C * (C + 8) + dv * (dk + 8) + C * (dv + 8)) * 2
 }
 
 /// Dynamic shared memory of the second kernel (`NvGdcStateShape`).
@@ -140,6 +190,7 @@ pub(super) fn launch(
         Ok::<_, Error>(f)
     };
     let nt32 = nt as i32;
+    let vec = vector_inputs(inputs, &ptrs);
 
     let prep = kernel(format!("gdc_prep_{tn}_{dk}_{dv}"))?;
     let cfg = LaunchConfig {
@@ -147,32 +198,74 @@ pub(super) fn launch(
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: prep_shared(dk, dv) as u32,
     };
-    let params: [&dyn DeviceRepr; 9] = [
-        &ptrs[0], &ptrs[1], &ptrs[2], &ptrs[3], &ptrs[4], &wsh, &wsf, &args, &nt32,
+    let params: [&dyn DeviceRepr; 10] = [
+        &ptrs[0], &ptrs[1], &ptrs[2], &ptrs[3], &ptrs[4], &wsh, &wsf, &args, &nt32, &vec,
     ];
     // SAFETY: q, k, v, g and beta are read at their first elements plus their strides over
     // their shapes ([B, T, Hk, Dk], [B, T, Hv, Dv], [B, T, Hv]; the unit's checks) in the
-    // types `args.types` names, only at steps below T; the workspaces hold `heads · nt`
+    // types `args.types` names, only at steps below T (16 bytes at a time only for the inputs
+    // `vector_inputs` found contiguous and aligned, within their rows); the workspaces hold `heads · nt`
     // chunks of `3 C Dk + C²` elements of q's type and `C Dv + 64` floats, each block writing
     // its own chunk; the grid is `heads · nt` blocks (within 31 bits: `takes`) and the shared
     // memory `prep_shared`, allowed above 48 KiB just before; the arguments match
     // `gdc_prep_*`.
     unsafe { prep.launch(&place.stream, cfg, &params) }?;
 
-    let walk = kernel(format!("gdc_state_{tn}_{sn}_{dk}_{dv}"))?;
-    let cfg = LaunchConfig {
-        grid_dim: ((heads * (dv / RV)) as u32, 1, 1),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: state_shared(dk) as u32,
-    };
-    let params: [&dyn DeviceRepr; 7] = [&from, &to, &y, &wsh, &wsf, &args, &nt32];
-    // SAFETY: `from` starts B row-major states of `Hv · Dv · Dk` elements of `state`'s type
-    // and `to` a block of this evaluation's own of as many, each block reading and writing
-    // its own 32 rows of one head; `y` is a fresh `[B, T, Hv, Dv]` block of q's type written
-    // at steps below T; the workspaces are the first launch's, written before this one on the
-    // same stream; the grid is `heads · Dv / 32` blocks and the shared memory
-    // `state_shared`, allowed above 48 KiB just before; the arguments match `gdc_state_*`.
-    unsafe { walk.launch(&place.stream, cfg, &params) }?;
+    if split() {
+        // 16 rows a block where 32 would leave multiprocessors idle.
+        let rv = if heads * (dv / 32) < 2 * place.gpu.props.sms as usize {
+            16
+        } else {
+            32
+        };
+        let states = alloc(heads * nt * dv * dk * 2)?;
+        let corrected = alloc(heads * nt * C * dv * 2)?;
+        let (hs, vn) = (states.ptr(), corrected.ptr());
+        let walk = kernel(format!("gdc_walk_{tn}_{sn}_{dk}_{dv}_r{rv}"))?;
+        let cfg = LaunchConfig {
+            grid_dim: ((heads * (dv / rv)) as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: walk_shared(dk, rv) as u32,
+        };
+        let params: [&dyn DeviceRepr; 8] = [&from, &to, &hs, &vn, &wsh, &wsf, &args, &nt32];
+        // SAFETY: `from` and `to` as for the fused walk below, each block reading and writing
+        // its own `rv` rows of one head; `hs` holds `heads · nt` entering states of `Dv · Dk`
+        // and `vn` as many chunks of `C · Dv` elements of q's type, each block writing its own
+        // rows of them; the workspaces are the first launch's, written before this one on the
+        // same stream; the grid is `heads · Dv / rv` blocks and the shared memory
+        // `walk_shared`, allowed above 48 KiB just before; the arguments match `gdc_walk_*`.
+        unsafe { walk.launch(&place.stream, cfg, &params) }?;
+        let outputs = kernel(format!("gdc_out_{tn}_{dk}_{dv}"))?;
+        let cfg = LaunchConfig {
+            grid_dim: ((heads * nt) as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: out_shared(dk, dv) as u32,
+        };
+        let params: [&dyn DeviceRepr; 6] = [&y, &wsh, &hs, &vn, &args, &nt32];
+        // SAFETY: `y` is a fresh `[B, T, Hv, Dv]` block of q's type, each block writing its
+        // chunk's steps below T; the workspaces and `hs`, `vn` were written by the launches
+        // before this one on the same stream, each block reading its own chunk; the grid is
+        // `heads · nt` blocks (within 31 bits: `takes`) and the shared memory `out_shared`,
+        // allowed above 48 KiB just before; the arguments match `gdc_out_*`.
+        unsafe { outputs.launch(&place.stream, cfg, &params) }?;
+        drop((states, corrected));
+    } else {
+        let walk = kernel(format!("gdc_state_{tn}_{sn}_{dk}_{dv}"))?;
+        let cfg = LaunchConfig {
+            grid_dim: ((heads * (dv / RV)) as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: state_shared(dk) as u32,
+        };
+        let params: [&dyn DeviceRepr; 7] = [&from, &to, &y, &wsh, &wsf, &args, &nt32];
+        // SAFETY: `from` starts B row-major states of `Hv · Dv · Dk` elements of `state`'s
+        // type and `to` a block of this evaluation's own of as many, each block reading and
+        // writing its own 32 rows of one head; `y` is a fresh `[B, T, Hv, Dv]` block of q's
+        // type written at steps below T; the workspaces are the first launch's, written
+        // before this one on the same stream; the grid is `heads · Dv / 32` blocks and the
+        // shared memory `state_shared`, allowed above 48 KiB just before; the arguments match
+        // `gdc_state_*`.
+        unsafe { walk.launch(&place.stream, cfg, &params) }?;
+    }
     // The workspaces go back to the stream's pool after the launches queued on it.
     drop((half, float));
     Ok(())
@@ -191,6 +284,13 @@ mod tests {
             3 * 64 * 136 * 2 + (2 * 64 * 65 + 256) * 4
         );
         assert!(state_shared(128) <= 227 << 10);
+        assert!(out_shared(128, 128) <= 227 << 10);
+        for rv in WALK_ROWS {
+            assert!(
+                walk_shared(128, rv) <= 113 << 10,
+                "two walks a multiprocessor"
+            );
+        }
         assert!(prep_shared(128, 128) <= 227 << 10);
     }
 }

@@ -71,12 +71,50 @@ __device__ __forceinline__ void nv_gdc_put2(T* p, float lo, float hi) {
   *reinterpret_cast<u32*>(p) = NvMma<T>::pack(lo, hi);
 }
 
+// C rows of D features of one head's sequence into shared memory (row stride `ds` elements of
+// T), from element `base` of `src` (of type code `type`; rows `rs`, features `fs` elements
+// apart); rows from `valid` on are zeros. With `vec`, src holds T with fs = 1 and every row
+// 16-byte aligned: cp.async copies (the caller commits and waits); else every thread loads its
+// eight elements of each of its pieces before storing any, so its loads are all in flight.
+template <typename T, int D>
+__device__ __forceinline__ void nv_gdc_stage(T* dst, int ds, const void* src, int type, i64 base,
+                                             i64 rs, i64 fs, int valid, bool vec) {
+  constexpr int PIECES = NV_GDC_C * D / 8;
+  if (vec) {
+    const T* s = static_cast<const T*>(src) + base;
+    for (int u = threadIdx.x; u < PIECES; u += NV_GDC_THREADS) {
+      const int r = u / (D / 8), c = (u % (D / 8)) * 8;
+      const bool ok = r < valid;
+      nv_cp16(dst + r * ds + c, ok ? (const void*)(s + r * rs + c) : (const void*)s, ok);
+    }
+    return;
+  }
+  constexpr int PER = PIECES / NV_GDC_THREADS;  // pieces a thread: 4 or 8
+  float x[PER][8];
+#pragma unroll
+  for (int j = 0; j < PER; ++j) {
+    const int u = threadIdx.x + j * NV_GDC_THREADS;
+    const int r = u / (D / 8), c = (u % (D / 8)) * 8;
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      x[j][e] = r < valid ? nv_gd_load(src, type, base + r * rs + (c + e) * fs) : 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < PER; ++j) {
+    const int u = threadIdx.x + j * NV_GDC_THREADS;
+    const int r = u / (D / 8), c = (u % (D / 8)) * 8;
+#pragma unroll
+    for (int e = 0; e < 8; e += 2) nv_gdc_put2(dst + r * ds + c + e, x[j][e], x[j][e + 1]);
+  }
+}
+
 // Kernel 1: one chunk `n` of head `bh = b * Hv + h` (see the top of the file).
 template <typename T, int DK, int DV>
 __device__ __forceinline__ void nv_gdc_prep(const void* __restrict__ q, const void* __restrict__ k,
                                             const void* __restrict__ v, const void* __restrict__ g,
                                             const void* __restrict__ beta, T* __restrict__ wsh,
-                                            float* __restrict__ wsf, const NvGd& a, int nt) {
+                                            float* __restrict__ wsf, const NvGd& a, int nt,
+                                            int vec) {
   constexpr int C = NV_GDC_C, KS = DK + 8, VS = DV + 8, CS = NV_GDC_CS, PS = NV_GDC_PS;
   typedef NvGdcWs<DK, DV> Ws;
   extern __shared__ __align__(16) unsigned char nv_gdc_smem[];
@@ -100,30 +138,24 @@ __device__ __forceinline__ void nv_gdc_prep(const void* __restrict__ q, const vo
   const int gt = (a.types >> 6) & 3, bt = (a.types >> 8) & 3;
 
   // The chunk's inputs, rounded to T; steps past the end padded (see the top of the file).
-  for (int i = tid; i < C * DK; i += NV_GDC_THREADS) {
-    const int r = i / DK, d = i % DK;
-    const i64 t = t0 + r;
-    float kv = 0.0f, qv = 0.0f;
-    if (t < a.steps) {
-      kv = nv_gd_load(k, kt, b * a.k[0] + t * a.k[1] + hk * a.k[2] + d * a.k[3]);
-      qv = nv_gd_load(q, qt, b * a.q[0] + t * a.q[1] + hk * a.q[2] + d * a.q[3]);
-    }
-    ks[r * KS + d] = nv_down<T>(kv);
-    qs[r * KS + d] = nv_down<T>(qv);
-  }
-  for (int i = tid; i < C * DV; i += NV_GDC_THREADS) {
-    const int r = i / DV, d = i % DV;
-    const i64 t = t0 + r;
-    const float x = t < a.steps ? nv_gd_load(v, vt, b * a.v[0] + t * a.v[1] + h * a.v[2] + d * a.v[3])
-                                : 0.0f;
-    vs[r * VS + d] = nv_down<T>(x);
-  }
+  // Every load of a thread is issued before the first is waited on: 16-byte copies straight
+  // into shared memory where the input is T, contiguous along the feature and aligned
+  // (`vec`), else eight elements at a time into registers.
+  const int valid = a.steps - t0 < C ? (int)(a.steps - t0) : C;
+  nv_gdc_stage<T, DK>(ks, KS, k, kt, b * a.k[0] + t0 * a.k[1] + hk * a.k[2], a.k[1], a.k[3],
+                      valid, vec & 2);
+  nv_gdc_stage<T, DK>(qs, KS, q, qt, b * a.q[0] + t0 * a.q[1] + hk * a.q[2], a.q[1], a.q[3],
+                      valid, vec & 1);
+  nv_gdc_stage<T, DV>(vs, VS, v, vt, b * a.v[0] + t0 * a.v[1] + h * a.v[2], a.v[1], a.v[3],
+                      valid, vec & 4);
+  nv_cp_commit();
   if (tid < C) {
     const i64 t = t0 + tid;
     const bool in = t < a.steps;
     gs[tid] = in ? nv_gd_load(g, gt, b * a.g[0] + t * a.g[1] + h * a.g[2]) : 1.0f;
     bs[tid] = in ? nv_gd_load(beta, bt, b * a.beta[0] + t * a.beta[1] + h * a.beta[2]) : 0.0f;
   }
+  nv_cp_wait<0>();
   __syncthreads();
 
   // D, row by row from the diagonal, and G; D's last row once more as `dec`.
@@ -202,15 +234,21 @@ __device__ __forceinline__ void nv_gdc_prep(const void* __restrict__ q, const vo
   }
   __syncthreads();  // A is whole; D and Q are no longer read
 
-  // T = (I + A)^-1 into `dm`: thread c solves column c (rows above c stay 0). Every thread
-  // of a warp reads the same A[i][j] at once (a broadcast) and its own column of T.
+  // T = (I + A)^-1 into `dm`: thread c solves column c (rows above c are 0, so each row's
+  // sum starts at c). Every thread of a warp reads the same A[i][j] at once (a broadcast) and
+  // its own column of T; four partial sums keep four multiply-adds in flight.
   if (tid < C) {
     const int c = tid;
     for (int i = 0; i < C; ++i) {
-      float acc = i == c ? 1.0f : 0.0f;
       const float* ar = am + i * CS;
-      for (int j = 0; j < i; ++j) acc = __fmaf_rn(-ar[j], dm[j * CS + c], acc);
-      dm[i * CS + c] = acc;
+      float acc[4] = {i == c ? 1.0f : 0.0f, 0.0f, 0.0f, 0.0f};
+      int j = c;
+      for (; j + 4 <= i; j += 4) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[e] = __fmaf_rn(-ar[j + e], dm[(j + e) * CS + c], acc[e]);
+      }
+      for (; j < i; ++j) acc[0] = __fmaf_rn(-ar[j], dm[j * CS + c], acc[0]);
+      dm[i * CS + c] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
     }
   }
   __syncthreads();
@@ -487,14 +525,284 @@ template <typename T, int DK> struct NvGdcStateShape {
       2 * (NV_GDC_C * (NV_GDC_RV + 4) + 4) * 4;
 };
 
-// `gdc_prep_<T>_<DK>_<DV>` and `gdc_state_<T>_<S>_<DK>_<DV>`: T the mma type (q's), S the
-// state's. Grids: kernel 1 one block per (head, chunk), chunks fastest; kernel 2 one per
-// (head, 32 state rows), rows fastest.
+// The split form of kernel 2 (flash-linear-attention's): the walk across the chunks keeps
+// only what the next chunk needs, V' = U - W S^T and S = G_C S + V'^T Kd, and writes each
+// chunk's entering state (in T, as the products read it) and V' to workspaces; the outputs
+// Y = Qg S^T + P V' then take one block per chunk, every chunk at once (kernel 3). The walk's
+// stage is W and Kd only, so RV = 16 state rows a block fit two blocks a multiprocessor. The
+// products are the same with the same operands in the same order, so Y is bit for bit the
+// fused walk's.
+//
+// Kernel 2': rows r0 .. r0 + RV of head bh's state through the chunks.
+template <typename T, typename S, int DK, int DV, int RV>
+__device__ __forceinline__ void nv_gdc_walk(const S* __restrict__ state, S* __restrict__ out,
+                                            T* __restrict__ hs, T* __restrict__ vn,
+                                            const T* __restrict__ wsh,
+                                            const float* __restrict__ wsf, const NvGd& a,
+                                            int nt) {
+  constexpr int C = NV_GDC_C, KS = DK + 8;
+  constexpr int US = RV + 4;    // float row stride of U's slice (16-byte rows)
+  constexpr int VS = RV + 8;    // T row stride of V'
+  constexpr int NTW = DK / 32;  // the state's column tiles of 8 a warp
+  constexpr int MI = RV / 16;   // the state's row tiles of 16
+  constexpr int SLICES = DV / RV;
+  typedef NvGdcWs<DK, DV> Ws;
+  // One stage: W and Kd [C][KS] (T); U's slice [C][US] and G_C (16 bytes) (float).
+  constexpr int STAGE_H = 2 * C * KS;
+  constexpr int STAGE_F = C * US + 4;
+  extern __shared__ __align__(16) unsigned char nv_gdc_smem[];
+  T* hbuf = reinterpret_cast<T*>(nv_gdc_smem);                // [2][STAGE_H]
+  float* fbuf = reinterpret_cast<float*>(hbuf + 2 * STAGE_H);  // [2][STAGE_F]
+  T* ss = reinterpret_cast<T*>(fbuf + 2 * STAGE_F);           // the state in T [RV][KS]
+  T* vsm = ss + RV * KS;                                       // V' in T [C][VS]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int gr = lane >> 2, t4 = lane & 3;
+  const i64 slice = blockIdx.x % SLICES, bh = blockIdx.x / SLICES;
+  const i64 h = bh % a.hv, b = bh / a.hv;
+  const i64 r0 = slice * RV;
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+  const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
+  const int t_row = (lane & 7) + ((lane >> 4) & 1) * 8, t_col = ((lane >> 3) & 1) * 8;
+  const int row0 = warp * 16;        // this warp's steps in V'
+  const int col0 = warp * (DK / 4);  // this warp's state columns
+
+  auto load = [&](int n, int stage) {
+    const T* src = wsh + (bh * nt + n) * Ws::HALF;
+    // W and Kd: two [C][DK] blocks one after the other, as 2C rows.
+    nv_gdc_copy(hbuf + stage * STAGE_H, KS * 2, src, DK * 2, 2 * C, DK / 8);
+    const float* fs = wsf + (bh * nt + n) * Ws::FLOAT;
+    float* fd = fbuf + stage * STAGE_F;
+    nv_gdc_copy(fd, US * 4, fs + r0, DV * 4, C, RV / 4);
+    nv_gdc_copy(fd + C * US, 16, fs + C * DV, 16, 1, 1);
+  };
+  load(0, 0);
+  nv_cp_commit();
+
+  float st[MI][NTW][4];
+  const i64 base = (b * a.hv + h) * a.dv + r0;
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int j = 0; j < NTW; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = mi * 16 + gr + half * 8, c = col0 + j * 8 + 2 * t4;
+        const S* p = state + (base + r) * DK + c;
+        st[mi][j][half * 2] = (float)nv_up(p[0]);
+        st[mi][j][half * 2 + 1] = (float)nv_up(p[1]);
+        nv_gdc_put2(ss + r * KS + c, st[mi][j][half * 2], st[mi][j][half * 2 + 1]);
+      }
+
+  for (int n = 0; n < nt; ++n) {
+    const int stage = n & 1;
+    if (n + 1 < nt) {
+      load(n + 1, stage ^ 1);
+      nv_cp_commit();
+      nv_cp_wait<1>();
+    } else {
+      nv_cp_wait<0>();
+    }
+    __syncthreads();
+    const T* ws = hbuf + stage * STAGE_H;
+    const T* kds = ws + C * KS;
+    const float* us = fbuf + stage * STAGE_F;
+    const float total = us[C * US];
+
+    // The state entering chunk n, as kernel 3 reads it: rows r0.. of [Dv][Dk] in T.
+    {
+      T* hd = hs + ((bh * nt + n) * DV + r0) * DK;
+      for (int u = tid; u < RV * DK / 8; u += NV_GDC_THREADS) {
+        const int r = u / (DK / 8), c = (u % (DK / 8)) * 8;
+        *reinterpret_cast<uint4*>(hd + r * DK + c) = *reinterpret_cast<const uint4*>(ss + r * KS + c);
+      }
+    }
+
+    // V' = U - W S^T: this warp's 16 steps, the block's RV rows.
+    float vacc[RV / 8][4];
+#pragma unroll
+    for (int j = 0; j < RV / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) vacc[j][e] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < DK / 16; ++s) {
+      u32 aw[4];
+      nv_ldsm4(aw, ws + (row0 + a_row) * KS + s * 16 + a_col);
+#pragma unroll
+      for (int j = 0; j < RV / 8; j += 2) {
+        u32 bf[4];
+        nv_ldsm4(bf, ss + (j * 8 + b_row) * KS + s * 16 + b_col);
+        NvMma<T>::run(vacc[j], aw, bf[0], bf[1]);
+        NvMma<T>::run(vacc[j + 1], aw, bf[2], bf[3]);
+      }
+    }
+    {
+      T* vd = vn + (bh * nt + n) * C * DV + r0;
+#pragma unroll
+      for (int j = 0; j < RV / 8; ++j)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = row0 + gr + half * 8, c = j * 8 + 2 * t4;
+          const float2 u = *reinterpret_cast<const float2*>(us + r * US + c);
+          const u32 w = NvMma<T>::pack(u.x - vacc[j][half * 2], u.y - vacc[j][half * 2 + 1]);
+          *reinterpret_cast<u32*>(vsm + r * VS + c) = w;
+          *reinterpret_cast<u32*>(vd + r * DV + c) = w;
+        }
+    }
+    __syncthreads();  // V' whole; S in T no longer read this chunk
+
+    // S = G_C S + V'^T Kd: rows (m) are the state's, k runs over the chunk's steps.
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int j = 0; j < NTW; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st[mi][j][e] *= total;
+#pragma unroll
+    for (int s = 0; s < C / 16; ++s) {
+      u32 af[MI][4];
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) nv_ldsm4_t(af[mi], vsm + (s * 16 + t_row) * VS + mi * 16 + t_col);
+#pragma unroll
+      for (int j = 0; j < NTW; j += 2) {
+        u32 bf[4];
+        nv_ldsm4_t(bf, kds + (s * 16 + a_row) * KS + col0 + j * 8 + a_col);
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+          NvMma<T>::run(st[mi][j], af[mi], bf[0], bf[1]);
+          NvMma<T>::run(st[mi][j + 1], af[mi], bf[2], bf[3]);
+        }
+      }
+    }
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+      for (int j = 0; j < NTW; ++j)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = mi * 16 + gr + half * 8, c = col0 + j * 8 + 2 * t4;
+          nv_gdc_put2(ss + r * KS + c, st[mi][j][half * 2], st[mi][j][half * 2 + 1]);
+        }
+    __syncthreads();  // this stage, V' and the new S in T are done with / written
+  }
+
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int j = 0; j < NTW; ++j)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = mi * 16 + gr + half * 8, c = col0 + j * 8 + 2 * t4;
+        S* p = out + (base + r) * DK + c;
+        p[0] = nv_down<S>(st[mi][j][half * 2]);
+        p[1] = nv_down<S>(st[mi][j][half * 2 + 1]);
+      }
+}
+
+// Kernel 3: the outputs of chunk n of head bh, Y = Qg S_n^T + P V'_n, this warp's 16 steps
+// and every value feature.
+template <typename T, int DK, int DV>
+__device__ __forceinline__ void nv_gdc_out(T* __restrict__ y, const T* __restrict__ wsh,
+                                           const T* __restrict__ hs, const T* __restrict__ vn,
+                                           const NvGd& a, int nt) {
+  constexpr int C = NV_GDC_C, KS = DK + 8, PS = NV_GDC_PS, YS = DV + 8;
+  typedef NvGdcWs<DK, DV> Ws;
+  extern __shared__ __align__(16) unsigned char nv_gdc_smem[];
+  T* qg = reinterpret_cast<T*>(nv_gdc_smem);  // [C][KS]
+  T* ps = qg + C * KS;                         // [C][PS]
+  T* sn = ps + C * PS;                         // the entering state [DV][KS]
+  T* vv = sn + DV * KS;                        // V' [C][YS]
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int gr = lane >> 2, t4 = lane & 3;
+  const i64 n = blockIdx.x % nt, bh = blockIdx.x / nt;
+  const i64 h = bh % a.hv, b = bh / a.hv;
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+  const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
+  const int row0 = warp * 16;
+
+  const T* chunk = wsh + (bh * nt + n) * Ws::HALF;
+  nv_gdc_copy(qg, KS * 2, chunk + Ws::QG, DK * 2, C, DK / 8);
+  nv_gdc_copy(ps, PS * 2, chunk + Ws::P, C * 2, C, C / 8);
+  nv_gdc_copy(sn, KS * 2, hs + (bh * nt + n) * DV * DK, DK * 2, DV, DK / 8);
+  nv_gdc_copy(vv, YS * 2, vn + (bh * nt + n) * C * DV, DV * 2, C, DV / 8);
+  nv_cp_commit();
+  nv_cp_wait<0>();
+  __syncthreads();
+
+  float yacc[DV / 8][4];
+#pragma unroll
+  for (int j = 0; j < DV / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) yacc[j][e] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < DK / 16; ++s) {
+    u32 aq[4];
+    nv_ldsm4(aq, qg + (row0 + a_row) * KS + s * 16 + a_col);
+#pragma unroll
+    for (int j = 0; j < DV / 8; j += 2) {
+      u32 bf[4];
+      nv_ldsm4(bf, sn + (j * 8 + b_row) * KS + s * 16 + b_col);
+      NvMma<T>::run(yacc[j], aq, bf[0], bf[1]);
+      NvMma<T>::run(yacc[j + 1], aq, bf[2], bf[3]);
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < C / 16; ++s) {
+    u32 af[4];
+    nv_ldsm4(af, ps + (row0 + a_row) * PS + s * 16 + a_col);
+#pragma unroll
+    for (int j = 0; j < DV / 8; j += 2) {
+      u32 bf[4];
+      nv_ldsm4_t(bf, vv + (s * 16 + a_row) * YS + j * 8 + a_col);
+      NvMma<T>::run(yacc[j], af, bf[0], bf[1]);
+      NvMma<T>::run(yacc[j + 1], af, bf[2], bf[3]);
+    }
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const i64 t = n * C + row0 + gr + half * 8;
+    if (t < a.steps) {
+      T* yr = y + ((b * a.steps + t) * a.hv + h) * a.dv;
+#pragma unroll
+      for (int j = 0; j < DV / 8; ++j)
+        nv_gdc_put2(yr + j * 8 + 2 * t4, yacc[j][half * 2], yacc[j][half * 2 + 1]);
+    }
+  }
+}
+
+// Shared memory of kernels 2' and 3 (bytes).
+template <typename T, int DK, int RV> struct NvGdcWalkShape {
+  static constexpr int SHARED =
+      (2 * 2 * NV_GDC_C * (DK + 8) + RV * (DK + 8) + NV_GDC_C * (RV + 8)) * 2 +
+      2 * (NV_GDC_C * (RV + 4) + 4) * 4;
+};
+template <typename T, int DK, int DV> struct NvGdcOutShape {
+  static constexpr int SHARED =
+      (NV_GDC_C * (DK + 8) + NV_GDC_C * NV_GDC_PS + DV * (DK + 8) + NV_GDC_C * (DV + 8)) * 2;
+};
+
+// `gdc_prep_<T>_<DK>_<DV>`, `gdc_state_<T>_<S>_<DK>_<DV>`, `gdc_walk_<T>_<S>_<DK>_<DV>_r<RV>`
+// and `gdc_out_<T>_<DK>_<DV>`: T the mma type (q's), S the state's. Grids: kernels 1 and 3 one
+// block per (head, chunk), chunks fastest; kernels 2 and 2' one per (head, 32 or RV state
+// rows), rows fastest.
 #define NV_GDC_PREP(T, TN, DK, DV)                                                            \
   extern "C" __global__ void __launch_bounds__(NV_GDC_THREADS) gdc_prep_##TN##_##DK##_##DV(  \
       const void* q, const void* k, const void* v, const void* g, const void* beta, T* wsh,    \
-      float* wsf, NvGd a, int nt) {                                                           \
-    nv_gdc_prep<T, DK, DV>(q, k, v, g, beta, wsh, wsf, a, nt);                                \
+      float* wsf, NvGd a, int nt, int vec) {                                                  \
+    nv_gdc_prep<T, DK, DV>(q, k, v, g, beta, wsh, wsf, a, nt, vec);                           \
+  }
+#define NV_GDC_WALK(T, TN, S, SN, DK, DV, RV)                                                 \
+  extern "C" __global__ void __launch_bounds__(NV_GDC_THREADS)                               \
+      gdc_walk_##TN##_##SN##_##DK##_##DV##_r##RV(const S* state, S* out, T* hs, T* vn,        \
+                                                 const T* wsh, const float* wsf, NvGd a,     \
+                                                 int nt) {                                   \
+    nv_gdc_walk<T, S, DK, DV, RV>(state, out, hs, vn, wsh, wsf, a, nt);                        \
+  }
+#define NV_GDC_OUT(T, TN, DK, DV)                                                             \
+  extern "C" __global__ void __launch_bounds__(NV_GDC_THREADS) gdc_out_##TN##_##DK##_##DV(    \
+      T* y, const T* wsh, const T* hs, const T* vn, NvGd a, int nt) {                         \
+    nv_gdc_out<T, DK, DV>(y, wsh, hs, vn, a, nt);                                              \
   }
 #define NV_GDC_STATE(T, TN, S, SN, DK, DV)                                                    \
   extern "C" __global__ void __launch_bounds__(NV_GDC_THREADS)                               \
