@@ -175,6 +175,27 @@ __device__ __forceinline__ void nv_pack_stats(const NvPacks<T, P>& x, i64 n, flo
   inv = 1.0f / sqrtf(sq / fn + eps);
 }
 
+// Two half-type elements in a 32-bit word (the even one in the low half), multiplied or
+// added by the packed instructions. Each result is the exact product or sum rounded once,
+// which is what the float path gives (float, then rounded to T): the product of two half-type
+// values is exact in float, and so is their sum unless their exponents lie so far apart that
+// the smaller cannot move the rounded result. Only a NaN's payload may differ.
+template <typename T> struct NvHalf2;
+template <> struct NvHalf2<bf16> {
+  static __device__ __forceinline__ u32 bits(__nv_bfloat162 v) { return *reinterpret_cast<u32*>(&v); }
+  static __device__ __forceinline__ __nv_bfloat162 of(u32 w) { return *reinterpret_cast<__nv_bfloat162*>(&w); }
+  static __device__ __forceinline__ u32 round(float lo, float hi) { return bits(__floats2bfloat162_rn(lo, hi)); }
+  static __device__ __forceinline__ u32 mul(u32 a, u32 b) { return bits(__hmul2(of(a), of(b))); }
+  static __device__ __forceinline__ u32 add(u32 a, u32 b) { return bits(__hadd2(of(a), of(b))); }
+};
+template <> struct NvHalf2<f16> {
+  static __device__ __forceinline__ u32 bits(__half2 v) { return *reinterpret_cast<u32*>(&v); }
+  static __device__ __forceinline__ __half2 of(u32 w) { return *reinterpret_cast<__half2*>(&w); }
+  static __device__ __forceinline__ u32 round(float lo, float hi) { return bits(__floats2half2_rn(lo, hi)); }
+  static __device__ __forceinline__ u32 mul(u32 a, u32 b) { return bits(__hmul2(of(a), of(b))); }
+  static __device__ __forceinline__ u32 add(u32 a, u32 b) { return bits(__hadd2(of(a), of(b))); }
+};
+
 // One row of at most `lanes * P * V` elements, read once into registers. `res`: the residual
 // is added first (add_rms_norm), `centre`: layer norm. Each combination is its own kernel,
 // so that the plain norms carry no registers for what they do not do.
@@ -190,10 +211,17 @@ __device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, i64 n, floa
 #pragma unroll
     for (int k = 0; k < P; ++k) {
       typename NvVec<T>::P o;
+      if constexpr (sizeof(T) == 2) {
+        // Two sums a word, each rounded once (see NvHalf2).
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        o.v[j] = nv_down<T>(x.at(k, j) + q.at(k, j));
-        x.set(k, j, o.v[j]);
+        for (int i = 0; i < 4; ++i) x.p[k].w[i] = NvHalf2<T>::add(x.p[k].w[i], q.p[k].w[i]);
+        o = *reinterpret_cast<const typename NvVec<T>::P*>(&x.p[k]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          o.v[j] = nv_down<T>(x.at(k, j) + q.at(k, j));
+          x.set(k, j, o.v[j]);
+        }
       }
       nv_pack_store<T>(R.h, nv_pack_at(k, lane, lanes), n, packed, o);
     }
@@ -209,10 +237,24 @@ __device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, i64 n, floa
     const NvRaw w = nv_raw_param<T>(R.w, R.ws, q, n, packed);
     const NvRaw b = nv_raw_param<T>(centre ? R.b : nullptr, R.bs, q, n, packed);
     typename NvVec<T>::P o;
+    if constexpr (sizeof(T) == 2) {
+      // Two elements a word: the normalised pair rounded from float, then the weight's and
+      // the bias's pairs by the packed instructions (see NvHalf2).
+      NvRaw out;
 #pragma unroll
-    for (int j = 0; j < V; ++j)
-      o.v[j] = nv_norm_out<T>(x.at(k, j), mean, inv, hw, nv_raw_get<T>(w, j), hb,
-                              nv_raw_get<T>(b, j));
+      for (int i = 0; i < 4; ++i) {
+        u32 z = NvHalf2<T>::round((x.at(k, 2 * i) - mean) * inv, (x.at(k, 2 * i + 1) - mean) * inv);
+        if (hw) z = NvHalf2<T>::mul(z, w.w[i]);
+        if (hb) z = NvHalf2<T>::add(z, b.w[i]);
+        out.w[i] = z;
+      }
+      o = *reinterpret_cast<const typename NvVec<T>::P*>(&out);
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        o.v[j] = nv_norm_out<T>(x.at(k, j), mean, inv, hw, nv_raw_get<T>(w, j), hb,
+                                nv_raw_get<T>(b, j));
+    }
     nv_pack_store<T>(R.y, q, n, packed, o);
   }
 }
