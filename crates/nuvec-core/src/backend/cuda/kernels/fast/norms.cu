@@ -199,15 +199,20 @@ template <> struct NvHalf2<f16> {
 // One row of at most `lanes * P * V` elements, read once into registers. `res`: the residual
 // is added first (add_rms_norm), `centre`: layer norm. Each combination is its own kernel,
 // so that the plain norms carry no registers for what they do not do.
+// The row's packs as loaded: x, and the residual q (add_rms_norm).
+template <typename T, int P, bool packed, bool res>
+__device__ __forceinline__ void nv_norm_load(const NvNormRow<T>& R, i64 n, int lane, int lanes,
+                                             NvPacks<T, P>& x, NvPacks<T, P>& q) {
+  nv_packs_load<T, P>(R.x, R.xs, n, packed, lane, lanes, x);
+  if (res) nv_packs_load<T, P>(R.r, R.rs, n, packed, lane, lanes, q);
+}
+
 template <typename T, int P, bool packed, bool res, bool centre>
-__device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, i64 n, float eps, int lane,
+__device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, NvPacks<T, P> x,
+                                              const NvPacks<T, P>& q, i64 n, float eps, int lane,
                                               int lanes) {
   constexpr int V = NvVec<T>::v;
-  NvPacks<T, P> x;
-  nv_packs_load<T, P>(R.x, R.xs, n, packed, lane, lanes, x);
   if (res) {
-    NvPacks<T, P> q;
-    nv_packs_load<T, P>(R.r, R.rs, n, packed, lane, lanes, q);
 #pragma unroll
     for (int k = 0; k < P; ++k) {
       typename NvVec<T>::P o;
@@ -261,6 +266,11 @@ __device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, i64 n, floa
 
 // Every row, from registers: `lanes` threads a row (32: eight rows a block of 256; more: the
 // block is one row), grid-stride over the rows.
+// Tunable: whether each row group loads its next row while it works on this one (twice the
+// registers for the row; for a grid of a few blocks a multiprocessor).
+#ifndef NV_NORM_PREFETCH
+#define NV_NORM_PREFETCH 0
+#endif
 template <typename T, int P, bool packed, bool res, bool centre>
 __device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const Strided& xrows,
                                                   i64 xs, const T* __restrict__ r,
@@ -271,7 +281,7 @@ __device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const
                                                   i64 n, float eps, int lanes) {
   const int groups = blockDim.x / lanes;
   const int g = threadIdx.x / lanes, lane = threadIdx.x % lanes;
-  for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += (i64)gridDim.x * groups) {
+  auto row = [&](i64 t) {
     NvNormRow<T> R;
     R.x = x + nv_locate(xrows, t);
     R.xs = xs;
@@ -283,7 +293,29 @@ __device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const
     R.b = b;
     R.bs = bs;
     R.y = y + t * n;
-    nv_norm_packs<T, P, packed, res, centre>(R, n, eps, lane, lanes);
+    return R;
+  };
+  const i64 step = (i64)gridDim.x * groups;
+  NvPacks<T, P> xp, qp;
+  if (NV_NORM_PREFETCH) {
+    // The next row's loads go out before this row's exchanges, so the memory stays busy
+    // while the row waits on them (a grid of a few blocks a multiprocessor: the host's
+    // `NUVEC_ROWS_RESIDENT`).
+    i64 t = (i64)blockIdx.x * groups + g;
+    if (t < nrows) nv_norm_load<T, P, packed, res>(row(t), n, lane, lanes, xp, qp);
+    for (; t < nrows; t += step) {
+      NvPacks<T, P> xn = xp, qn = qp;
+      if (t + step < nrows) nv_norm_load<T, P, packed, res>(row(t + step), n, lane, lanes, xn, qn);
+      nv_norm_packs<T, P, packed, res, centre>(row(t), xp, qp, n, eps, lane, lanes);
+      xp = xn;
+      qp = qn;
+    }
+    return;
+  }
+  for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += step) {
+    const NvNormRow<T> R = row(t);
+    nv_norm_load<T, P, packed, res>(R, n, lane, lanes, xp, qp);
+    nv_norm_packs<T, P, packed, res, centre>(R, xp, qp, n, eps, lane, lanes);
   }
 }
 
