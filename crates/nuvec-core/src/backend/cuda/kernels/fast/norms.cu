@@ -369,6 +369,12 @@ __device__ __forceinline__ void nv_add_floats(float* a, const float (&v)[V]) {
   }
 }
 
+// Tunable: whether each row group loads its next row while it works on this one (the grid is
+// one wave of blocks looping over the rows; twice the registers for the rows).
+#ifndef NV_VJP_PREFETCH
+#define NV_VJP_PREFETCH 0
+#endif
+
 template <typename T, int P, bool packed, bool lay>
 __device__ __forceinline__ void nv_norm_vjp_packs(const T* __restrict__ x, const T* __restrict__ w,
                                                   const T* __restrict__ g, T* __restrict__ dx,
@@ -395,10 +401,27 @@ __device__ __forceinline__ void nv_norm_vjp_packs(const T* __restrict__ x, const
   }
   (void)zero;
   const float fn = (float)n;
-  for (i64 t = (i64)blockIdx.x * groups + gi; t < nrows; t += (i64)gridDim.x * groups) {
-    NvPacks<T, P> xr, gr;
+  const i64 step = (i64)gridDim.x * groups;
+  NvPacks<T, P> xr, gr;
+  if (NV_VJP_PREFETCH && (i64)blockIdx.x * groups + gi < nrows) {
+    const i64 t = (i64)blockIdx.x * groups + gi;
     nv_packs_load<T, P>(x + t * n, 1, n, packed, lane, lanes, xr);
     nv_packs_load<T, P>(g + t * n, 1, n, packed, lane, lanes, gr);
+  }
+  for (i64 t = (i64)blockIdx.x * groups + gi; t < nrows; t += step) {
+    NvPacks<T, P> xn, gn;
+    if (NV_VJP_PREFETCH) {
+      // The next row's loads go out before this row's exchanges.
+      xn = xr;
+      gn = gr;
+      if (t + step < nrows) {
+        nv_packs_load<T, P>(x + (t + step) * n, 1, n, packed, lane, lanes, xn);
+        nv_packs_load<T, P>(g + (t + step) * n, 1, n, packed, lane, lanes, gn);
+      }
+    } else {
+      nv_packs_load<T, P>(x + t * n, 1, n, packed, lane, lanes, xr);
+      nv_packs_load<T, P>(g + t * n, 1, n, packed, lane, lanes, gr);
+    }
     // The weight is read again for each row (from the L1 cache): the opaque copy of its
     // pointer keeps the compiler from hoisting its values out of the loop into registers
     // that the rows in flight need more.
@@ -455,6 +478,10 @@ __device__ __forceinline__ void nv_norm_vjp_packs(const T* __restrict__ x, const
       nv_pack_store<T>(dx + t * n, q, n, packed, o);
       nv_add_floats<V>(aw + q * V, dw);
       if (lay) nv_add_floats<V>(ab + q * V, db);
+    }
+    if (NV_VJP_PREFETCH) {
+      xr = xn;
+      gr = gn;
     }
   }
   // This group's partial row.
