@@ -10,9 +10,9 @@
 //! `flash_tma.cu` (compiled for `sm_90a`: a producer warpgroup loads with the tensor-memory
 //! accelerator, two consumer warpgroups multiply with `wgmma`), or `flash_sm90.cu`'s
 //! cooperative form (every warpgroup loads with `cp.async`) where the tensor maps cannot be
-//! encoded; everything else runs the portable `flash.cu` (`mma.sync`). Each module holds one kernel: the element type, the two head sizes, the
-//! mask's kind, causality and sinks are all template arguments, so a model compiles only what
-//! it runs.
+//! encoded; everything else runs the portable `flash.cu` (`mma.sync`). Each module holds one
+//! kernel: the element type, the two head sizes, the mask's kind, causality and sinks are all
+//! template arguments, so a model compiles only what it runs.
 //!
 //! Knobs for tuning and comparison: `NUVEC_FLASH_WARPS` (4 or 8; 4 by default) sets the warps,
 //! and so the query rows, a block of the portable kernel takes; `NUVEC_FLASH_PORTABLE=1`
