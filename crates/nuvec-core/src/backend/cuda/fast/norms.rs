@@ -122,10 +122,10 @@ pub(super) fn packs(n: usize, size: usize, max_packs: usize) -> Option<(usize, u
 }
 
 /// `blocks`, or at most `NUVEC_ROWS_RESIDENT` blocks a multiprocessor where that is set: a
-/// tuning knob for the forward kernels, whose rows then loop in each block (with
-/// `NUVEC_KERNEL_DEFINES="NV_NORM_PREFETCH=1"`, loading the next row during this one's
-/// exchanges).
-fn resident(place: &Place, blocks: usize) -> usize {
+/// tuning knob for the forward row kernels (norms, softmax, log-sum-exp), whose rows then loop
+/// in each block (with `NUVEC_KERNEL_DEFINES="NV_NORM_PREFETCH=1 NV_SOFTMAX_PREFETCH=1"`,
+/// loading the next row during this one's exchanges).
+pub(super) fn resident(place: &Place, blocks: usize) -> usize {
     static PER_SM: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
     let per_sm = *PER_SM.get_or_init(|| {
         std::env::var("NUVEC_ROWS_RESIDENT")

@@ -15,7 +15,7 @@
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
-use super::norms::{block_of, pack_mode, packs, rows_view};
+use super::norms::{block_of, pack_mode, packs, resident, rows_view};
 use super::{CudaKernel, Place, with_copies};
 use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::type_names;
@@ -175,8 +175,9 @@ fn packed_rows(
     let groups = block / lanes;
     let (nr, n64, lanes32) = (nrows as i64, n as i64, lanes as i32);
     let params: [&dyn DeviceRepr; 7] = [&xp, &rows, &st, &outp, &nr, &n64, &lanes32];
+    let blocks = nrows.div_ceil(groups).clamp(1, MAX_BLOCKS);
     let cfg = LaunchConfig {
-        grid_dim: (nrows.div_ceil(groups).clamp(1, MAX_BLOCKS) as u32, 1, 1),
+        grid_dim: (resident(place, blocks) as u32, 1, 1),
         block_dim: (block as u32, 1, 1),
         shared_mem_bytes: 0,
     };

@@ -24,6 +24,11 @@ __device__ __forceinline__ float nv_exp2(float x) {
 #ifndef NV_SOFTMAX_MINB
 #define NV_SOFTMAX_MINB 2
 #endif
+// Whether each row group loads its next row while it works on this one (twice the registers
+// for the row; for a resident grid).
+#ifndef NV_SOFTMAX_PREFETCH
+#define NV_SOFTMAX_PREFETCH 0
+#endif
 // Log-sum-exp's budget: it holds only the row's packs.
 #ifndef NV_LSE_MINB
 #define NV_LSE_MINB 3
@@ -40,11 +45,23 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
   constexpr int V = NvVec<T>::v;
   const int groups = blockDim.x / lanes;
   const int g = threadIdx.x / lanes, lane = threadIdx.x % lanes;
-  for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += (i64)gridDim.x * groups) {
-    const T* p = x + nv_locate(rows, t);
+  const i64 step = (i64)gridDim.x * groups;
+  NvPacks<T, P> r, rn;
+  if (NV_SOFTMAX_PREFETCH && (i64)blockIdx.x * groups + g < nrows) {
+    const i64 t = (i64)blockIdx.x * groups + g;
+    nv_packs_load<T, P>(x + nv_locate(rows, t), st, n, packed, lane, lanes, r);
+  }
+  for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += step) {
     T* q = out + t * n;
-    NvPacks<T, P> r;
-    nv_packs_load<T, P>(p, st, n, packed, lane, lanes, r);
+    if (NV_SOFTMAX_PREFETCH) {
+      // The next row's loads go out before this row's exchanges (a resident grid: the host's
+      // `NUVEC_ROWS_RESIDENT`).
+      rn = r;
+      if (t + step < nrows)
+        nv_packs_load<T, P>(x + nv_locate(rows, t + step), st, n, packed, lane, lanes, rn);
+    } else {
+      nv_packs_load<T, P>(x + nv_locate(rows, t), st, n, packed, lane, lanes, r);
+    }
     // Elements past the row hold 0: masked by each pack's count of valid elements.
     float mx = -NV_INF;
 #pragma unroll
@@ -78,6 +95,7 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
     const float sum = nv_row_sum(acc, lanes);
     if (lse) {
       if (lane == 0) out[t] = nv_down<T>(finite ? m + logf(sum) : m);
+      if (NV_SOFTMAX_PREFETCH) r = rn;
       continue;
     }
     const float scale = 1.0f / sum;
@@ -95,6 +113,7 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
 #endif
       nv_pack_store<T>(q, pk, n, packed, o);
     }
+    if (NV_SOFTMAX_PREFETCH) r = rn;
   }
 }
 
