@@ -121,6 +121,24 @@ pub(super) fn packs(n: usize, size: usize, max_packs: usize) -> Option<(usize, u
         .find(|&(lanes, _)| lanes <= 512)
 }
 
+/// `blocks`, or at most `NUVEC_ROWS_RESIDENT` blocks a multiprocessor where that is set: a
+/// tuning knob for the forward row kernels (norms, softmax, log-sum-exp), whose rows then loop
+/// in each block (with `NUVEC_KERNEL_DEFINES="NV_NORM_PREFETCH=1 NV_SOFTMAX_PREFETCH=1"`,
+/// loading the next row during this one's exchanges).
+pub(super) fn resident(place: &Place, blocks: usize) -> usize {
+    static PER_SM: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let per_sm = *PER_SM.get_or_init(|| {
+        std::env::var("NUVEC_ROWS_RESIDENT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&k: &usize| k > 0)
+    });
+    match per_sm {
+        Some(k) => blocks.min(k * place.gpu.props.sms as usize),
+        None => blocks,
+    }
+}
+
 /// The block of a launch with `lanes` threads a row: eight rows of a warp, or one row.
 pub(super) fn block_of(lanes: usize) -> usize {
     if lanes == 32 { THREADS } else { lanes }
@@ -349,8 +367,9 @@ fn norm(
         params.push(&centre);
     }
     params.push(&lanes);
+    let blocks = nrows.div_ceil(groups).clamp(1, MAX_BLOCKS);
     let cfg = LaunchConfig {
-        grid_dim: (nrows.div_ceil(groups).clamp(1, MAX_BLOCKS) as u32, 1, 1),
+        grid_dim: (resident(place, blocks) as u32, 1, 1),
         block_dim: (block as u32, 1, 1),
         shared_mem_bytes: 0,
     };

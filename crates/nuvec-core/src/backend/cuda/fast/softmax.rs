@@ -6,16 +6,16 @@
 //!
 //! Softmax and log-sum-exp of float32, float16 and bfloat16 rows the registers hold (up to
 //! 512 threads of 8 packs of 16 bytes) read each row once into registers
-//! (`softmax_{packs,elems}_*`, the norms' layout: `lanes` threads of `P` packs, kept as loaded);
-//! other rows and float64 run the reductions' row kernels
-//! (`reduce.rs`). Cross entropy reads each row of logits once with an online maximum and sum,
+//! (`{softmax,logsumexp}_{packs,elems}_*`, the norms' layout: `lanes` threads of `P` packs,
+//! kept as loaded; log-sum-exp is its own kernel, which keeps no exponentials and so holds
+//! more rows in flight); other rows and float64 run the reductions' row kernels (`reduce.rs`). Cross entropy reads each row of logits once with an online maximum and sum,
 //! a row split over several blocks when there are too few rows to fill the device, and its
 //! gradient writes `g · (softmax − onehot)` in one more pass, the log-sum-exp recovered from
 //! the loss.
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
-use super::norms::{block_of, pack_mode, packs, rows_view};
+use super::norms::{block_of, pack_mode, packs, resident, rows_view};
 use super::{CudaKernel, Place, with_copies};
 use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::type_names;
@@ -79,9 +79,10 @@ pub(super) fn sources(dtype: DType) -> Vec<(String, String, Vec<String>)> {
                 0 => ["parts", "loss", "grad"]
                     .map(|k| format!("cross_entropy_{k}_{tn}"))
                     .to_vec(),
-                p => ["packs", "elems"]
-                    .map(|m| format!("softmax_{m}_{tn}_{p}"))
-                    .to_vec(),
+                p => ["softmax", "logsumexp"]
+                    .into_iter()
+                    .flat_map(|op| ["packs", "elems"].map(|m| format!("{op}_{m}_{tn}_{p}")))
+                    .collect(),
             };
             (format!("{}_{tn}_{p}", family(p)), source(dtype, p), symbols)
         })
@@ -168,13 +169,15 @@ fn packed_rows(
     // The output is fresh and row-major: aligned rows whenever the input's are (and whole
     // packs); log-sum-exp writes one value a row.
     let mode = pack_mode(n, dtype, &[(xp, &rows, st)]);
-    let f = kernel(place, dtype, p, symbol!("softmax_{mode}_{tn}_{p}")?)?;
+    let op = if lse { "logsumexp" } else { "softmax" };
+    let f = kernel(place, dtype, p, symbol!("{op}_{mode}_{tn}_{p}")?)?;
     let block = block_of(lanes);
     let groups = block / lanes;
-    let (nr, n64, lanes32, lse32) = (nrows as i64, n as i64, lanes as i32, i32::from(lse));
-    let params: [&dyn DeviceRepr; 8] = [&xp, &rows, &st, &outp, &nr, &n64, &lanes32, &lse32];
+    let (nr, n64, lanes32) = (nrows as i64, n as i64, lanes as i32);
+    let params: [&dyn DeviceRepr; 7] = [&xp, &rows, &st, &outp, &nr, &n64, &lanes32];
+    let blocks = nrows.div_ceil(groups).clamp(1, MAX_BLOCKS);
     let cfg = LaunchConfig {
-        grid_dim: (nrows.div_ceil(groups).clamp(1, MAX_BLOCKS) as u32, 1, 1),
+        grid_dim: (resident(place, blocks) as u32, 1, 1),
         block_dim: (block as u32, 1, 1),
         shared_mem_bytes: 0,
     };
@@ -182,7 +185,7 @@ fn packed_rows(
     // inside x's block, their `n` elements `st` apart; the output is a fresh row-major block
     // of `nrows · n` elements (softmax) or `nrows` (log-sum-exp) of x's type; the packed
     // kernel gets only rows that start aligned (`packable`); the arguments match
-    // `softmax_{packs,elems}_*`.
+    // `{softmax,logsumexp}_{packs,elems}_*`.
     unsafe { f.launch(&place.stream, cfg, &params) }?;
     Ok(Some(vec![out]))
 }

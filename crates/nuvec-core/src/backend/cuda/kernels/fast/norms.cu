@@ -175,25 +175,58 @@ __device__ __forceinline__ void nv_pack_stats(const NvPacks<T, P>& x, i64 n, flo
   inv = 1.0f / sqrtf(sq / fn + eps);
 }
 
+// Two half-type elements in a 32-bit word (the even one in the low half), multiplied or
+// added by the packed instructions. Each result is the exact product or sum rounded once,
+// which is what the float path gives (float, then rounded to T): the product of two half-type
+// values is exact in float, and so is their sum unless their exponents lie so far apart that
+// the smaller cannot move the rounded result. Only a NaN's payload may differ.
+template <typename T> struct NvHalf2;
+template <> struct NvHalf2<bf16> {
+  static __device__ __forceinline__ u32 bits(__nv_bfloat162 v) { return *reinterpret_cast<u32*>(&v); }
+  static __device__ __forceinline__ __nv_bfloat162 of(u32 w) { return *reinterpret_cast<__nv_bfloat162*>(&w); }
+  static __device__ __forceinline__ u32 round(float lo, float hi) { return bits(__floats2bfloat162_rn(lo, hi)); }
+  static __device__ __forceinline__ u32 mul(u32 a, u32 b) { return bits(__hmul2(of(a), of(b))); }
+  static __device__ __forceinline__ u32 add(u32 a, u32 b) { return bits(__hadd2(of(a), of(b))); }
+};
+template <> struct NvHalf2<f16> {
+  static __device__ __forceinline__ u32 bits(__half2 v) { return *reinterpret_cast<u32*>(&v); }
+  static __device__ __forceinline__ __half2 of(u32 w) { return *reinterpret_cast<__half2*>(&w); }
+  static __device__ __forceinline__ u32 round(float lo, float hi) { return bits(__floats2half2_rn(lo, hi)); }
+  static __device__ __forceinline__ u32 mul(u32 a, u32 b) { return bits(__hmul2(of(a), of(b))); }
+  static __device__ __forceinline__ u32 add(u32 a, u32 b) { return bits(__hadd2(of(a), of(b))); }
+};
+
 // One row of at most `lanes * P * V` elements, read once into registers. `res`: the residual
 // is added first (add_rms_norm), `centre`: layer norm. Each combination is its own kernel,
 // so that the plain norms carry no registers for what they do not do.
+// The row's packs as loaded: x, and the residual q (add_rms_norm).
+template <typename T, int P, bool packed, bool res>
+__device__ __forceinline__ void nv_norm_load(const NvNormRow<T>& R, i64 n, int lane, int lanes,
+                                             NvPacks<T, P>& x, NvPacks<T, P>& q) {
+  nv_packs_load<T, P>(R.x, R.xs, n, packed, lane, lanes, x);
+  if (res) nv_packs_load<T, P>(R.r, R.rs, n, packed, lane, lanes, q);
+}
+
 template <typename T, int P, bool packed, bool res, bool centre>
-__device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, i64 n, float eps, int lane,
+__device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, NvPacks<T, P> x,
+                                              const NvPacks<T, P>& q, i64 n, float eps, int lane,
                                               int lanes) {
   constexpr int V = NvVec<T>::v;
-  NvPacks<T, P> x;
-  nv_packs_load<T, P>(R.x, R.xs, n, packed, lane, lanes, x);
   if (res) {
-    NvPacks<T, P> q;
-    nv_packs_load<T, P>(R.r, R.rs, n, packed, lane, lanes, q);
 #pragma unroll
     for (int k = 0; k < P; ++k) {
       typename NvVec<T>::P o;
+      if constexpr (sizeof(T) == 2) {
+        // Two sums a word, each rounded once (see NvHalf2).
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        o.v[j] = nv_down<T>(x.at(k, j) + q.at(k, j));
-        x.set(k, j, o.v[j]);
+        for (int i = 0; i < 4; ++i) x.p[k].w[i] = NvHalf2<T>::add(x.p[k].w[i], q.p[k].w[i]);
+        o = *reinterpret_cast<const typename NvVec<T>::P*>(&x.p[k]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          o.v[j] = nv_down<T>(x.at(k, j) + q.at(k, j));
+          x.set(k, j, o.v[j]);
+        }
       }
       nv_pack_store<T>(R.h, nv_pack_at(k, lane, lanes), n, packed, o);
     }
@@ -209,16 +242,35 @@ __device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, i64 n, floa
     const NvRaw w = nv_raw_param<T>(R.w, R.ws, q, n, packed);
     const NvRaw b = nv_raw_param<T>(centre ? R.b : nullptr, R.bs, q, n, packed);
     typename NvVec<T>::P o;
+    if constexpr (sizeof(T) == 2) {
+      // Two elements a word: the normalised pair rounded from float, then the weight's and
+      // the bias's pairs by the packed instructions (see NvHalf2).
+      NvRaw out;
 #pragma unroll
-    for (int j = 0; j < V; ++j)
-      o.v[j] = nv_norm_out<T>(x.at(k, j), mean, inv, hw, nv_raw_get<T>(w, j), hb,
-                              nv_raw_get<T>(b, j));
+      for (int i = 0; i < 4; ++i) {
+        u32 z = NvHalf2<T>::round((x.at(k, 2 * i) - mean) * inv, (x.at(k, 2 * i + 1) - mean) * inv);
+        if (hw) z = NvHalf2<T>::mul(z, w.w[i]);
+        if (hb) z = NvHalf2<T>::add(z, b.w[i]);
+        out.w[i] = z;
+      }
+      o = *reinterpret_cast<const typename NvVec<T>::P*>(&out);
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        o.v[j] = nv_norm_out<T>(x.at(k, j), mean, inv, hw, nv_raw_get<T>(w, j), hb,
+                                nv_raw_get<T>(b, j));
+    }
     nv_pack_store<T>(R.y, q, n, packed, o);
   }
 }
 
 // Every row, from registers: `lanes` threads a row (32: eight rows a block of 256; more: the
 // block is one row), grid-stride over the rows.
+// Tunable: whether each row group loads its next row while it works on this one (twice the
+// registers for the row; for a grid of a few blocks a multiprocessor).
+#ifndef NV_NORM_PREFETCH
+#define NV_NORM_PREFETCH 0
+#endif
 template <typename T, int P, bool packed, bool res, bool centre>
 __device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const Strided& xrows,
                                                   i64 xs, const T* __restrict__ r,
@@ -229,7 +281,7 @@ __device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const
                                                   i64 n, float eps, int lanes) {
   const int groups = blockDim.x / lanes;
   const int g = threadIdx.x / lanes, lane = threadIdx.x % lanes;
-  for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += (i64)gridDim.x * groups) {
+  auto row = [&](i64 t) {
     NvNormRow<T> R;
     R.x = x + nv_locate(xrows, t);
     R.xs = xs;
@@ -241,7 +293,29 @@ __device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const
     R.b = b;
     R.bs = bs;
     R.y = y + t * n;
-    nv_norm_packs<T, P, packed, res, centre>(R, n, eps, lane, lanes);
+    return R;
+  };
+  const i64 step = (i64)gridDim.x * groups;
+  NvPacks<T, P> xp, qp;
+  if (NV_NORM_PREFETCH) {
+    // The next row's loads go out before this row's exchanges, so the memory stays busy
+    // while the row waits on them (a grid of a few blocks a multiprocessor: the host's
+    // `NUVEC_ROWS_RESIDENT`).
+    i64 t = (i64)blockIdx.x * groups + g;
+    if (t < nrows) nv_norm_load<T, P, packed, res>(row(t), n, lane, lanes, xp, qp);
+    for (; t < nrows; t += step) {
+      NvPacks<T, P> xn = xp, qn = qp;
+      if (t + step < nrows) nv_norm_load<T, P, packed, res>(row(t + step), n, lane, lanes, xn, qn);
+      nv_norm_packs<T, P, packed, res, centre>(row(t), xp, qp, n, eps, lane, lanes);
+      xp = xn;
+      qp = qn;
+    }
+    return;
+  }
+  for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += step) {
+    const NvNormRow<T> R = row(t);
+    nv_norm_load<T, P, packed, res>(R, n, lane, lanes, xp, qp);
+    nv_norm_packs<T, P, packed, res, centre>(R, xp, qp, n, eps, lane, lanes);
   }
 }
 
@@ -295,6 +369,12 @@ __device__ __forceinline__ void nv_add_floats(float* a, const float (&v)[V]) {
   }
 }
 
+// Tunable: whether each row group loads its next row while it works on this one (the grid is
+// one wave of blocks looping over the rows; twice the registers for the rows).
+#ifndef NV_VJP_PREFETCH
+#define NV_VJP_PREFETCH 0
+#endif
+
 template <typename T, int P, bool packed, bool lay>
 __device__ __forceinline__ void nv_norm_vjp_packs(const T* __restrict__ x, const T* __restrict__ w,
                                                   const T* __restrict__ g, T* __restrict__ dx,
@@ -321,10 +401,27 @@ __device__ __forceinline__ void nv_norm_vjp_packs(const T* __restrict__ x, const
   }
   (void)zero;
   const float fn = (float)n;
-  for (i64 t = (i64)blockIdx.x * groups + gi; t < nrows; t += (i64)gridDim.x * groups) {
-    NvPacks<T, P> xr, gr;
+  const i64 step = (i64)gridDim.x * groups;
+  NvPacks<T, P> xr, gr;
+  if (NV_VJP_PREFETCH && (i64)blockIdx.x * groups + gi < nrows) {
+    const i64 t = (i64)blockIdx.x * groups + gi;
     nv_packs_load<T, P>(x + t * n, 1, n, packed, lane, lanes, xr);
     nv_packs_load<T, P>(g + t * n, 1, n, packed, lane, lanes, gr);
+  }
+  for (i64 t = (i64)blockIdx.x * groups + gi; t < nrows; t += step) {
+    NvPacks<T, P> xn, gn;
+    if (NV_VJP_PREFETCH) {
+      // The next row's loads go out before this row's exchanges.
+      xn = xr;
+      gn = gr;
+      if (t + step < nrows) {
+        nv_packs_load<T, P>(x + (t + step) * n, 1, n, packed, lane, lanes, xn);
+        nv_packs_load<T, P>(g + (t + step) * n, 1, n, packed, lane, lanes, gn);
+      }
+    } else {
+      nv_packs_load<T, P>(x + t * n, 1, n, packed, lane, lanes, xr);
+      nv_packs_load<T, P>(g + t * n, 1, n, packed, lane, lanes, gr);
+    }
     // The weight is read again for each row (from the L1 cache): the opaque copy of its
     // pointer keeps the compiler from hoisting its values out of the loop into registers
     // that the rows in flight need more.
@@ -381,6 +478,10 @@ __device__ __forceinline__ void nv_norm_vjp_packs(const T* __restrict__ x, const
       nv_pack_store<T>(dx + t * n, q, n, packed, o);
       nv_add_floats<V>(aw + q * V, dw);
       if (lay) nv_add_floats<V>(ab + q * V, db);
+    }
+    if (NV_VJP_PREFETCH) {
+      xr = xn;
+      gr = gn;
     }
   }
   // This group's partial row.

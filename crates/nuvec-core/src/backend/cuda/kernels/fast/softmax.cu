@@ -24,22 +24,44 @@ __device__ __forceinline__ float nv_exp2(float x) {
 #ifndef NV_SOFTMAX_MINB
 #define NV_SOFTMAX_MINB 2
 #endif
+// Whether each row group loads its next row while it works on this one (twice the registers
+// for the row; for a resident grid).
+#ifndef NV_SOFTMAX_PREFETCH
+#define NV_SOFTMAX_PREFETCH 0
+#endif
+// Log-sum-exp's budget: it holds only the row's packs.
+#ifndef NV_LSE_MINB
+#define NV_LSE_MINB 3
+#endif
 
 // Every row of `x` (located by `rows`, elements `st` apart) through `lanes` threads of P
 // packs: softmax into the row-major `out` (`lse` false) or log-sum-exp into out[t]. The row
-// is read once.
-template <typename T, int P, bool packed>
+// is read once. `lse` is a template argument so that log-sum-exp keeps no exponentials (its
+// registers hold more rows in flight).
+template <typename T, int P, bool packed, bool lse>
 __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, const Strided& rows,
                                                      i64 st, T* __restrict__ out, i64 nrows, i64 n,
-                                                     int lanes, bool lse) {
+                                                     int lanes) {
   constexpr int V = NvVec<T>::v;
   const int groups = blockDim.x / lanes;
   const int g = threadIdx.x / lanes, lane = threadIdx.x % lanes;
-  for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += (i64)gridDim.x * groups) {
-    const T* p = x + nv_locate(rows, t);
+  const i64 step = (i64)gridDim.x * groups;
+  NvPacks<T, P> r, rn;
+  if (NV_SOFTMAX_PREFETCH && (i64)blockIdx.x * groups + g < nrows) {
+    const i64 t = (i64)blockIdx.x * groups + g;
+    nv_packs_load<T, P>(x + nv_locate(rows, t), st, n, packed, lane, lanes, r);
+  }
+  for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += step) {
     T* q = out + t * n;
-    NvPacks<T, P> r;
-    nv_packs_load<T, P>(p, st, n, packed, lane, lanes, r);
+    if (NV_SOFTMAX_PREFETCH) {
+      // The next row's loads go out before this row's exchanges (a resident grid: the host's
+      // `NUVEC_ROWS_RESIDENT`).
+      rn = r;
+      if (t + step < nrows)
+        nv_packs_load<T, P>(x + nv_locate(rows, t + step), st, n, packed, lane, lanes, rn);
+    } else {
+      nv_packs_load<T, P>(x + nv_locate(rows, t), st, n, packed, lane, lanes, r);
+    }
     // Elements past the row hold 0: masked by each pack's count of valid elements.
     float mx = -NV_INF;
 #pragma unroll
@@ -64,7 +86,7 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
       for (int j = 0; j < V; ++j) {
         const float v = j < valid ? nv_exp2((r.at(k, j) - mf) * NV_LOG2E) : 0.0f;
 #if NV_SOFTMAX_KEEP
-        e[k][j] = v;
+        if (!lse) e[k][j] = v;
 #endif
         acc += v;
       }
@@ -73,6 +95,7 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
     const float sum = nv_row_sum(acc, lanes);
     if (lse) {
       if (lane == 0) out[t] = nv_down<T>(finite ? m + logf(sum) : m);
+      if (NV_SOFTMAX_PREFETCH) r = rn;
       continue;
     }
     const float scale = 1.0f / sum;
@@ -90,6 +113,7 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
 #endif
       nv_pack_store<T>(q, pk, n, packed, o);
     }
+    if (NV_SOFTMAX_PREFETCH) r = rn;
   }
 }
 
@@ -239,16 +263,19 @@ __device__ __forceinline__ void nv_ce_grad(const T* __restrict__ x, const i32* _
 }
 
 // Register budgets as the norms' (norms.cu): at least MINB blocks of 512 a multiprocessor.
+#define NV_SOFTMAX_KIND(T, tn, P, MINB, name, lse) \
+  extern "C" __global__ void __launch_bounds__(512, MINB) name##_packs_##tn##_##P( \
+      const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n, int lanes) { \
+    nv_softmax_pack_rows<T, P, true, lse>(x, rows, st, out, nrows, n, lanes); } \
+  extern "C" __global__ void __launch_bounds__(512, MINB) name##_elems_##tn##_##P( \
+      const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n, int lanes) { \
+    nv_softmax_pack_rows<T, P, false, lse>(x, rows, st, out, nrows, n, lanes); }
 #define NV_SOFTMAX_PACKS(T, tn, P, MINB) \
-  extern "C" __global__ void __launch_bounds__(512, MINB) softmax_packs_##tn##_##P( \
-      const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n, int lanes, int lse) { \
-    nv_softmax_pack_rows<T, P, true>(x, rows, st, out, nrows, n, lanes, lse != 0); } \
-  extern "C" __global__ void __launch_bounds__(512, MINB) softmax_elems_##tn##_##P( \
-      const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n, int lanes, int lse) { \
-    nv_softmax_pack_rows<T, P, false>(x, rows, st, out, nrows, n, lanes, lse != 0); }
+  NV_SOFTMAX_KIND(T, tn, P, MINB, softmax, false) \
+  NV_SOFTMAX_KIND(T, tn, P, ((P) == 8 ? 2 : NV_LSE_MINB), logsumexp, true)
 
 // One module a pack count P: `NV_SOFTMAX_P(T, tn, P)` instantiates
-// `softmax_{packs,elems}_<type>_<P>` (softmax or log-sum-exp, rows of at most lanes * P packs;
+// `{softmax,logsumexp}_{packs,elems}_<type>_<P>` (rows of at most lanes * P packs;
 // in 16-byte packs, which the host checks the alignment for, or element by element);
 // `NV_CROSS_ENTROPY(T, tn)` `cross_entropy_{parts,loss,grad}_<type>`.
 #define NV_SOFTMAX_P(T, tn, P) NV_SOFTMAX_PACKS(T, tn, P, ((P) == 8 ? 2 : NV_SOFTMAX_MINB))
