@@ -1,19 +1,20 @@
 //! Attention over many query rows (prefill): the tiled kernels of `kernels/fast/flash*.cu`
 //! for `FastOp::Attention` in f16 and bf16 on the tensor cores, and in f32 on the FMA units
-//! (`flash_f32.cu`: everything in float32, for callers who asked for that precision), with
-//! no mask, the causal one (aligned at the end), a boolean or additive mask array, and
-//! per-head sinks; grouped query heads read their key head in place, and keys and values may be any strided view
-//! whose rows are contiguous and 16-byte aligned (the transposed `[B, L, H, D]` projection
-//! among them). Scores, the running statistics and the accumulator stay in f32; the output
-//! is rounded once.
+//! (everything in float32, for callers who asked for that precision), with no mask, the
+//! causal one (aligned at the end), a boolean or additive mask array, and per-head sinks;
+//! grouped query heads read their key head in place, and keys and values may be any strided
+//! view whose rows are contiguous and 16-byte aligned (the transposed `[B, L, H, D]`
+//! projection among them). Scores, the running statistics and the accumulator stay in f32;
+//! the output is rounded once.
 //!
-//! Four kernels. f32 runs `flash_f32.cu` (16 query rows a block, one key a lane). On Hopper (compute capability 9.x), head sizes 64 and 128 run
-//! `flash_tma.cu` (compiled for `sm_90a`: a producer warpgroup loads with the tensor-memory
-//! accelerator, two consumer warpgroups multiply with `wgmma`), or `flash_sm90.cu`'s
-//! cooperative form (every warpgroup loads with `cp.async`) where the tensor maps cannot be
-//! encoded; everything else runs the portable `flash.cu` (`mma.sync`). Each module holds one
-//! kernel: the element type, the two head sizes, the mask's kind, causality and sinks are all
-//! template arguments, so a model compiles only what it runs.
+//! Four kernels. f32 runs `flash_f32.cu` (16 query rows a block, one key a lane). On Hopper
+//! (compute capability 9.x), f16 and bf16 head sizes 64 and 128 run `flash_tma.cu` (compiled
+//! for `sm_90a`: a producer warpgroup loads with the tensor-memory accelerator, two consumer
+//! warpgroups multiply with `wgmma`), or `flash_sm90.cu`'s cooperative form (every warpgroup
+//! loads with `cp.async`) where the tensor maps cannot be encoded; everything else runs the
+//! portable `flash.cu` (`mma.sync`). Each module holds one kernel: the element type, the two
+//! head sizes, the mask's kind, causality and sinks are all template arguments, so a model
+//! compiles only what it runs.
 //!
 //! Knobs for tuning and comparison: `NUVEC_FLASH_WARPS` (4 or 8; 4 by default) sets the warps,
 //! and so the query rows, a block of the portable kernel takes; `NUVEC_FLASH_PORTABLE=1`
