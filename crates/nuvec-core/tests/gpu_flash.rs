@@ -1,5 +1,5 @@
-//! The tiled (prefill) attention kernel against the CPU: `scaled_dot_product_attention` in
-//! f16 and bf16 on `Device::gpu(0)` over head sizes 64 to 256 (and differing value heads),
+//! The tiled (prefill) attention kernels against the CPU: `scaled_dot_product_attention` in
+//! f16, bf16 and f32 on `Device::gpu(0)` over head sizes 64 to 256 (and differing value heads),
 //! grouped query heads, no mask, the causal one, boolean and additive masks, sinks, query and
 //! key lengths that are not multiples of a tile, and keys read as transposed views; each
 //! against the float32 composition on the CPU, and each checked to have run the kernel (no
@@ -15,6 +15,7 @@ use nuvec_core::*;
 /// a kernel writing zeros fails however small the outputs are), with a floor.
 fn within(dtype: DType) -> (f64, f64) {
     match dtype {
+        DType::F32 => (2e-5, 2e-6),
         DType::F16 => (4e-3, 2e-4),
         _ => (2e-2, 1e-3),
     }
@@ -136,7 +137,7 @@ fn flash_attention_matches_the_cpu() {
         (2, 2, 1, 7, 1, 64, 64),
     ];
     for &(b, hq, hkv, lq, lk, d, dv) in cases {
-        for dtype in [DType::BF16, DType::F16] {
+        for dtype in [DType::BF16, DType::F16, DType::F32] {
             let q = uniform(&mut rng, &[b, hq, lq, d], dtype);
             let k = uniform(&mut rng, &[b, hkv, lk, d], dtype);
             let v = uniform(&mut rng, &[b, hkv, lk, dv], dtype);
@@ -163,7 +164,7 @@ fn flash_attention_reads_transposed_projections_in_place() {
     let mut rng = Rng::new(0xf1a6);
     // Queries, keys and values as the [B, L, H, D] projections viewed as [B, H, L, D].
     let (b, hq, hkv, l, d) = (2, 8, 2, 300, 128);
-    for dtype in [DType::BF16, DType::F16] {
+    for dtype in [DType::BF16, DType::F16, DType::F32] {
         let view = |x: Array| transpose(&x, &[0, 2, 1, 3]).unwrap();
         let q = view(uniform(&mut rng, &[b, l, hq, d], dtype));
         let k = view(uniform(&mut rng, &[b, l, hkv, d], dtype));

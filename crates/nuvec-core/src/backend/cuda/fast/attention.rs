@@ -12,9 +12,8 @@
 //! `FastOp::Attention` records a fused node for every shape MLX sends to a kernel (the seeds
 //! test that). Up to [`MAX_ROWS`] query rows without mask array or sinks run this kernel
 //! (so contiguous attention keeps the paged kernel's bits); longer queries, array masks and
-//! sinks in f16 and bf16 run the tiled kernel of `flash.rs`; what neither takes (f32 with a
-//! mask array, sinks or more than [`MAX_ROWS`] rows) runs the fallback graph inside the node
-//! on this stream.
+//! sinks run the tiled kernels of `flash.rs` (f32 included); what neither takes (layouts
+//! aside, which are copied) runs the fallback graph inside the node on this stream.
 //!
 //! The kernel is memory bound, and built to stream the keys and values at the device's
 //! bandwidth: one block per (sequence, key head, chunk of the group's query rows, split of

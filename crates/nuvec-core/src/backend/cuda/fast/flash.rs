@@ -1,18 +1,20 @@
-//! Attention over many query rows (prefill) on the tensor cores: the tiled kernel of
-//! `kernels/fast/flash.cu` for `FastOp::Attention` in f16 and bf16, with no mask, the causal
-//! one (aligned at the end), a boolean or additive mask array, and per-head sinks; grouped
-//! query heads read their key head in place, and keys and values may be any strided view
-//! whose rows are contiguous and 16-byte aligned (the transposed `[B, L, H, D]` projection
-//! among them). Scores, the running statistics and the accumulator stay in f32; the output
-//! is rounded once.
+//! Attention over many query rows (prefill): the tiled kernels of `kernels/fast/flash*.cu`
+//! for `FastOp::Attention` in f16 and bf16 on the tensor cores, and in f32 on the FMA units
+//! (everything in float32, for callers who asked for that precision), with no mask, the
+//! causal one (aligned at the end), a boolean or additive mask array, and per-head sinks;
+//! grouped query heads read their key head in place, and keys and values may be any strided
+//! view whose rows are contiguous and 16-byte aligned (the transposed `[B, L, H, D]`
+//! projection among them). Scores, the running statistics and the accumulator stay in f32;
+//! the output is rounded once.
 //!
-//! Three kernels. On Hopper (compute capability 9.x), head sizes 64 and 128 run
-//! `flash_tma.cu` (compiled for `sm_90a`: a producer warpgroup loads with the tensor-memory
-//! accelerator, two consumer warpgroups multiply with `wgmma`), or `flash_sm90.cu`'s
-//! cooperative form (every warpgroup loads with `cp.async`) where the tensor maps cannot be
-//! encoded; everything else runs the portable `flash.cu` (`mma.sync`). Each module holds one
-//! kernel: the element type, the two head sizes, the mask's kind, causality and sinks are all
-//! template arguments, so a model compiles only what it runs.
+//! Four kernels. f32 runs `flash_f32.cu` (16 query rows a block, one key a lane). On Hopper
+//! (compute capability 9.x), f16 and bf16 head sizes 64 and 128 run `flash_tma.cu` (compiled
+//! for `sm_90a`: a producer warpgroup loads with the tensor-memory accelerator, two consumer
+//! warpgroups multiply with `wgmma`), or `flash_sm90.cu`'s cooperative form (every warpgroup
+//! loads with `cp.async`) where the tensor maps cannot be encoded; everything else runs the
+//! portable `flash.cu` (`mma.sync`). Each module holds one kernel: the element type, the two
+//! head sizes, the mask's kind, causality and sinks are all template arguments, so a model
+//! compiles only what it runs.
 //!
 //! Knobs for tuning and comparison: `NUVEC_FLASH_WARPS` (4 or 8; 4 by default) sets the warps,
 //! and so the query rows, a block of the portable kernel takes; `NUVEC_FLASH_PORTABLE=1`
@@ -37,6 +39,16 @@ const COMMON: &str = include_str!("../kernels/common.cuh");
 const FLASH: &str = include_str!("../kernels/fast/flash.cu");
 const FLASH_SM90: &str = include_str!("../kernels/fast/flash_sm90.cu");
 const FLASH_TMA: &str = include_str!("../kernels/fast/flash_tma.cu");
+const FLASH_F32: &str = include_str!("../kernels/fast/flash_f32.cu");
+
+/// Query rows a block of the float32 kernel (`NV_F32_ROWS`).
+const F32_ROWS: usize = 16;
+
+/// The float32 kernel's dynamic shared memory in bytes (`NvFlashF32Shape`): queries, one tile
+/// of 32 keys (rows of an odd stride) and one of values.
+fn f32_shared(d: usize, dv: usize) -> usize {
+    (F32_ROWS * d + 32 * (d | 1) + 32 * dv) * 4
+}
 
 /// Whether Hopper runs the TMA form (the default; `NUVEC_FLASH_TMA=0` runs the cooperative
 /// form, for comparison).
@@ -147,7 +159,7 @@ pub(super) fn covers(shapes: &[&[usize]], dtype: DType, mask: Option<DType>, for
     let (q, k, v) = (shapes[0], shapes[1], shapes[2]);
     let (batch, hq, lq, d) = (q[0], q[1], q[2], q[3]);
     let (hkv, lk, dv) = (k[1], k[2], v[3]);
-    matches!(dtype, DType::F16 | DType::BF16)
+    matches!(dtype, DType::F16 | DType::BF16 | DType::F32)
         && head(d)
         && head(dv)
         && ![batch, hq, lq, lk, hkv].contains(&0)
@@ -174,14 +186,17 @@ fn module_arg(d: usize, dv: usize, mask: u32, form: Form) -> u32 {
         | u32::from(form.sinks) << 21
 }
 
-/// The source of the module holding one kernel of `family` (`flash`, `flash90` or
-/// `flashtma`).
+/// The source of the module holding one kernel of `family` (`flash`, `flash90`, `flashtma`
+/// or `flashf32`).
 fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, family: &str) -> String {
     let (ct, tn) = type_names(dtype).expect("float types have kernels");
     let w = warps();
     let (c, s) = (u32::from(form.causal), u32::from(form.sinks));
     let args = format!("({ct}, {tn}, {d}, {dv}, {mask}, {c}, {s})");
     match family {
+        "flashf32" => {
+            format!("{COMMON}\n{FLASH}\n{FLASH_F32}\nNV_FLASH_F32({d}, {dv}, {mask}, {c}, {s})\n")
+        }
         "flashtma" => format!(
             "#define NV_T_STAGES {}\n#define NV_T_PINGPONG {}\n{COMMON}\n{FLASH}\n{FLASH_SM90}\n\
              {FLASH_TMA}\nNV_FLASH_TMA{args}\n",
@@ -263,7 +278,8 @@ pub(super) fn attention(
         args.s_offset = s.layout.offset as i64;
         sinks_ptr = place.input(s)?;
     }
-    let sm90 = hopper(place, d, dv);
+    let single = dtype == DType::F32;
+    let sm90 = !single && hopper(place, d, dv);
     // The TMA form's descriptors: queries in boxes of the block's rows, keys and values of a
     // tile's.
     let maps = if sm90 && tma() {
@@ -283,11 +299,14 @@ pub(super) fn attention(
         (SM90_TILE.0, tma_shared(d, dv, tma_stages(d, dv)), 384)
     } else if sm90 {
         (SM90_TILE.0, sm90_shared(d, dv), 256)
+    } else if single {
+        (F32_ROWS, f32_shared(d, dv), 128)
     } else {
         let (bm, _, shared) = tile(d, dv);
         (bm, shared, 32 * warps() as u32)
     };
     let family = match (sm90, maps.is_some()) {
+        _ if single => "flashf32",
         (true, true) => "flashtma",
         (true, false) => "flash90",
         _ => "flash",
@@ -369,6 +388,32 @@ fn sources_over(heads: &[(usize, usize)], families: &[&str]) -> Vec<(String, Str
     out
 }
 
+/// The float32 kernel's sources over `heads` and the same four forms as [`sources_over`].
+#[cfg(test)]
+fn f32_sources(heads: &[(usize, usize)]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for &(d, dv) in heads {
+        for (mask, causal, sinks) in [
+            (0, false, false),
+            (0, true, false),
+            (1, false, true),
+            (2, true, true),
+        ] {
+            let form = Form {
+                scale: 1.0,
+                causal,
+                mask: mask > 0,
+                sinks,
+            };
+            out.push((
+                format!("flashf32_f32_{d}_{dv}_m{mask}"),
+                source(DType::F32, d, dv, mask, form, "flashf32"),
+            ));
+        }
+    }
+    out
+}
+
 /// Kernel sources of this family over the head sizes the seeds route to kernels, for
 /// compiling ahead of time (tests).
 #[cfg(test)]
@@ -383,7 +428,9 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
         (96, 64),
         (192, 128),
     ];
-    sources_over(&heads, &["flash"])
+    let mut out = sources_over(&heads, &["flash"]);
+    out.extend(f32_sources(&heads));
+    out
 }
 
 /// The Hopper kernel's sources (head sizes 64 and 128, every mask kind), for compiling

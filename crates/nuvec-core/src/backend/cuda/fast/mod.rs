@@ -9,11 +9,8 @@
 //! always finds its kernel. Layouts are the kernel's business: what it cannot read through its
 //! strides it copies first ([`with_copies`]).
 //!
-//! Two kinds of fused node still run their fallback graph inside the node, on this stream
-//! (counted by [`crate::fast::nested_fallbacks`]): nodes built by hand for inputs no kernel
-//! takes, and attention in f32 past the decoding kernel's shapes (with a mask array, sinks or
-//! more than 16 query rows), which the seeds record as a fused node on the GPU and
-//! `attention.rs` sends to its fallback.
+//! Nodes built by hand for inputs no kernel takes still run their fallback graph inside the
+//! node, on this stream (counted by [`crate::fast::nested_fallbacks`]).
 
 mod attention;
 mod conv;
