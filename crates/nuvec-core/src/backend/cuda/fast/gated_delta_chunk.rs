@@ -203,12 +203,12 @@ pub(super) fn launch(
     ];
     // SAFETY: q, k, v, g and beta are read at their first elements plus their strides over
     // their shapes ([B, T, Hk, Dk], [B, T, Hv, Dv], [B, T, Hv]; the unit's checks) in the
-    // types `args.types` names, only at steps below T (16 bytes at a time only for the inputs
-    // `vector_inputs` found contiguous and aligned, within their rows); the workspaces hold `heads · nt`
-    // chunks of `3 C Dk + C²` elements of q's type and `C Dv + 64` floats, each block writing
-    // its own chunk; the grid is `heads · nt` blocks (within 31 bits: `takes`) and the shared
-    // memory `prep_shared`, allowed above 48 KiB just before; the arguments match
-    // `gdc_prep_*`.
+    // types `args.types` names, only at steps below T (16 bytes at a time only for the
+    // inputs `vector_inputs` found contiguous and aligned, within their rows); the workspaces
+    // hold `heads · nt` chunks of `3 C Dk + C²` elements of q's type and `C Dv + 64` floats,
+    // each block writing its own chunk; the grid is `heads · nt` blocks (within 31 bits:
+    // `takes`) and the shared memory `prep_shared`, allowed above 48 KiB just before; the
+    // arguments match `gdc_prep_*`.
     unsafe { prep.launch(&place.stream, cfg, &params) }?;
 
     if split() {
