@@ -30,11 +30,12 @@ pub mod random;
 mod scheduler;
 pub mod transforms;
 
-/// CUDA-specific tools: timing a GPU stream's work with events (see also [`synchronize`]), and
-/// what a device is ([`cuda::device_info`]).
+/// CUDA-specific tools: timing a GPU stream's work with events (see also [`synchronize`]), what
+/// a device is ([`cuda::device_info`]), and how many nodes of GPU streams ran on the host
+/// ([`cuda::host_bridge_runs`]).
 pub mod cuda {
     pub use crate::backend::cuda::timing::EventTimer;
-    pub use crate::backend::cuda::{DeviceInfo, device_info};
+    pub use crate::backend::cuda::{DeviceInfo, device_info, host_bridge_runs};
 }
 
 pub use array::{Array, Operand, Scalar};

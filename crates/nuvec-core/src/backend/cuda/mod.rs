@@ -36,6 +36,7 @@ mod index;
 mod jit;
 mod launch;
 mod matmul;
+mod quantized;
 mod random;
 mod reduce;
 mod shape;
@@ -44,6 +45,7 @@ pub(crate) mod timing;
 mod transfer;
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cudarc::driver::{CudaStream, result};
 
@@ -287,11 +289,11 @@ fn run(
             outputs,
         )?,
         Primitive::Softmax => reduce::softmax(place, &inputs[0])?,
+        Primitive::Quantized(op) => quantized::eval(place, op, inputs, outputs)?,
         Primitive::Fast(op) => Some(fast::eval(place, op, inputs, outputs)?),
         Primitive::StopGradient | Primitive::Identity => Some(vec![inputs[0].clone()]),
         // The outputs of the custom function's own graph, handed on where they are.
         Primitive::Custom(op) => Some(op.forward(inputs)),
-        _ => None,
     })
 }
 
@@ -303,10 +305,21 @@ fn on_host(
     inputs: &mut [ArrayData],
     outputs: &[OutputSpec],
 ) -> Result<Vec<ArrayData>> {
+    HOST_RUNS.fetch_add(1, Ordering::Relaxed);
     for data in inputs.iter() {
         data.buffer.ensure_host()?;
     }
     crate::backend::cpu::eval(primitive, inputs, outputs)
+}
+
+/// Nodes of GPU streams that ran on the host bridge, this process.
+static HOST_RUNS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many nodes evaluated on a GPU stream have run on the CPU over host copies of their
+/// inputs (primitives, or inputs, that no CUDA kernel takes yet) in this process. Tests read
+/// it to check that a kernel really ran.
+pub fn host_bridge_runs() -> usize {
+    HOST_RUNS.load(Ordering::Relaxed)
 }
 
 /// Device memory counters, summed over the GPUs used so far (zero where there are none).
@@ -358,6 +371,7 @@ fn all_sources() -> Vec<(String, String)> {
     sources.extend(creation::all_sources());
     sources.extend(reduce::all_sources());
     sources.extend(fast::all_sources());
+    sources.extend(quantized::all_sources());
     sources
 }
 

@@ -1,0 +1,382 @@
+//! Affine quantization on the GPU (`kernels/quantized.cu`): [`QuantizedOp::Dequantize`] and
+//! [`QuantizedOp::Quantize`] (f16, bf16, f32 and f64), and [`QuantizedOp::Matmul`] (f16, bf16
+//! and f32) for a 2-D `w`, in MLX's layout (2, 3, 4, 5, 6 or 8 bits, groups of 32, 64 or 128).
+//!
+//! Every kernel works a pack of 32 values (`bits` words) at a time. Dequantization and
+//! quantization give the CPU's results bit for bit: the same operations in the same compute
+//! type, each rounded once (never fused), and a group's extremes combined so that ties and NaN
+//! go as in the CPU's pass in order.
+//!
+//! The product `x · wᵀ` (`transpose`) takes `x` of any number of rows, [`ROWS_AT_ONCE`] at a
+//! time (decoding: one): each warp reads a few rows of `w` once, with 16-byte loads where the
+//! width allows (8-byte ones for 2 and 6 bits, 4-byte ones for 3 and 5), dequantizes in
+//! registers and sums in f32; when `w` has too few rows to fill the device, the inner axis is
+//! split and the pieces' f32 sums are added in a second kernel, in a fixed order. `x · w` runs
+//! a plain kernel (a thread a pack of 32 outputs), split the same way.
+//!
+//! Operands are read row-major from 16-byte-aligned starts (copied on the device where they
+//! are not). What stays on the host bridge: other types, a batched `w`, empty products, and
+//! grids past the device's limits.
+
+use cudarc::driver::{DeviceRepr, LaunchConfig};
+
+use super::Place;
+use super::dtype::type_names;
+use super::elementwise::convert;
+use super::launch::{Kernel, symbol};
+use crate::array::ArrayData;
+use crate::ops::quantized::QuantizedOp;
+use crate::primitive::OutputSpec;
+use crate::{DType, Error, Result};
+
+const COMMON: &str = include_str!("kernels/common.cuh");
+const QUANTIZED: &str = include_str!("kernels/quantized.cu");
+
+/// The widths with kernels.
+const BITS: [u32; 6] = [2, 3, 4, 5, 6, 8];
+/// Rows of `x` one product kernel takes at most (its instantiations: 1 to 8).
+const ROWS_AT_ONCE: usize = 8;
+/// Warps a block of the product kernel (`NVQ_WARPS`).
+const WARPS: usize = 4;
+/// Threads a block of the other kernels.
+const THREADS: usize = 256;
+/// Threads a block of the `x · w` kernel.
+const QVM_THREADS: usize = 64;
+/// Blocks a multiprocessor the product's grid should give the device at least before the
+/// inner axis is split (a few of the resident blocks, so that the loads in flight cover the
+/// memory's latency).
+const BLOCKS_PER_SM: usize = 4;
+/// The largest grid dimension y and z.
+const GRID_YZ: usize = 65_535;
+
+/// The product's arguments (`NvQmv` in `quantized.cu`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct QmvArgs {
+    n: i64,
+    m: i64,
+    packs: i32,
+    groups: i32,
+    gs_shift: i32,
+    per: i32,
+}
+
+// SAFETY: `QmvArgs` is `repr(C)` plain data with the field order, types and alignment of
+// `NvQmv`, so its bytes are what the kernel reads as its parameter.
+unsafe impl DeviceRepr for QmvArgs {}
+
+/// The `x · w` kernel's arguments (`NvQvm` in `quantized.cu`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct QvmArgs {
+    k: i64,
+    m: i64,
+    packs: i32,
+    groups: i32,
+    gs_shift: i32,
+    per: i32,
+}
+
+// SAFETY: as for `QmvArgs`, with `NvQvm`.
+unsafe impl DeviceRepr for QvmArgs {}
+
+/// Rows of `w` a warp of the product kernel takes for `m` rows of `x` (`NvqRows`).
+fn rows_a_warp(m: usize) -> usize {
+    match m {
+        1 => 4,
+        2..=4 => 2,
+        _ => 1,
+    }
+}
+
+/// The module of the kernels over values of `dtype` packed with `bits` bits.
+fn source(dtype: DType, bits: u32) -> String {
+    let (ct, tn) = type_names(dtype).expect("a float type");
+    let mut s = format!("{COMMON}\n{QUANTIZED}\n");
+    s.push_str(&format!("NV_QUANTIZE({ct}, {tn}, {bits})\n"));
+    if dtype != DType::F64 {
+        s.push_str(&format!("NV_QVM({ct}, {tn}, {bits})\n"));
+        for m in 1..=ROWS_AT_ONCE {
+            s.push_str(&format!("NV_QMV({ct}, {tn}, {bits}, {m})\n"));
+        }
+    }
+    s
+}
+
+/// Every module of this family, for compiling ahead of time.
+#[cfg(test)]
+pub(super) fn all_sources() -> Vec<(String, String)> {
+    [DType::F16, DType::BF16, DType::F32, DType::F64]
+        .into_iter()
+        .flat_map(|d| {
+            let tn = type_names(d).expect("a float type").1;
+            BITS.into_iter()
+                .map(move |b| (format!("quantized_{tn}_d{b}"), source(d, b)))
+        })
+        .collect()
+}
+
+/// The kernel `name` of the module over `dtype` and `bits`.
+fn kernel(place: &Place, dtype: DType, bits: u32, name: super::launch::Symbol) -> Result<Kernel> {
+    place
+        .gpu
+        .kernel_in("quantized", Some(dtype), bits, name, || source(dtype, bits))
+}
+
+/// `log2(group_size / 32)`: the shift from a pack to its group.
+fn group_shift(group_size: usize) -> i32 {
+    (group_size / 32).trailing_zeros() as i32
+}
+
+/// Computes a quantization primitive, or `None` where no kernel takes it.
+pub(crate) fn eval(
+    place: &Place,
+    op: &QuantizedOp,
+    inputs: &[ArrayData],
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    match *op {
+        QuantizedOp::Dequantize { group_size, bits } => {
+            dequantize(place, inputs, group_size, bits, outputs)
+        }
+        QuantizedOp::Quantize { group_size, bits } => {
+            quantize(place, &inputs[0], group_size, bits, outputs)
+        }
+        QuantizedOp::Matmul {
+            group_size,
+            bits,
+            transpose,
+        } => matmul(place, inputs, (group_size, bits, transpose), outputs),
+    }
+}
+
+/// Whether kernels exist for values of `dtype` with `bits` and `group_size` (`matmul`: the
+/// product's types, which leave out f64).
+fn supported(dtype: DType, bits: u32, group_size: usize, matmul: bool) -> bool {
+    let types: &[DType] = if matmul {
+        &[DType::F16, DType::BF16, DType::F32]
+    } else {
+        &[DType::F16, DType::BF16, DType::F32, DType::F64]
+    };
+    types.contains(&dtype) && BITS.contains(&bits) && [32, 64, 128].contains(&group_size)
+}
+
+/// `data` row-major from a 16-byte-aligned address on this device (itself, or a copy made
+/// there), with that address.
+fn aligned(place: &Place, data: &ArrayData) -> Result<(ArrayData, u64)> {
+    let data = super::fast::row_major(place, data)?;
+    let at = place.input(&data)? + (data.layout.offset * data.dtype().size()) as u64;
+    if at.is_multiple_of(16) {
+        return Ok((data, at));
+    }
+    let copy = convert(place, &data, data.dtype())?.ok_or_else(|| {
+        Error::Device("cuda: quantized: an operand could not be copied row-major".into())
+    })?;
+    let at = place.input(&copy)?;
+    Ok((copy, at))
+}
+
+/// The launch of a grid-stride kernel over `items` threads' work.
+fn flat(items: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (items.div_ceil(THREADS).clamp(1, 1 << 20) as u32, 1, 1),
+        block_dim: (THREADS as u32, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// `dequantize` on the device.
+fn dequantize(
+    place: &Place,
+    inputs: &[ArrayData],
+    group_size: usize,
+    bits: u32,
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    let (shape, dtype) = (&outputs[0].0, outputs[0].1);
+    if !supported(dtype, bits, group_size, false) {
+        return Ok(None);
+    }
+    let (out, to) = place.output(dtype, shape)?;
+    let packs = shape.iter().product::<usize>() / 32;
+    if packs == 0 {
+        return Ok(Some(vec![out]));
+    }
+    let (_w, wq) = aligned(place, &inputs[0])?;
+    let (_s, scales) = aligned(place, &inputs[1])?;
+    let (_b, biases) = aligned(place, &inputs[2])?;
+    let tn = type_names(dtype).expect("a float type").1;
+    let f = kernel(place, dtype, bits, symbol!("dequantize_{tn}_b{bits}")?)?;
+    let (packs, shift) = (packs as i64, group_shift(group_size));
+    let params: [&dyn DeviceRepr; 6] = [&wq, &scales, &biases, &to, &packs, &shift];
+    // SAFETY: `wq` holds `packs · bits` words and the scales and biases `packs >> shift`
+    // elements of `dtype`, row-major from 16-byte-aligned starts (`aligned`; the primitive
+    // checked the shapes); `to` is a fresh block of `packs · 32` elements of `dtype`; the
+    // grid-stride loop stays below `packs`; the arguments match `dequantize_*`.
+    unsafe { f.launch(&place.stream, flat(packs as usize), &params)? };
+    Ok(Some(vec![out]))
+}
+
+/// `quantize` on the device.
+fn quantize(
+    place: &Place,
+    w: &ArrayData,
+    group_size: usize,
+    bits: u32,
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    let dtype = w.dtype();
+    let packs = w.layout.size() / 32;
+    if !supported(dtype, bits, group_size, false) || packs.div_ceil(THREADS) > u32::MAX as usize {
+        return Ok(None);
+    }
+    let (wq, wq_at) = place.output(outputs[0].1, &outputs[0].0)?;
+    let (scales, s_at) = place.output(outputs[1].1, &outputs[1].0)?;
+    let (biases, b_at) = place.output(outputs[2].1, &outputs[2].0)?;
+    if packs == 0 {
+        return Ok(Some(vec![wq, scales, biases]));
+    }
+    let (_w, from) = aligned(place, w)?;
+    let tn = type_names(dtype).expect("a float type").1;
+    let f = kernel(place, dtype, bits, symbol!("quantize_{tn}_b{bits}")?)?;
+    let (count, shift) = (packs as i64, group_shift(group_size));
+    let params: [&dyn DeviceRepr; 6] = [&from, &wq_at, &s_at, &b_at, &count, &shift];
+    // One thread a pack and no grid-stride loop: a group's threads meet in shuffles, so each
+    // must be on the grid.
+    let cfg = LaunchConfig {
+        grid_dim: (packs.div_ceil(THREADS) as u32, 1, 1),
+        block_dim: (THREADS as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `from` holds `packs · 32` elements of `dtype`, row-major from a 16-byte-aligned
+    // start (`aligned`); `wq_at`, `s_at` and `b_at` are fresh blocks of `packs · bits` words
+    // and `packs >> shift` elements of `dtype` (the primitive's output shapes); threads past
+    // `packs` read the last pack and write nothing; the arguments match `quantize_*`.
+    unsafe { f.launch(&place.stream, cfg, &params)? };
+    Ok(Some(vec![wq, scales, biases]))
+}
+
+/// The splits of an inner axis of `depth` units (packs, or rows of `w`) that give `blocks`
+/// blocks at least `want` in all, each split at least `least` units (one at least).
+fn splits(blocks: usize, want: usize, depth: usize, least: usize) -> usize {
+    if blocks >= want {
+        return 1;
+    }
+    want.div_ceil(blocks.max(1))
+        .min(depth / least.max(1))
+        .clamp(1, GRID_YZ)
+}
+
+/// `quantized_matmul` on the device, for a 2-D `w`.
+fn matmul(
+    place: &Place,
+    inputs: &[ArrayData],
+    (group_size, bits, transpose): (usize, u32, bool),
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    let (shape, dtype) = (&outputs[0].0, outputs[0].1);
+    let w = &inputs[1];
+    let wshape = &w.layout.shape;
+    if !supported(dtype, bits, group_size, true) || wshape.len() != 2 {
+        return Ok(None);
+    }
+    let unpacked = wshape[1] * 32 / bits as usize;
+    let (k, n) = if transpose {
+        (unpacked, wshape[0])
+    } else {
+        (wshape[0], unpacked)
+    };
+    let size: usize = shape.iter().product();
+    if size == 0 || k == 0 {
+        return Ok(None);
+    }
+    let m = size / n;
+    let packs = unpacked / 32;
+    let groups = unpacked / group_size;
+    if packs > i32::MAX as usize || groups > i32::MAX as usize {
+        return Ok(None);
+    }
+    let sms = place.gpu.props.sms as usize;
+    let want = sms * BLOCKS_PER_SM;
+    // The grid: blocks along the outputs, splits of the inner axis, blocks of rows of x.
+    let (grid, split_units) = if transpose {
+        let at_once = m.min(ROWS_AT_ONCE);
+        let rows = WARPS * rows_a_warp(at_once);
+        let (bx, bz) = (n.div_ceil(rows), m.div_ceil(at_once));
+        // Each split gives every lane a pack at least.
+        let s = splits(bx * bz, want, packs, 32);
+        ((bx, s, bz), packs.div_ceil(s))
+    } else {
+        let (bx, bz) = (packs.div_ceil(QVM_THREADS), m);
+        let s = splits(bx * bz, want, k, 8);
+        ((bx, s, bz), k.div_ceil(s))
+    };
+    if grid.0 > u32::MAX as usize || grid.1 > GRID_YZ || grid.2 > GRID_YZ {
+        return Ok(None);
+    }
+    let (_x, x_at) = aligned(place, &inputs[0])?;
+    let (_w, w_at) = aligned(place, w)?;
+    let (_s, s_at) = aligned(place, &inputs[2])?;
+    let (_b, b_at) = aligned(place, &inputs[3])?;
+    let (out, y_at) = place.output(dtype, shape)?;
+    // The splits' f32 sums, [splits, m, n]; unused (and not allocated) with one split.
+    let partial = match grid.1 {
+        1 => None,
+        s => Some(place.output(DType::F32, &[s, m, n])?),
+    };
+    let part_at = partial.as_ref().map_or(0u64, |p| p.1);
+    let tn = type_names(dtype).expect("a float type").1;
+    let shift = group_shift(group_size);
+    let cfg = |threads: usize| LaunchConfig {
+        grid_dim: (grid.0 as u32, grid.1 as u32, grid.2 as u32),
+        block_dim: (threads as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    if transpose {
+        let at_once = m.min(ROWS_AT_ONCE);
+        let f = kernel(place, dtype, bits, symbol!("qmv_{tn}_b{bits}_m{at_once}")?)?;
+        let args = QmvArgs {
+            n: n as i64,
+            m: m as i64,
+            packs: packs as i32,
+            groups: groups as i32,
+            gs_shift: shift,
+            per: split_units as i32,
+        };
+        let params: [&dyn DeviceRepr; 7] = [&x_at, &w_at, &s_at, &b_at, &y_at, &part_at, &args];
+        // SAFETY: `x_at` holds `m · k` elements of `dtype`, `w_at` `n · packs · bits` words,
+        // the scales and biases `n · groups` elements, all row-major from 16-byte-aligned
+        // starts (`aligned`; the primitive checked the shapes); `y_at` is a fresh block of
+        // `m · n` elements and `part_at` (when there are splits) one of `splits · m · n`
+        // floats; blocks read rows of `w` and `x` clamped below `n` and `m` and write only
+        // inside; the arguments match `qmv_*`.
+        unsafe { f.launch(&place.stream, cfg(WARPS * 32), &params)? };
+    } else {
+        let f = kernel(place, dtype, bits, symbol!("qvm_{tn}_b{bits}")?)?;
+        let args = QvmArgs {
+            k: k as i64,
+            m: m as i64,
+            packs: packs as i32,
+            groups: groups as i32,
+            gs_shift: shift,
+            per: split_units as i32,
+        };
+        let params: [&dyn DeviceRepr; 7] = [&x_at, &w_at, &s_at, &b_at, &y_at, &part_at, &args];
+        // SAFETY: `x_at` holds `m · k` elements of `dtype`, `w_at` `k · packs · bits` words,
+        // the scales and biases `k · groups` elements, row-major from 16-byte-aligned starts;
+        // `y_at` is a fresh block of `m · n` elements and `part_at` (with splits) one of
+        // `splits · m · n` floats; threads past `packs` return at once and the rows of `w`
+        // stop at `k`; the arguments match `qvm_*`.
+        unsafe { f.launch(&place.stream, cfg(QVM_THREADS), &params)? };
+    }
+    if let Some((_, part)) = &partial {
+        let f = kernel(place, dtype, bits, symbol!("qsum_{tn}_b{bits}")?)?;
+        let (count, s) = ((m * n) as i64, grid.1 as i32);
+        let params: [&dyn DeviceRepr; 4] = [part, &y_at, &count, &s];
+        // SAFETY: `part` holds `s · m · n` floats written by the launch above (queued before
+        // on this stream), `y_at` `m · n` elements of `dtype`; the grid-stride loop stays
+        // below `m · n`; the arguments match `qsum_*`.
+        unsafe { f.launch(&place.stream, flat(m * n), &params)? };
+    }
+    Ok(Some(vec![out]))
+}

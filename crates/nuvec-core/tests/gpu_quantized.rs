@@ -1,0 +1,223 @@
+//! Affine quantization's kernels against the CPU: `dequantize` and `quantize` bit for bit for
+//! every width, group size and float type (f16, bf16, f32, f64), and `quantized_matmul` with
+//! `w` transposed or not for 1 to 8 rows of `x` (and more), on the same packed weights, within
+//! a tolerance (the sums run in other orders). Each test checks that no node ran on the host
+//! bridge, and skips itself, saying so, where no CUDA device answers.
+
+mod common;
+
+use common::Rng;
+use common::gpu::{gpu_available, on, uniform, values};
+use nuvec_core::*;
+
+const BITS: [u32; 6] = [2, 3, 4, 5, 6, 8];
+const GROUPS: [usize; 3] = [32, 64, 128];
+const TYPES: [DType; 4] = [DType::F32, DType::F16, DType::BF16, DType::F64];
+
+/// `f` on the GPU, evaluated there, after checking that no node ran on the host bridge.
+fn on_gpu(name: &str, f: impl FnOnce() -> Result<Vec<Array>>) -> Vec<Array> {
+    let before = cuda::host_bridge_runs();
+    let outs = on(Device::gpu(0), || {
+        let outs = f().unwrap_or_else(|e| panic!("{name} on the GPU: {e}"));
+        eval(&outs).unwrap_or_else(|e| panic!("{name} on the GPU: {e}"));
+        outs
+    });
+    assert_eq!(
+        cuda::host_bridge_runs(),
+        before,
+        "{name}: a node ran on the host bridge"
+    );
+    outs
+}
+
+/// Whether `a` and `b` hold the same values of the same type and shape, bit for bit (NaN
+/// where NaN).
+fn assert_same(name: &str, gpu: &Array, cpu: &Array) {
+    assert_eq!(gpu.shape(), cpu.shape(), "{name}: shape");
+    assert_eq!(gpu.dtype(), cpu.dtype(), "{name}: dtype");
+    if gpu.dtype() == DType::U32 {
+        let (g, c) = (gpu.to_vec::<u32>().unwrap(), cpu.to_vec::<u32>().unwrap());
+        if let Some(i) = (0..g.len()).find(|&i| g[i] != c[i]) {
+            panic!("{name}[{i}]: gpu {:#010x} vs cpu {:#010x}", g[i], c[i]);
+        }
+        return;
+    }
+    let (g, c) = (values(gpu), values(cpu));
+    for (i, (a, b)) in g.iter().zip(&c).enumerate() {
+        let same = a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        assert!(same, "{name}[{i}]: gpu {a:e} vs cpu {b:e}");
+    }
+}
+
+/// Weights of `shape` in `dtype` with some awkward groups: a constant one, one of zeros, one
+/// whose extremes tie in magnitude.
+fn weights(rng: &mut Rng, shape: &[usize], dtype: DType) -> Array {
+    let n: usize = shape.iter().product();
+    let mut v: Vec<f64> = (0..n).map(|_| rng.range(-1.0, 1.0)).collect();
+    let k = shape[shape.len() - 1];
+    v[..32].fill(0.25);
+    if n >= 2 * k {
+        v[k..k + 32].fill(0.0);
+    }
+    if n >= 3 * k {
+        v[2 * k] = 0.75;
+        v[2 * k + 1] = -0.75;
+    }
+    Array::from_slice(&v, shape).unwrap().astype(dtype).unwrap()
+}
+
+#[test]
+fn quantize_and_dequantize_match_the_cpu_bit_for_bit() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(17);
+    for dtype in TYPES {
+        for bits in BITS {
+            for gs in GROUPS {
+                let name = format!("{dtype} bits={bits} gs={gs}");
+                let w = weights(&mut rng, &[5, 3 * 128], dtype);
+                let cpu = on(Device::cpu(), || {
+                    let (q, s, b) = quantize(&w, gs, bits).unwrap();
+                    let d = dequantize(&q, &s, &b, gs, bits).unwrap();
+                    vec![q, s, b, d]
+                });
+                let gpu = on_gpu(&format!("quantize {name}"), || {
+                    let (q, s, b) = quantize(&w, gs, bits)?;
+                    Ok(vec![q, s, b])
+                });
+                for (i, what) in ["wq", "scales", "biases"].iter().enumerate() {
+                    assert_same(&format!("quantize {name}: {what}"), &gpu[i], &cpu[i]);
+                }
+                // Dequantization of the CPU's packing, on the GPU.
+                let d = on_gpu(&format!("dequantize {name}"), || {
+                    Ok(vec![dequantize(&cpu[0], &cpu[1], &cpu[2], gs, bits)?])
+                });
+                assert_same(&format!("dequantize {name}"), &d[0], &cpu[3]);
+            }
+        }
+    }
+}
+
+#[test]
+fn quantize_reads_strided_and_batched_weights() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(18);
+    let w = weights(&mut rng, &[2, 3, 256], DType::BF16);
+    let t = transpose(&w, &[1, 0, 2]).unwrap();
+    for (bits, gs) in [(4, 64), (3, 128), (6, 32)] {
+        let cpu = on(Device::cpu(), || {
+            let (q, s, b) = quantize(&t, gs, bits).unwrap();
+            vec![q, s, b]
+        });
+        let gpu = on_gpu("quantize strided", || {
+            let (q, s, b) = quantize(&t, gs, bits)?;
+            Ok(vec![q, s, b])
+        });
+        for i in 0..3 {
+            assert_same(
+                &format!("strided bits={bits} gs={gs} #{i}"),
+                &gpu[i],
+                &cpu[i],
+            );
+        }
+    }
+}
+
+/// The largest relative difference allowed (absolute below 1) for a product of `dtype`.
+fn tol(dtype: DType) -> f64 {
+    match dtype {
+        DType::F32 => 1e-4,
+        DType::F16 => 4e-3,
+        _ => 2e-2,
+    }
+}
+
+/// `quantized_matmul` on both devices over the CPU's packing of random weights.
+fn product(rng: &mut Rng, dtype: DType, (bits, gs, transpose): (u32, usize, bool), m: usize) {
+    let (n, k) = (72, 384);
+    let name = format!("qmm {dtype} bits={bits} gs={gs} transpose={transpose} m={m}");
+    // Packed along the last axis: k with transpose, n without.
+    let wshape = if transpose { [n, k] } else { [k, 2 * 64 * 3] };
+    let w = weights(rng, &wshape, dtype);
+    let (q, s, b) = on(Device::cpu(), || quantize(&w, gs, bits).unwrap());
+    let x = uniform(rng, &[m, k], dtype);
+    let cpu = on(Device::cpu(), || {
+        quantized_matmul(&x, &q, &s, &b, transpose, gs, bits).unwrap()
+    });
+    let gpu = on_gpu(&name, || {
+        Ok(vec![quantized_matmul(&x, &q, &s, &b, transpose, gs, bits)?])
+    });
+    assert_eq!(gpu[0].shape(), cpu.shape(), "{name}: shape");
+    let (g, c) = (values(&gpu[0]), values(&cpu));
+    // Relative to the size of the terms: the sums cancel.
+    let scale = c.iter().fold(1.0f64, |a, v| a.max(v.abs()));
+    for (i, (a, e)) in g.iter().zip(&c).enumerate() {
+        assert!(
+            (a - e).abs() <= tol(dtype) * scale,
+            "{name}[{i}]: gpu {a} vs cpu {e}"
+        );
+    }
+}
+
+#[test]
+fn quantized_matmul_matches_the_cpu_for_every_width_and_group() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(19);
+    for dtype in [DType::BF16, DType::F16, DType::F32] {
+        for bits in BITS {
+            for gs in GROUPS {
+                for transpose in [true, false] {
+                    product(&mut rng, dtype, (bits, gs, transpose), 1);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn quantized_matmul_takes_one_to_many_rows() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(20);
+    for m in (1..=8).chain([13, 40]) {
+        for transpose in [true, false] {
+            product(&mut rng, DType::BF16, (4, 64, transpose), m);
+            product(&mut rng, DType::F32, (3, 32, transpose), m);
+        }
+    }
+}
+
+#[test]
+fn quantized_matmul_splits_a_long_inner_axis() {
+    if !gpu_available() {
+        return;
+    }
+    // Few outputs, a long inner axis: the kernel splits k and sums the pieces.
+    let mut rng = Rng::new(21);
+    let (n, k) = (16, 8192);
+    for (bits, gs) in [(4, 64), (5, 128), (8, 32)] {
+        let w = weights(&mut rng, &[n, k], DType::BF16);
+        let (q, s, b) = on(Device::cpu(), || quantize(&w, gs, bits).unwrap());
+        let x = uniform(&mut rng, &[2, k], DType::BF16);
+        let cpu = on(Device::cpu(), || {
+            quantized_matmul(&x, &q, &s, &b, true, gs, bits).unwrap()
+        });
+        let gpu = on_gpu("split", || {
+            Ok(vec![quantized_matmul(&x, &q, &s, &b, true, gs, bits)?])
+        });
+        let (g, c) = (values(&gpu[0]), values(&cpu));
+        let scale = c.iter().fold(1.0f64, |a, v| a.max(v.abs()));
+        for (i, (a, e)) in g.iter().zip(&c).enumerate() {
+            assert!(
+                (a - e).abs() <= 2e-2 * scale,
+                "split bits={bits}[{i}]: {a} vs {e}"
+            );
+        }
+    }
+}
