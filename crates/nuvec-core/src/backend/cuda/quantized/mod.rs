@@ -1,6 +1,7 @@
 //! Affine quantization on the GPU (`kernels/quantized.cu`): [`QuantizedOp::Dequantize`] and
 //! [`QuantizedOp::Quantize`] (f16, bf16, f32 and f64), and [`QuantizedOp::Matmul`] (f16, bf16
 //! and f32) for a 2-D `w`, in MLX's layout (2, 3, 4, 5, 6 or 8 bits, groups of 32, 64 or 128).
+//! `gather_qmm`'s fused node has its kernels in `gather.rs`.
 //!
 //! Every kernel works a pack of 32 values (`bits` words) at a time. Dequantization and
 //! quantization give the CPU's results bit for bit: the same operations in the same compute
@@ -25,6 +26,7 @@
 //! are not). What stays on the host bridge: other types, a batched `w`, empty products, and
 //! grids past the device's limits.
 
+pub(crate) mod gather;
 mod tiled;
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
@@ -112,7 +114,8 @@ fn source(dtype: DType, bits: u32) -> String {
     s
 }
 
-/// Every module of this family (with the tiled product's), for compiling ahead of time.
+/// Every module of this family (with the tiled and gathered products'), for compiling ahead
+/// of time.
 #[cfg(test)]
 pub(super) fn all_sources() -> Vec<(String, String)> {
     let mut sources: Vec<(String, String)> = [DType::F16, DType::BF16, DType::F32, DType::F64]
@@ -124,6 +127,7 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
         })
         .collect();
     sources.extend(tiled::all_sources());
+    sources.extend(gather::all_sources());
     sources
 }
 

@@ -71,7 +71,6 @@ pub(super) enum Rows {
     Plain,
     /// The rows of each index position along grid z (tiles of them along y), each with its
     /// own matrix of `w`.
-    #[allow(dead_code)] // gather_qmm's kernel takes it (the next step)
     PerIndex,
     /// Rows sorted by matrix of `w`, each matrix's run from the offsets; `slots` tiles walked
     /// along grid y.
