@@ -21,9 +21,8 @@
 // are [offs[e], offs[e + 1]) times mrows and blockIdx.y counts the tiles of every matrix's rows
 // in turn. Indices past the end are clamped to the last matrix.
 
-#ifndef NVQT_STAGES
+// Fixed (not a tunable of NUVEC_KERNEL_DEFINES): the host sizes the shared memory from it.
 #define NVQT_STAGES 4
-#endif
 #define NVQT_THREADS 256
 #define NVQT_BN 256
 #define NVQT_BK 64
