@@ -89,6 +89,17 @@ def _kv_bytes(b, l):
     return 2 * b * 8 * l * 128 * BF16
 
 
+def _q4_bytes(n, k):
+    """A 4-bit [n, k] weight in groups of 64: its packed words and bf16 scales and biases."""
+    return n * k // 2 + 2 * n * (k // 64) * BF16
+
+
+def moe_experts(tokens):
+    """The experts token t picks for the moe_qmv cases (crates/nuvec-bench/src/cases/gpu/
+    quantized.rs): 8 distinct a token, every one of the 128 among 16 tokens or more."""
+    return [[(37 * t + 16 * j) % 128 for j in range(8)] for t in range(tokens)]
+
+
 GPU_SPECS = [
     ("copy", "[2^30] device to device", "bf16", "GB/s", 2 * 2**30 * BF16, 50, 3),
     ("add", "[2^28] + [2^28]", "bf16", "GB/s", 3 * 2**28 * BF16, 50, 3),
@@ -103,6 +114,20 @@ GPU_SPECS = [
     ("linear_m64", "[64, 4096] x [4096, 14336]", "bf16", "TFLOP/s", 2 * 64 * 4096 * 14336, 100, 3),
     ("linear_m256", "[256, 4096] x [4096, 14336]", "bf16", "TFLOP/s",
      2 * 256 * 4096 * 14336, 100, 3),
+    # 4-bit weights in groups of 64 with bf16 scales and biases; the work of the decoding cases
+    # is the packed words, scales and biases read (for every runner, whatever it reads: a
+    # time-based figure, comparable across runners)
+    ("qmv_14336x4096", "[1, 4096] x [14336, 4096]ᵀ 4-bit g64", "bf16", "GB/s",
+     _q4_bytes(14336, 4096), 100, 5),
+    ("qmm_512x14336x4096", "[512, 4096] x [14336, 4096]ᵀ 4-bit g64", "bf16", "TFLOP/s",
+     2 * 512 * 14336 * 4096, 50, 3),
+    ("qmm_4096x14336x4096", "[4096, 4096] x [14336, 4096]ᵀ 4-bit g64", "bf16", "TFLOP/s",
+     2 * 4096 * 14336 * 4096, 30, 3),
+    # the distinct experts picked: 8 for one token, all 128 for 64 (see `moe_experts`)
+    ("moe_qmv_1", "1 token, 8 of 128 experts [768, 2048] 4-bit g64", "bf16", "GB/s",
+     8 * _q4_bytes(768, 2048), 100, 5),
+    ("moe_qmv_64", "64 tokens, 8 of 128 experts [768, 2048] 4-bit g64", "bf16", "GB/s",
+     128 * _q4_bytes(768, 2048), 100, 5),
     ("rms_norm", "[16384, 4096], weight [4096]", "bf16", "GB/s", (2 * GN + 4096) * BF16, 50, 3),
     # x and the residual read, h and y written
     ("add_rms_norm", "[16384, 4096] x 2, weight", "bf16", "GB/s", (4 * GN + 4096) * BF16, 50, 3),

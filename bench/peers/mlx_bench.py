@@ -438,6 +438,31 @@ def g_decode(b, l):
     return setup
 
 
+def g_qmm(m):
+    """x [m, 4096] against a 4-bit [14336, 4096] weight in groups of 64 (bf16 scales and
+    biases), as a linear layer: qmv_14336x4096 (m = 1) and the qmm cases."""
+    def setup():
+        wq, scales, biases = mx.quantize(rand((14336, 4096), 2), group_size=64, bits=4)
+        x = rand((m, 4096), 1)
+        mx.eval(wq, scales, biases)
+        return timed(lambda: mx.quantized_matmul(x, wq, scales, biases, transpose=True,
+                                                 group_size=64, bits=4))
+    return setup
+
+
+def g_moe(tokens):
+    """`tokens` tokens each through 8 of 128 experts of [768, 2048] (4-bit, groups of 64):
+    gather_qmm with rhs_indices [tokens, 8], the experts of harness.moe_experts, unsorted."""
+    def setup():
+        wq, scales, biases = mx.quantize(rand((128, 768, 2048), 2), group_size=64, bits=4)
+        x = rand((tokens, 1, 1, 2048), 1)
+        idx = mx.array(harness.moe_experts(tokens), dtype=mx.uint32)
+        mx.eval(wq, scales, biases, idx)
+        return timed(lambda: mx.gather_qmm(x, wq, scales, biases, rhs_indices=idx,
+                                           transpose=True, group_size=64, bits=4))
+    return setup
+
+
 def g_tiny_op_chain():
     a, b = mx.ones((1,)), mx.ones((1,))
     mx.eval(a, b)
@@ -455,7 +480,9 @@ GPU_SETUPS = {
     "cast_bf16_f32": g_cast(BF, mx.float32), "sum_rows": g_sum_rows(BF),
     "sum_rows_f32": g_sum_rows(mx.float32), "matmul_8192": g_matmul_8192,
     "gemv_4096_14336": g_linear(1), "linear_m16": g_linear(16), "linear_m64": g_linear(64),
-    "linear_m256": g_linear(256), "rms_norm": g_rms_norm, "add_rms_norm": g_add_rms_norm,
+    "linear_m256": g_linear(256), "qmv_14336x4096": g_qmm(1), "qmm_512x14336x4096": g_qmm(512),
+    "qmm_4096x14336x4096": g_qmm(4096), "moe_qmv_1": g_moe(1), "moe_qmv_64": g_moe(64),
+    "rms_norm": g_rms_norm, "add_rms_norm": g_add_rms_norm,
     "layer_norm": g_layer_norm, "rms_norm_vjp": g_rms_norm_vjp, "softmax": g_softmax,
     "logsumexp": g_logsumexp, "cross_entropy": g_cross_entropy, "rope": g_rope,
     "norm_rope_cache": g_norm_rope_cache,

@@ -107,6 +107,17 @@ def linear(m):
     return setup
 
 
+def quantized_linear(m):
+    """The quantized cases' product with the bf16 weight itself (PyTorch has no 4-bit affine
+    product in its core): F.linear, cuBLAS. qmv_14336x4096 keeps the work of the 4-bit case
+    (bytes of the packed weight), so its GB/s is a time-based figure comparable with the
+    quantized runners', not the bf16 bytes this run reads."""
+    def setup():
+        x, w = rand(m, 4096, seed=1), rand(14336, 4096, seed=2)
+        return prog(lambda: F.linear(x, w))
+    return setup
+
+
 def rms_norm():
     x, w = rand(16384, 4096), rand(4096, seed=1)
     return prog(lambda: F.rms_norm(x, (4096,), w, EPS))
@@ -314,6 +325,10 @@ SETUPS = {
     "sum_rows": sum_rows(BF), "sum_rows_f32": sum_rows(torch.float32),
     "matmul_8192": matmul_8192, "gemv_4096_14336": linear(1),
     "linear_m16": linear(16), "linear_m64": linear(64), "linear_m256": linear(256),
+    "qmv_14336x4096": quantized_linear(1), "qmm_512x14336x4096": quantized_linear(512),
+    "qmm_4096x14336x4096": quantized_linear(4096),
+    "moe_qmv_1": unavailable("PyTorch has no gathered (mixture of experts) quantized product"),
+    "moe_qmv_64": unavailable("PyTorch has no gathered (mixture of experts) quantized product"),
     "rms_norm": rms_norm, "add_rms_norm": add_rms_norm, "layer_norm": layer_norm,
     "rms_norm_vjp": rms_norm_vjp, "softmax": softmax, "logsumexp": logsumexp,
     "cross_entropy": cross_entropy, "rope": rope, "norm_rope_cache": norm_rope_cache,

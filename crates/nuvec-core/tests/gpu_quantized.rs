@@ -221,3 +221,103 @@ fn quantized_matmul_splits_a_long_inner_axis() {
         }
     }
 }
+
+/// `quantized_matmul` of `[m, k]` rows against an `[n, k]` (`transpose`) or `[k, n]` weight on
+/// both devices, over the CPU's packing; the GPU within `tol(dtype)` of the largest output (the
+/// tensor cores take each weight rounded to `dtype`, the CPU keeps it in f32, and the sums run
+/// in other orders: the error grows like the outputs, with `√k`).
+fn tiled(
+    rng: &mut Rng,
+    dtype: DType,
+    (bits, gs, transpose): (u32, usize, bool),
+    (m, n, k): (usize, usize, usize),
+) {
+    let name = format!("tiled {dtype} bits={bits} gs={gs} transpose={transpose} m={m} n={n} k={k}");
+    let wshape = if transpose { [n, k] } else { [k, n] };
+    let w = weights(rng, &wshape, dtype);
+    let (q, s, b) = on(Device::cpu(), || quantize(&w, gs, bits).unwrap());
+    let x = uniform(rng, &[m, k], dtype);
+    let cpu = on(Device::cpu(), || {
+        quantized_matmul(&x, &q, &s, &b, transpose, gs, bits).unwrap()
+    });
+    let gpu = on_gpu(&name, || {
+        Ok(vec![quantized_matmul(&x, &q, &s, &b, transpose, gs, bits)?])
+    });
+    assert_eq!(gpu[0].shape(), cpu.shape(), "{name}: shape");
+    let (g, c) = (values(&gpu[0]), values(&cpu));
+    let scale = c.iter().fold(1.0f64, |a, v| a.max(v.abs()));
+    for (i, (a, e)) in g.iter().zip(&c).enumerate() {
+        assert!(
+            (a - e).abs() <= tol(dtype) * scale,
+            "{name}[{i}] (row {}, column {}): gpu {a} vs cpu {e}",
+            i / n,
+            i % n
+        );
+    }
+}
+
+/// The sizes of a tiled product for `gs` and `transpose`: `n` past one tile of 256 outputs and
+/// not a multiple of it (odd with `transpose`), `k` not a multiple of the 64-value step where
+/// the group size allows (and, with some widths, rows of `w` not on 16 bytes).
+fn tiled_sizes(gs: usize, transpose: bool, m: usize) -> (usize, usize, usize) {
+    let k = match gs {
+        32 => 416,
+        64 => 448,
+        _ => 640,
+    };
+    if transpose {
+        (m, 301, k)
+    } else {
+        // Packed along n: a multiple of the group size; k is any multiple of 8.
+        (m, 9 * gs.max(32), 200)
+    }
+}
+
+#[test]
+fn tiled_quantized_matmul_matches_the_cpu_for_every_width_group_and_orientation() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(22);
+    for bits in BITS {
+        for gs in GROUPS {
+            for transpose in [true, false] {
+                for m in [9, 17, 100, 257] {
+                    let dims = tiled_sizes(gs, transpose, m);
+                    tiled(&mut rng, DType::BF16, (bits, gs, transpose), dims);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn tiled_quantized_matmul_takes_f16() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(23);
+    for (bits, gs) in [(4, 64), (3, 32), (8, 128), (6, 64)] {
+        for transpose in [true, false] {
+            for m in [17, 257] {
+                let dims = tiled_sizes(gs, transpose, m);
+                tiled(&mut rng, DType::F16, (bits, gs, transpose), dims);
+            }
+        }
+    }
+}
+
+#[test]
+fn tiled_quantized_matmul_takes_long_and_exact_shapes() {
+    if !gpu_available() {
+        return;
+    }
+    // Whole tiles (n a multiple of 256, k of 64) with many steps of k, the tuned case (4 bits,
+    // groups of 64) among them; and an x · w whose inner axis is no multiple of 8, which stays
+    // on the plain kernel.
+    let mut rng = Rng::new(24);
+    tiled(&mut rng, DType::BF16, (4, 64, true), (300, 512, 2048));
+    tiled(&mut rng, DType::BF16, (4, 64, false), (130, 512, 1024));
+    tiled(&mut rng, DType::F16, (2, 128, true), (64, 256, 1024));
+    tiled(&mut rng, DType::BF16, (4, 32, false), (33, 96, 100));
+}

@@ -2,6 +2,7 @@
 
 use super::check::Checker;
 use super::{FastOp, Fused, check_inputs, integral};
+use crate::backend::cuda::fast::CudaKernel;
 use crate::error::invalid;
 use crate::primitive::{OutputSpec, Primitive};
 use crate::{Array, DType, Result, default_stream, promote_types};
@@ -407,5 +408,9 @@ impl Fused for GatherQmm {
             self.bits,
             self.transpose,
         )?])
+    }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
     }
 }

@@ -50,7 +50,7 @@ mod check;
 pub(crate) mod conv;
 pub(crate) mod custom;
 pub(crate) mod gated_delta;
-mod gather;
+pub(crate) mod gather;
 pub(crate) mod norm_grads;
 pub(crate) mod norms;
 pub(crate) mod paged;

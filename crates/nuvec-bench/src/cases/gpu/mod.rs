@@ -9,6 +9,7 @@
 mod attention;
 mod basic;
 mod fused;
+mod quantized;
 
 use nuvec_core::{Array, DType, Element, bf16};
 
@@ -129,6 +130,51 @@ pub fn gpu() -> Vec<Case> {
             100,
             3,
             basic::linear_m256,
+        ),
+        (
+            "qmv_14336x4096",
+            "[1, 4096] x [14336, 4096]ᵀ 4-bit g64",
+            "bf16",
+            GBps,
+            100,
+            5,
+            quantized::qmv,
+        ),
+        (
+            "qmm_512x14336x4096",
+            "[512, 4096] x [14336, 4096]ᵀ 4-bit g64",
+            "bf16",
+            TFlops,
+            50,
+            3,
+            quantized::qmm_512,
+        ),
+        (
+            "qmm_4096x14336x4096",
+            "[4096, 4096] x [14336, 4096]ᵀ 4-bit g64",
+            "bf16",
+            TFlops,
+            30,
+            3,
+            quantized::qmm_4096,
+        ),
+        (
+            "moe_qmv_1",
+            "1 token, 8 of 128 experts [768, 2048] 4-bit g64",
+            "bf16",
+            GBps,
+            100,
+            5,
+            quantized::moe_qmv_1,
+        ),
+        (
+            "moe_qmv_64",
+            "64 tokens, 8 of 128 experts [768, 2048] 4-bit g64",
+            "bf16",
+            GBps,
+            100,
+            5,
+            quantized::moe_qmv_64,
         ),
         (
             "rms_norm",

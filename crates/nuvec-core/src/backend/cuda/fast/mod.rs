@@ -3,7 +3,8 @@
 //! Each kernel is a [`CudaKernel`] implemented for its operation's unit, in the file of its
 //! family (`norms.rs`, `norm_grads.rs`, `rope.rs`, `norm_rope.rs`, `softmax.rs`,
 //! `attention.rs` and `flash.rs`, `gated_delta.rs`, `conv.rs`, with their sources in
-//! `kernels/fast/`; `custom.rs` runs the users' kernels, whose sources are generated). Its
+//! `kernels/fast/`; `custom.rs` runs the users' kernels, whose sources are generated;
+//! `gather_qmm`'s lives with the other quantized kernels, in `quantized/gather.rs`). Its
 //! [`CudaKernel::takes`] looks at shapes and dtypes only: the public operations ask it before
 //! recording a fused node on a GPU stream, and [`eval`] asks it again, so a recorded node
 //! always finds its kernel. Layouts are the kernel's business: what it cannot read through its

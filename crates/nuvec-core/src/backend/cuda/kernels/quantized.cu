@@ -212,32 +212,22 @@ struct NvQmv {
   i32 per;      // packs each split of k takes
 };
 
-// y[i, n] = sum_k x[i, k] (s[n, g] q[n, k] + b[n, g]), as s · (x · q) + b · sum(x) per pack.
-// Each warp takes NvqRows<M> rows of w; its lanes take every 32nd pack of the block's split of
-// k (blockIdx.y), each reading the pack of all its rows (one or more 16-byte loads each, all
-// issued before the first use) and the matching 32 values of each of the M rows of x from
-// blockIdx.z * M, which every row reuses. The lanes' sums meet by shuffles; with one split
-// the result goes to y, otherwise to `partial` ([splits, m, n] float32, summed by `nvq_sum`).
+// The sums of NvqRows<M> rows of w (`row`, counted from `w`, `scales` and `biases`) with M rows
+// of x (`xr`), y[i, n] = sum_k x[i, k] (s[n, g] q[n, k] + b[n, g]) taken as s · (x · q) +
+// b · sum(x) per pack, over the packs p0 + lane, p0 + lane + 32, ... below p1: each lane reads
+// the pack of all its rows (one or more 16-byte loads each, all issued before the first use)
+// and the matching 32 values of each row of x, which every row reuses. The lanes' sums meet by
+// shuffles, so every lane returns the warp's.
 template <typename T, int B, int M>
-__device__ __forceinline__ void nvq_qmv(const T* __restrict__ x, const u32* __restrict__ w,
-                                        const T* __restrict__ scales, const T* __restrict__ biases,
-                                        T* __restrict__ y, float* __restrict__ partial, const NvQmv& a) {
+__device__ __forceinline__ void nvq_qmv_rows(const T* const (&xr)[M], const u32* __restrict__ w,
+                                             const T* __restrict__ scales, const T* __restrict__ biases,
+                                             const i64 (&row)[NvqRows<M>::v], int p0, int p1,
+                                             int packs, int groups, int gs_shift,
+                                             float (&acc)[NvqRows<M>::v][M]) {
   constexpr int R = NvqRows<M>::v;
   constexpr int V = 16 / sizeof(T);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const i64 n0 = ((i64)blockIdx.x * NVQ_WARPS + warp) * R;
-  const i64 m0 = (i64)blockIdx.z * M;
-  const int p0 = blockIdx.y * a.per;
-  const int p1 = min(a.packs, p0 + a.per);
-  const i64 words = (i64)a.packs * B;
-  // Rows past the end read the last row and are never written.
-  i64 row[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) row[r] = min(n0 + r, a.n - 1);
-  const T* xr[M];
-#pragma unroll
-  for (int i = 0; i < M; ++i) xr[i] = x + min(m0 + i, a.m - 1) * (i64)a.packs * 32;
-  float acc[R][M];
+  const int lane = threadIdx.x & 31;
+  const i64 words = (i64)packs * B;
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -245,13 +235,13 @@ __device__ __forceinline__ void nvq_qmv(const T* __restrict__ x, const u32* __re
   for (int p = p0 + lane; p < p1; p += 32) {
     u32 q[R][B];
     float s[R], b[R];
-    const int g = p >> a.gs_shift;
+    const int g = p >> gs_shift;
 #pragma unroll
     for (int r = 0; r < R; ++r) nvq_load<B>(w + row[r] * words + (i64)p * B, q[r]);
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      s[r] = nv_up<T>(scales[row[r] * a.groups + g]);
-      b[r] = nv_up<T>(biases[row[r] * a.groups + g]);
+      s[r] = nv_up<T>(scales[row[r] * groups + g]);
+      b[r] = nv_up<T>(biases[row[r] * groups + g]);
     }
     float dot[R][M], xs[M];
 #pragma unroll
@@ -290,6 +280,30 @@ __device__ __forceinline__ void nvq_qmv(const T* __restrict__ x, const u32* __re
     for (int i = 0; i < M; ++i)
 #pragma unroll
       for (int d = 16; d > 0; d >>= 1) acc[r][i] += __shfl_xor_sync(0xffffffffu, acc[r][i], d);
+}
+
+// y = x · wᵀ for M rows of x from blockIdx.z * M: each warp takes NvqRows<M> rows of w, its
+// lanes every 32nd pack of the block's split of k (blockIdx.y). With one split the result goes
+// to y, otherwise to `partial` ([splits, m, n] float32, summed by `nvq_sum`).
+template <typename T, int B, int M>
+__device__ __forceinline__ void nvq_qmv(const T* __restrict__ x, const u32* __restrict__ w,
+                                        const T* __restrict__ scales, const T* __restrict__ biases,
+                                        T* __restrict__ y, float* __restrict__ partial, const NvQmv& a) {
+  constexpr int R = NvqRows<M>::v;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const i64 n0 = ((i64)blockIdx.x * NVQ_WARPS + warp) * R;
+  const i64 m0 = (i64)blockIdx.z * M;
+  const int p0 = blockIdx.y * a.per;
+  const int p1 = min(a.packs, p0 + a.per);
+  // Rows past the end read the last row and are never written.
+  i64 row[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) row[r] = min(n0 + r, a.n - 1);
+  const T* xr[M];
+#pragma unroll
+  for (int i = 0; i < M; ++i) xr[i] = x + min(m0 + i, a.m - 1) * (i64)a.packs * 32;
+  float acc[R][M];
+  nvq_qmv_rows<T, B, M>(xr, w, scales, biases, row, p0, p1, a.packs, a.groups, a.gs_shift, acc);
   if (lane != 0) return;
 #pragma unroll
   for (int r = 0; r < R; ++r) {

@@ -1,22 +1,33 @@
 //! Affine quantization on the GPU (`kernels/quantized.cu`): [`QuantizedOp::Dequantize`] and
 //! [`QuantizedOp::Quantize`] (f16, bf16, f32 and f64), and [`QuantizedOp::Matmul`] (f16, bf16
 //! and f32) for a 2-D `w`, in MLX's layout (2, 3, 4, 5, 6 or 8 bits, groups of 32, 64 or 128).
+//! `gather_qmm`'s fused node has its kernels in `gather.rs`.
 //!
 //! Every kernel works a pack of 32 values (`bits` words) at a time. Dequantization and
 //! quantization give the CPU's results bit for bit: the same operations in the same compute
 //! type, each rounded once (never fused), and a group's extremes combined so that ties and NaN
 //! go as in the CPU's pass in order.
 //!
-//! The product `x · wᵀ` (`transpose`) takes `x` of any number of rows, [`ROWS_AT_ONCE`] at a
-//! time (decoding: one): each warp reads a few rows of `w` once, with 16-byte loads where the
-//! width allows (8-byte ones for 2 and 6 bits, 4-byte ones for 3 and 5), dequantizes in
-//! registers and sums in f32; when `w` has too few rows to fill the device, the inner axis is
-//! split and the pieces' f32 sums are added in a second kernel, in a fixed order. `x · w` runs
-//! a plain kernel (a thread a pack of 32 outputs), split the same way.
+//! The product, by rows of `x`:
+//! - up to [`ROWS_AT_ONCE`] rows (decoding: one), and any number in f32, `x · wᵀ`
+//!   (`transpose`): each warp reads a few rows of `w` once, with 16-byte loads where the width
+//!   allows (8-byte ones for 2 and 6 bits, 4-byte ones for 3 and 5), dequantizes in registers
+//!   and sums in f32, [`ROWS_AT_ONCE`] rows of `x` at a time; when `w` has too few rows to fill
+//!   the device, the inner axis is split and the pieces' f32 sums are added in a second kernel,
+//!   in a fixed order. `x · w` runs a plain kernel (a thread a pack of 32 outputs, a row of `x`
+//!   a block), split the same way, for f32 and for few rows;
+//! - more rows in f16 and bf16 (prefill), both orientations: the tiled tensor-core kernel
+//!   (`tiled.rs`), which dequantizes tiles of `w` into shared memory (each weight rounded once
+//!   to the activation type, where the CPU keeps it in f32: results agree within the type's
+//!   rounding, not bit for bit) and multiplies with `mma.sync`; `x · w` there needs an inner
+//!   axis that is a multiple of 8 (the plain kernel takes the others).
 //!
 //! Operands are read row-major from 16-byte-aligned starts (copied on the device where they
 //! are not). What stays on the host bridge: other types, a batched `w`, empty products, and
 //! grids past the device's limits.
+
+pub(crate) mod gather;
+mod tiled;
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
@@ -29,8 +40,8 @@ use crate::ops::quantized::QuantizedOp;
 use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result};
 
-const COMMON: &str = include_str!("kernels/common.cuh");
-const QUANTIZED: &str = include_str!("kernels/quantized.cu");
+const COMMON: &str = include_str!("../kernels/common.cuh");
+const QUANTIZED: &str = include_str!("../kernels/quantized.cu");
 
 /// The widths with kernels.
 const BITS: [u32; 6] = [2, 3, 4, 5, 6, 8];
@@ -103,17 +114,21 @@ fn source(dtype: DType, bits: u32) -> String {
     s
 }
 
-/// Every module of this family, for compiling ahead of time.
+/// Every module of this family (with the tiled and gathered products'), for compiling ahead
+/// of time.
 #[cfg(test)]
 pub(super) fn all_sources() -> Vec<(String, String)> {
-    [DType::F16, DType::BF16, DType::F32, DType::F64]
+    let mut sources: Vec<(String, String)> = [DType::F16, DType::BF16, DType::F32, DType::F64]
         .into_iter()
         .flat_map(|d| {
             let tn = type_names(d).expect("a float type").1;
             BITS.into_iter()
                 .map(move |b| (format!("quantized_{tn}_d{b}"), source(d, b)))
         })
-        .collect()
+        .collect();
+    sources.extend(tiled::all_sources());
+    sources.extend(gather::all_sources());
+    sources
 }
 
 /// The kernel `name` of the module over `dtype` and `bits`.
@@ -296,6 +311,17 @@ fn matmul(
     if packs > i32::MAX as usize || groups > i32::MAX as usize {
         return Ok(None);
     }
+    if m > ROWS_AT_ONCE
+        && let Some(out) = tiled_matmul(
+            place,
+            inputs,
+            (group_size, bits, transpose),
+            (m, n, k),
+            outputs,
+        )?
+    {
+        return Ok(Some(out));
+    }
     let sms = place.gpu.props.sms as usize;
     let want = sms * BLOCKS_PER_SM;
     // The grid: blocks along the outputs, splits of the inner axis, blocks of rows of x.
@@ -378,5 +404,79 @@ fn matmul(
         // below `m · n`; the arguments match `qsum_*`.
         unsafe { f.launch(&place.stream, flat(m * n), &params)? };
     }
+    Ok(Some(vec![out]))
+}
+
+/// `quantized_matmul` of more than [`ROWS_AT_ONCE`] rows in f16 or bf16 on the tensor cores
+/// (`tiled.rs`), or `None` where the grid would pass the device's limits.
+fn tiled_matmul(
+    place: &Place,
+    inputs: &[ArrayData],
+    (group_size, bits, transpose): (usize, u32, bool),
+    (m, n, k): (usize, usize, usize),
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    let (shape, dtype) = (&outputs[0].0, outputs[0].1);
+    let w = &inputs[1];
+    let wrow = w.layout.shape[1];
+    let unpacked = if transpose { k } else { n };
+    if k > i32::MAX as usize || wrow > i32::MAX as usize || !tiled::inner_fits(k) {
+        return Ok(None);
+    }
+    let args = tiled::TiledArgs {
+        m: m as i64,
+        n: n as i64,
+        xmats: 1,
+        experts: 1,
+        indices: 1,
+        k: k as i32,
+        wrow: wrow as i32,
+        groups: (unpacked / group_size) as i32,
+        gs_shift: group_shift(group_size),
+        mrows: 1,
+        ..Default::default()
+    };
+    // The larger tiles where they fit the device (and the rows fill them), else the smaller.
+    let fitting = [tiled::warp_tiles(m), 2]
+        .into_iter()
+        .find(|&mt| tiled::fits(place, dtype, bits, transpose, mt));
+    let Some(mt) = fitting else {
+        return Ok(None);
+    };
+    if tiled::grid(tiled::Rows::Plain, &args, mt).is_none() {
+        return Ok(None);
+    }
+    let (_x, x) = aligned(place, &inputs[0])?;
+    let (_w, w_at) = aligned(place, w)?;
+    let (_s, scales) = aligned(place, &inputs[2])?;
+    let (_b, biases) = aligned(place, &inputs[3])?;
+    let (out, y) = place.output(dtype, shape)?;
+    let ops = tiled::Operands {
+        x,
+        w: w_at,
+        scales,
+        biases,
+        y,
+        lhs: 0,
+        rhs: 0,
+        offs: 0,
+    };
+    // SAFETY: `x` holds `m · k` values of `dtype`, `w` `wrow` words a row (`n` rows with
+    // `transpose`, else `k`), the scales and biases `groups` values a row, all row-major from
+    // 16-byte-aligned starts (`aligned`; the primitive checked the shapes); `y` is a fresh
+    // block of `m · n` values; the arrays are held until the work is queued and the allocator
+    // keeps their blocks for this stream.
+    unsafe {
+        tiled::launch(
+            place,
+            dtype,
+            bits,
+            transpose,
+            tiled::Rows::Plain,
+            mt,
+            &ops,
+            args,
+        )?
+    };
     Ok(Some(vec![out]))
 }

@@ -1,0 +1,334 @@
+//! `gather_qmm` ([`GatherQmm`]) on the GPU: one launch for every index position, whichever
+//! matrix of `w` each picks.
+//!
+//! - Few rows a matrix of `w`, `x · wᵀ` (decoding a mixture of experts): the gathered
+//!   matrix-vector kernel (`kernels/quantized_gather.cu`, the sums of `quantized.cu`'s product
+//!   kernel), each block reading its matrix's index to find the weights. With sorted indices
+//!   (`offsets` given) a block takes up to 8 rows of one matrix, so each matrix's weights are
+//!   read once for every 8 of its rows; unsorted, each index position's rows go alone (its
+//!   weights are read once for each position that picks them). f32 takes this kernel for any
+//!   number of rows.
+//! - Many rows a matrix (prefill), and every `x · w`: the tiled tensor-core kernel (`tiled.rs`),
+//!   f16 and bf16, over each matrix's run of sorted rows (from the offsets), else over each
+//!   index position's rows.
+//!
+//! What runs the fallback graph inside the node: `x · w` with an inner axis not a multiple of
+//! 8, and on devices whose blocks cannot have the tiled kernel's shared memory (`x · w` in f32
+//! is not taken: its fallback graph is recorded instead). `gather_mm` (unquantized) has no
+//! kernel: its fallback (`take` of the batches, then one batched `matmul`) runs on the device.
+
+use cudarc::driver::{DeviceRepr, LaunchConfig};
+
+use super::super::Place;
+use super::super::dtype::type_names;
+use super::super::fast::{CudaKernel, nested};
+use super::super::launch::symbol;
+use super::tiled::{self, Operands, Rows, TiledArgs};
+use super::{BITS, COMMON, QUANTIZED, ROWS_AT_ONCE, WARPS, aligned, group_shift, rows_a_warp};
+use crate::array::ArrayData;
+use crate::fast::Arg;
+use crate::fast::gather::GatherQmm;
+use crate::primitive::OutputSpec;
+use crate::{DType, Result};
+
+const GATHER: &str = include_str!("../kernels/quantized_gather.cu");
+
+/// The most matrices of `w` whose offsets the sorted gathered kernel walks
+/// (`NVQG_MAX_EXPERTS`, and the tiled kernel's [`tiled::MAX_EXPERTS`]).
+const MAX_EXPERTS: usize = 1024;
+/// The largest grid dimension z.
+const GRID_Z: usize = 65_535;
+/// Rows a matrix of `w` (on average) from which sorted rows take the tiled kernel.
+const TILED_ROWS: usize = 16;
+
+/// The gathered matrix-vector kernel's arguments (`NvGqmv` in `quantized_gather.cu`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct GatherArgs {
+    n: i64,
+    w_batch: i64,
+    s_batch: i64,
+    xmats: i64,
+    experts: i64,
+    indices: i64,
+    chunks: i64,
+    packs: i32,
+    groups: i32,
+    gs_shift: i32,
+    mrows: i32,
+    sorted: i32,
+    pad: i32,
+}
+
+// SAFETY: `GatherArgs` is `repr(C)` plain data with the field order, types and alignment of
+// `NvGqmv`, so its bytes are what the kernel reads as its parameter.
+unsafe impl DeviceRepr for GatherArgs {}
+
+/// The module of the gathered matrix-vector kernels over `dtype` packed with `bits` bits.
+fn source(dtype: DType, bits: u32) -> String {
+    let (ct, tn) = type_names(dtype).expect("a float type");
+    let mut s = format!("{COMMON}\n{QUANTIZED}\n{GATHER}\n");
+    for m in 1..=ROWS_AT_ONCE {
+        s.push_str(&format!("NV_GQMV({ct}, {tn}, {bits}, {m})\n"));
+    }
+    s
+}
+
+/// Every module of this family, for compiling ahead of time.
+#[cfg(test)]
+pub(super) fn all_sources() -> Vec<(String, String)> {
+    [DType::F16, DType::BF16, DType::F32]
+        .into_iter()
+        .flat_map(|d| {
+            let tn = type_names(d).expect("a float type").1;
+            BITS.into_iter()
+                .map(move |b| (format!("quantized_gather_{tn}_d{b}"), source(d, b)))
+        })
+        .collect()
+}
+
+/// The sizes of one gathered product.
+#[derive(Debug, Clone, Copy)]
+struct Dims {
+    /// Rows of each matrix of `x`, and its inner axis.
+    mrows: usize,
+    k: usize,
+    /// Matrices of `x` and of `w`.
+    xmats: usize,
+    experts: usize,
+    /// Rows and words of each matrix of `w`, and its groups a row.
+    wrows: usize,
+    wrow: usize,
+    groups: usize,
+    /// Outputs a row, and index positions.
+    n: usize,
+    indices: usize,
+}
+
+impl GatherQmm {
+    /// The sizes of inputs of these shapes, or `None` where no kernel takes them.
+    fn dims(&self, shapes: &[&[usize]]) -> Option<Dims> {
+        let (x, w, s) = (shapes[0], shapes[1], shapes[2]);
+        let (xn, wn) = (x.len(), w.len());
+        if xn < 2 || wn < 2 || s.len() != wn || !BITS.contains(&self.bits) {
+            return None;
+        }
+        let (mrows, k) = (x[xn - 2], x[xn - 1]);
+        let (wrows, wrow) = (w[wn - 2], w[wn - 1]);
+        let groups = s[wn - 1];
+        let unpacked = groups * self.group_size;
+        let n = if self.transpose { wrows } else { unpacked };
+        let xmats: usize = x[..xn - 2].iter().product();
+        let experts: usize = w[..wn - 2].iter().product();
+        let indices: usize = shapes[4].iter().product();
+        let big = |v: usize| v > i32::MAX as usize;
+        if [mrows, k, n, xmats, experts, indices, groups].contains(&0)
+            || big(k)
+            || big(wrow)
+            || big(mrows)
+            || big(n)
+        {
+            return None;
+        }
+        Some(Dims {
+            mrows,
+            k,
+            xmats,
+            experts,
+            wrows,
+            wrow,
+            groups,
+            n,
+            indices,
+        })
+    }
+}
+
+impl CudaKernel for GatherQmm {
+    /// `x`, scales and biases of one kernel type (f32 only with `transpose`), packed `w`,
+    /// uint32 indices and int32 offsets, nothing empty.
+    fn takes(&self, inputs: &[Arg<'_>]) -> bool {
+        if !(6..=7).contains(&inputs.len()) {
+            return false;
+        }
+        let dtype = inputs[0].dtype;
+        let types = inputs[0].kernel_float()
+            && (self.transpose || dtype != DType::F32)
+            && inputs[2].dtype == dtype
+            && inputs[3].dtype == dtype
+            && inputs[1].dtype == DType::U32
+            && inputs[4].dtype == DType::U32
+            && inputs[5].dtype == DType::U32
+            && inputs
+                .get(6)
+                .is_none_or(|o| o.dtype == DType::I32 && o.shape.len() == 1);
+        let shapes: Vec<&[usize]> = inputs.iter().map(|a| a.shape).collect();
+        types && matches!(self.group_size, 32 | 64 | 128) && self.dims(&shapes).is_some()
+    }
+
+    /// Only kernels, but for `x · w` where the device's blocks cannot have the tiled kernel's
+    /// shared memory, which runs the fallback graph.
+    fn batchable(&self, _inputs: &[Arg<'_>]) -> bool {
+        self.transpose
+    }
+
+    fn eval(
+        &self,
+        place: &Place,
+        inputs: &mut [ArrayData],
+        outputs: &[OutputSpec],
+    ) -> Result<Vec<ArrayData>> {
+        let shapes: Vec<&[usize]> = inputs.iter().map(|d| d.layout.shape.as_slice()).collect();
+        let Some(d) = self.dims(&shapes) else {
+            return nested(place, self, inputs, outputs);
+        };
+        let dtype = inputs[0].dtype();
+        let bits = self.bits;
+        let sorted = inputs.len() == 7 && d.experts <= MAX_EXPERTS;
+        let rows = d.indices * d.mrows;
+        // Rows a matrix of `w` on average, over the matrices the indices can pick.
+        let per_matrix = rows.div_ceil(d.experts.min(d.indices));
+        let tiled_ok = matches!(dtype, DType::F16 | DType::BF16) && tiled::inner_fits(d.k);
+        let mt = tiled::warp_tiles(if sorted { per_matrix } else { d.mrows });
+        let mt = [mt, 2]
+            .into_iter()
+            .find(|&mt| tiled::fits(place, dtype, bits, self.transpose, mt));
+        let tiles = match (tiled_ok, mt) {
+            (true, Some(mt)) => {
+                let many = if sorted {
+                    per_matrix >= TILED_ROWS
+                } else {
+                    d.mrows > ROWS_AT_ONCE
+                };
+                (many || !self.transpose).then_some(mt)
+            }
+            _ => None,
+        };
+        if tiles.is_none() && !self.transpose {
+            return nested(place, self, inputs, outputs);
+        }
+        let (_x, x) = aligned(place, &inputs[0])?;
+        let (_w, w) = aligned(place, &inputs[1])?;
+        let (_s, scales) = aligned(place, &inputs[2])?;
+        let (_b, biases) = aligned(place, &inputs[3])?;
+        let (_l, lhs) = aligned(place, &inputs[4])?;
+        let (_r, rhs) = aligned(place, &inputs[5])?;
+        let offsets = match sorted {
+            true => Some(aligned(place, &inputs[6])?),
+            false => None,
+        };
+        let offs = offsets.as_ref().map_or(0, |o| o.1);
+        let (out, y) = place.output(dtype, &outputs[0].0)?;
+        let ops = Operands {
+            x,
+            w,
+            scales,
+            biases,
+            y,
+            lhs,
+            rhs,
+            offs,
+        };
+        match tiles {
+            Some(mt) => {
+                let args = TiledArgs {
+                    m: rows as i64,
+                    n: d.n as i64,
+                    w_batch: (d.wrows * d.wrow) as i64,
+                    s_batch: (d.wrows * d.groups) as i64,
+                    xmats: d.xmats as i64,
+                    experts: d.experts as i64,
+                    indices: d.indices as i64,
+                    k: d.k as i32,
+                    wrow: d.wrow as i32,
+                    groups: d.groups as i32,
+                    gs_shift: group_shift(self.group_size),
+                    mrows: d.mrows as i32,
+                    ..Default::default()
+                };
+                let how = if sorted { Rows::Sorted } else { Rows::PerIndex };
+                // SAFETY: `x` holds `xmats · mrows` rows of `k` values, `w` `experts` matrices
+                // of `wrows` rows of `wrow` words, the scales and biases `experts` matrices of
+                // `wrows · groups` values, the indices `indices` uint32 and the offsets
+                // `experts` int32 (when sorted), all row-major from 16-byte-aligned starts
+                // (`aligned`; the node's specs checked the shapes); `y` is a fresh block of
+                // `indices · mrows · n` values.
+                unsafe { tiled::launch(place, dtype, bits, self.transpose, how, mt, &ops, args)? };
+            }
+            None => gathered_rows(place, self, &d, sorted, &ops, dtype)?,
+        }
+        Ok(vec![out])
+    }
+}
+
+/// The gathered matrix-vector kernel over every index position (`x · wᵀ`).
+fn gathered_rows(
+    place: &Place,
+    op: &GatherQmm,
+    d: &Dims,
+    sorted: bool,
+    ops: &Operands,
+    dtype: DType,
+) -> Result<()> {
+    let rows = d.indices * d.mrows;
+    // Rows of the product a block takes: an index position's (up to 8), or about a matrix's
+    // share of the sorted rows.
+    let at_once = if sorted {
+        rows.div_ceil(d.experts.min(d.indices))
+    } else {
+        d.mrows
+    }
+    .clamp(1, ROWS_AT_ONCE);
+    let chunks = if sorted {
+        rows.div_ceil(at_once) + d.experts
+    } else {
+        d.indices * d.mrows.div_ceil(at_once)
+    };
+    let bx = d.n.div_ceil(WARPS * rows_a_warp(at_once));
+    let args = GatherArgs {
+        n: d.n as i64,
+        w_batch: (d.wrows * d.wrow) as i64,
+        s_batch: (d.wrows * d.groups) as i64,
+        xmats: d.xmats as i64,
+        experts: d.experts as i64,
+        indices: d.indices as i64,
+        chunks: chunks as i64,
+        packs: (d.k / 32) as i32,
+        groups: d.groups as i32,
+        gs_shift: group_shift(op.group_size),
+        mrows: d.mrows as i32,
+        sorted: i32::from(sorted),
+        pad: 0,
+    };
+    let bits = op.bits;
+    let tn = type_names(dtype).expect("a float type").1;
+    let f = place.gpu.kernel_in(
+        "quantized_gather",
+        Some(dtype),
+        bits,
+        symbol!("gqmv_{tn}_b{bits}_m{at_once}")?,
+        || source(dtype, bits),
+    )?;
+    let cfg = LaunchConfig {
+        grid_dim: (bx as u32, 1, chunks.min(GRID_Z) as u32),
+        block_dim: ((WARPS * 32) as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let params: [&dyn DeviceRepr; 9] = [
+        &ops.x,
+        &ops.w,
+        &ops.scales,
+        &ops.biases,
+        &ops.y,
+        &ops.lhs,
+        &ops.rhs,
+        &ops.offs,
+        &args,
+    ];
+    // SAFETY: as for the tiled launch in `eval` (the same operands, `k` a multiple of 32 so
+    // rows of `x` start on 16 bytes); rows of `w` are clamped below `n`, rows of `x` found
+    // through indices clamped below `xmats`, matrices of `w` below `experts`, and outputs are
+    // written below `indices · mrows` rows and `n` columns; `n` fits the grid's x
+    // (`i32::MAX` at most, checked by `dims`); the arguments match `gqmv_*`.
+    unsafe { f.launch(&place.stream, cfg, &params) }
+}
