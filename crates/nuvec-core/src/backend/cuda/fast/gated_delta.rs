@@ -297,11 +297,23 @@ fn type_code(dtype: DType) -> i32 {
 /// Rows a warp, warps a block and blocks for `B · Hv` heads of `dv` rows with `Dk = 32 e`:
 /// the most rows a warp (at most 32 state elements a lane) that still give the device
 /// [`BLOCKS_PER_SM`] blocks a multiprocessor, else one row a warp.
+/// `NUVEC_GD_ROWS` (1, 2, 4 or 8, within the register budget) forces the rows a warp, for
+/// tuning.
 fn grid(e: usize, heads: usize, dv: usize, sms: usize) -> (usize, usize, usize) {
     let shape = |r: usize| {
         let warps = WARPS.min(dv.div_ceil(r));
         (r, warps, heads * dv.div_ceil(warps * r))
     };
+    static FORCED: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let forced = *FORCED.get_or_init(|| {
+        std::env::var("NUVEC_GD_ROWS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|r| ROWS.contains(r))
+    });
+    if let Some(r) = forced.filter(|r| r * e <= MAX_HELD) {
+        return shape(r);
+    }
     ROWS.into_iter()
         .filter(|r| r * e <= MAX_HELD)
         .map(shape)
