@@ -21,7 +21,9 @@
 //! keeps Hopper on the portable kernel, `NUVEC_FLASH_TMA=0` on the cooperative form;
 //! `NUVEC_FLASH_PINGPONG=1` makes the TMA form's consumers take turns at the tensor cores
 //! (FlashAttention-3's ping-pong schedule; not yet run on a GPU) and
-//! `NUVEC_FLASH_STAGES` (2 to 4, where they fit) sets its key and value stages.
+//! `NUVEC_FLASH_STAGES` (2 to 4, where they fit) sets its key and value stages;
+//! `NUVEC_FLASH_CONSUMERS=3` gives head size 64 three consumers (192 query rows a block; not
+//! yet run on a GPU).
 
 use std::sync::OnceLock;
 
@@ -75,7 +77,7 @@ fn tma_stages(d: usize, dv: usize) -> usize {
             .filter(|s| (2..=4).contains(s))
     });
     match asked {
-        Some(s) if tma_shared(d, dv, s) <= HOPPER_SHARED => s,
+        Some(s) if tma_shared(64 * consumers(d, dv), d, dv, s) <= HOPPER_SHARED => s,
         _ => 2,
     }
 }
@@ -83,11 +85,20 @@ fn tma_stages(d: usize, dv: usize) -> usize {
 /// The largest dynamic shared memory of a block on compute capability 9.0, in bytes.
 const HOPPER_SHARED: usize = 227 * 1024;
 
-/// The TMA form's dynamic shared memory in bytes: queries, the key and value stages, the
-/// 1,024-byte alignment of the swizzled tiles and the barriers.
-fn tma_shared(d: usize, dv: usize, stages: usize) -> usize {
-    let (bm, bn) = SM90_TILE;
+/// The TMA form's dynamic shared memory in bytes: queries (`bm` rows), the key and value
+/// stages, the 1,024-byte alignment of the swizzled tiles and the barriers.
+fn tma_shared(bm: usize, d: usize, dv: usize, stages: usize) -> usize {
+    let bn = SM90_TILE.1;
     (bm * d + stages * bn * (d + dv)) * 2 + 1024 + 128
+}
+
+/// Consumer warpgroups of the TMA form (64 query rows each): 2, or 3 for head size 64 with
+/// `NUVEC_FLASH_CONSUMERS=3` (FlashAttention-3's 192-row tiles; not yet run on a GPU).
+fn consumers(d: usize, dv: usize) -> usize {
+    static THREE: OnceLock<bool> = OnceLock::new();
+    let three =
+        *THREE.get_or_init(|| std::env::var("NUVEC_FLASH_CONSUMERS").is_ok_and(|v| v == "3"));
+    if three && d == 64 && dv == 64 { 3 } else { 2 }
 }
 
 /// Query rows and key rows a tile of the Hopper kernel (`NV_H_BM`, `NV_H_BN`).
@@ -198,10 +209,11 @@ fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, family: &str
             format!("{COMMON}\n{FLASH}\n{FLASH_F32}\nNV_FLASH_F32({d}, {dv}, {mask}, {c}, {s})\n")
         }
         "flashtma" => format!(
-            "#define NV_T_STAGES {}\n#define NV_T_PINGPONG {}\n{COMMON}\n{FLASH}\n{FLASH_SM90}\n\
-             {FLASH_TMA}\nNV_FLASH_TMA{args}\n",
+            "#define NV_T_STAGES {}\n#define NV_T_PINGPONG {}\n#define NV_T_CONSUMERS {}\n\
+             {COMMON}\n{FLASH}\n{FLASH_SM90}\n{FLASH_TMA}\nNV_FLASH_TMA{args}\n",
             tma_stages(d, dv),
-            u32::from(pingpong())
+            u32::from(pingpong()),
+            consumers(d, dv)
         ),
         "flash90" => format!("{COMMON}\n{FLASH}\n{FLASH_SM90}\nNV_FLASH_SM90{args}\n"),
         _ => format!("#define NV_FLASH_WARPS {w}\n{COMMON}\n{FLASH}\nNV_FLASH{args}\n"),
@@ -282,8 +294,9 @@ pub(super) fn attention(
     let sm90 = !single && hopper(place, d, dv);
     // The TMA form's descriptors: queries in boxes of the block's rows, keys and values of a
     // tile's.
+    let tma_rows = 64 * consumers(d, dv);
     let maps = if sm90 && tma() {
-        let (bm, bn) = SM90_TILE;
+        let (bm, bn) = (tma_rows, SM90_TILE.1);
         match (
             tensor_map::encode(ptrs[0], q, bm)?,
             tensor_map::encode(ptrs[1], k, bn)?,
@@ -296,7 +309,12 @@ pub(super) fn attention(
         None
     };
     let (bm, shared, threads) = if maps.is_some() {
-        (SM90_TILE.0, tma_shared(d, dv, tma_stages(d, dv)), 384)
+        let threads = 128 * (tma_rows as u32 / 64 + 1);
+        (
+            tma_rows,
+            tma_shared(tma_rows, d, dv, tma_stages(d, dv)),
+            threads,
+        )
     } else if sm90 {
         (SM90_TILE.0, sm90_shared(d, dv), 256)
     } else if single {

@@ -145,9 +145,10 @@ __device__ __forceinline__ void nv_h_tile(unsigned char* base, const T* g, i64 g
 // What a consumer warpgroup keeps for its 64 query rows: the scores of one tile, the
 // running statistics and the output accumulator, with the three steps of a tile. D and DV
 // are 64 or 128.
-template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS, int BN_>
+template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS, int BN_,
+          int BM_ = NV_H_BM>
 struct NvHRows {
-  static constexpr int BM = NV_H_BM, BN = BN_;
+  static constexpr int BM = BM_, BN = BN_;
   static constexpr int NT = BN / 8;  // score tiles of 8 keys
   static constexpr int OT = DV / 8;  // output tiles of 8 features
   typedef u32 Weights[NT / 2][4];
@@ -331,7 +332,7 @@ struct NvHBlock {
   i64 b, h, kvh;
   int m0, ntiles;
 };
-template <bool CAUSAL, int BN>
+template <bool CAUSAL, int BN, int BM = NV_H_BM>
 __device__ __forceinline__ NvHBlock nv_h_block(const NvFlash& a) {
   NvHBlock k;
   const int mtiles = gridDim.x;
@@ -340,10 +341,10 @@ __device__ __forceinline__ NvHBlock nv_h_block(const NvFlash& a) {
   k.h = blockIdx.y;
   k.b = blockIdx.z;
   k.kvh = k.h / a.group;
-  k.m0 = mt * NV_H_BM;
+  k.m0 = mt * BM;
   int kend = a.lk;
   if (CAUSAL) {
-    const int last = (k.m0 + NV_H_BM < a.lq ? k.m0 + NV_H_BM : a.lq) - 1;
+    const int last = (k.m0 + BM < a.lq ? k.m0 + BM : a.lq) - 1;
     const int see = last + (a.lk - a.lq) + 1;
     kend = see < a.lk ? see : a.lk;
   }

@@ -2,8 +2,9 @@
 // before this file) holds the consumer's steps (`NvHRows`); here one producer warpgroup, of
 // which one thread works, loads queries, keys and values with TMA (the 128-byte swizzle
 // written by the copy engine itself, rows past the sequence filled with zeros) into stages
-// tied to two consumer warpgroups by shared-memory barriers, so each consumer runs at its own
-// pace and no thread of theirs spends an instruction on a load.
+// tied to two (or, for head size 64, three) consumer warpgroups of 64 query rows each by
+// shared-memory barriers, so each consumer runs at its own pace and no thread of theirs
+// spends an instruction on a load.
 //
 // A consumer's tile t: the scores of t are issued, then the product of tile t − 1's weights
 // with its values; once the scores land, their exponentials are taken in place (while the
@@ -23,6 +24,11 @@ struct alignas(64) NvTmap {
 // the other takes its exponentials), as FlashAttention-3's ping-pong schedule does.
 #ifndef NV_T_PINGPONG
 #define NV_T_PINGPONG 0
+#endif
+// Consumer warpgroups, 64 query rows each: 2 (registers for head sizes up to 128), or 3 for
+// head size 64 (FlashAttention-3's 192-row tiles: more warps to hide the exponentials).
+#ifndef NV_T_CONSUMERS
+#define NV_T_CONSUMERS 2
 #endif
 
 __device__ __forceinline__ void nv_bar_init(u32 bar, u32 count) {
@@ -57,21 +63,22 @@ __device__ __forceinline__ void nv_tma4(u32 dst, const NvTmap* map, int c0, int 
       : "memory");
 }
 
-// Named barriers 1 and 2 (0 is __syncthreads') order the consumers' turns: a consumer waits
-// on its own before issuing its products and arrives on the other's after.
+// Named barriers 1 to NC (0 is __syncthreads') order the consumers' turns, in a ring: a
+// consumer waits on its own before issuing its products and arrives on the next one's after.
 __device__ __forceinline__ void nv_turn_wait(int consumer) {
   if (NV_T_PINGPONG) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + consumer) : "memory");
 }
-__device__ __forceinline__ void nv_turn_pass(int consumer) {
-  if (NV_T_PINGPONG) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - consumer) : "memory");
+__device__ __forceinline__ void nv_turn_pass(int consumer, int consumers) {
+  if (NV_T_PINGPONG)
+    asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (consumer + 1) % consumers) : "memory");
 }
 
-template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS>
+template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS, int NC>
 __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* vm,
                              const void* __restrict__ mask, const T* __restrict__ sinks,
                              T* __restrict__ out, const NvFlash a) {
-  constexpr int BM = NV_H_BM, BN = NV_H_BN, S = NV_T_STAGES;
-  typedef NvHRows<T, D, DV, MASK, CAUSAL, SINKS, BN> Rows;
+  constexpr int BM = 64 * NC, BN = NV_H_BN, S = NV_T_STAGES;
+  typedef NvHRows<T, D, DV, MASK, CAUSAL, SINKS, BN, BM> Rows;
   constexpr int KT = BN * D * 2, VT = BN * DV * 2;
   extern __shared__ __align__(16) unsigned char nv_t_smem[];
   unsigned char* qs = nv_h_base(nv_t_smem);
@@ -85,7 +92,7 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
   auto k_free = [&](int s) { return bars + 8 * (1 + S + s); };
   auto v_full = [&](int s) { return bars + 8 * (1 + 2 * S + s); };
   auto v_free = [&](int s) { return bars + 8 * (1 + 3 * S + s); };
-  const NvHBlock blk = nv_h_block<CAUSAL, BN>(a);
+  const NvHBlock blk = nv_h_block<CAUSAL, BN, BM>(a);
   const int ntiles = blk.ntiles;
   const int wg = threadIdx.x >> 7;
 
@@ -94,8 +101,8 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
     for (int s = 0; s < S; ++s) {
       nv_bar_init(k_full(s), 1);
       nv_bar_init(v_full(s), 1);
-      nv_bar_init(k_free(s), 8);  // lane 0 of each consumer warp
-      nv_bar_init(v_free(s), 8);
+      nv_bar_init(k_free(s), 4 * NC);  // lane 0 of each consumer warp
+      nv_bar_init(v_free(s), 4 * NC);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -123,20 +130,25 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
     return;
   }
 
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+  // The registers the producer gave up: 240 a thread for two consumers, 160 for three.
+  if constexpr (NC == 2) {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n");
+  }
   const bool lead = (threadIdx.x & 31) == 0;
   const int me = wg - 1;
   Rows rows(a, mask, sinks, blk.b, blk.h, blk.m0, me, qa);
   typename Rows::Weights p;
   // Each consumer takes ntiles + 1 turns (the first tile's scores alone, then scores with the
   // previous tile's product, the last product alone); the first consumer goes first, so the
-  // second passes once before its first turn and not after its last.
-  if (me == 1) nv_turn_pass(me);
+  // last one passes once before its first turn and not after its last.
+  if (me == NC - 1) nv_turn_pass(me, NC);
   nv_bar_wait(q_full, 0);
   nv_bar_wait(k_full(0), 0);
   nv_turn_wait(me);
   rows.scores(ka);
-  nv_turn_pass(me);
+  nv_turn_pass(me, NC);
   nv_wg_wait<0>();
   nv_wg_pin<Rows::NT * 4>(rows.s);
   if (lead) nv_bar_arrive(k_free(0));
@@ -149,7 +161,7 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
     rows.scores(ka + s * KT);
     nv_bar_wait(v_full(sp), ((t - 1) / S) & 1);
     rows.product(p, va + sp * VT);
-    nv_turn_pass(me);
+    nv_turn_pass(me, NC);
     nv_wg_wait<1>();
     nv_wg_pin<Rows::NT * 4>(rows.s);
     if (lead) nv_bar_arrive(k_free(s));
@@ -165,17 +177,18 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
   nv_bar_wait(v_full(sl), ((ntiles - 1) / S) & 1);
   nv_turn_wait(me);
   rows.product(p, va + sl * VT);
-  if (me == 0) nv_turn_pass(me);
+  if (me != NC - 1) nv_turn_pass(me, NC);
   nv_wg_wait<0>();
   nv_wg_pin<Rows::OT * 4>(rows.o);
   rows.store(out, blk.b, blk.h, a.hq);
 }
 
 #define NV_FLASH_TMA(T, TN, D, DV, MASK, CAUSAL, SINKS)                                        \
-  extern "C" __global__ void __launch_bounds__(384, 1)                                         \
+  extern "C" __global__ void __launch_bounds__(128 * (NV_T_CONSUMERS + 1), 1)                  \
       flashtma_##TN##_##D##_##DV##_m##MASK##_c##CAUSAL##_s##SINKS(                             \
           const __grid_constant__ NvTmap qm, const __grid_constant__ NvTmap km,                \
           const __grid_constant__ NvTmap vm, const void* mask, const T* sinks, T* out,         \
           NvFlash a) {                                                                         \
-    nv_flash_tma<T, D, DV, MASK, (bool)CAUSAL, (bool)SINKS>(&qm, &km, &vm, mask, sinks, out, a); \
+    nv_flash_tma<T, D, DV, MASK, (bool)CAUSAL, (bool)SINKS, NV_T_CONSUMERS>(&qm, &km, &vm, mask, \
+                                                                            sinks, out, a);    \
   }
