@@ -43,6 +43,11 @@
 #define NV_ATTN_COMBINE_THREADS 256
 // Query rows a block of the tensor-core kernel takes (the products' n).
 #define NV_ATTN_MMA_ROWS 8
+// Tunable: whether the tensor-core kernel asks for the next step's keys and values during this
+// step's arithmetic (see nv_attention_mma).
+#ifndef NV_ATTN_PREFETCH
+#define NV_ATTN_PREFETCH 1
+#endif
 
 // Mirrors `AttnArgs` in `attention.rs` (repr(C)): all 64-bit fields first.
 struct NvAttn {
@@ -573,23 +578,35 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
   const i64 v_head = a.v_offset + kvh * a.v_strides[1] + (PAGED ? 0 : b * a.v_strides[0]);
   const i32* entries = table + (PAGED ? a.t_offset + b * a.t_strides[0] : 0);
 
-  for (i64 step = start + (i64)warp * KS; step < end; step += STEP) {
-    uint4 kc[KH][CI], vc[KH][CI];
+  // The key (`keys`) or value chunks of the step from key `st`: zeros past the split's end.
+  auto fetch = [&](i64 st, bool keys, uint4 (&into)[KH][CI]) {
 #pragma unroll
     for (int hh = 0; hh < KH; ++hh) {
-      const i64 j = step + 8 * hh + g;
+      const i64 j = st + 8 * hh + g;
       const bool live = j < end;
       i64 kr = 0, vr = 0;
       if (live) nv_attn_rows<PAGED>(j, entries, k_head, v_head, a, kr, vr);
+      const T* from = keys ? k + kr : v + vr;
 #pragma unroll
       for (int ci = 0; ci < CI; ++ci) {
-        const int c = 4 * ci + t;
-        kc[hh][ci] = vc[hh][ci] = make_uint4(0u, 0u, 0u, 0u);
-        if (live) {
-          kc[hh][ci] = nv_attn_chunk<T, VEC>(k + kr + 8 * c);
-          vc[hh][ci] = nv_attn_chunk<T, VEC>(v + vr + 8 * c);
-        }
+        into[hh][ci] = make_uint4(0u, 0u, 0u, 0u);
+        if (live) into[hh][ci] = nv_attn_chunk<T, VEC>(from + 8 * (4 * ci + t));
       }
+    }
+  };
+  // With NV_ATTN_PREFETCH the next step's keys are asked for as soon as this step's scores
+  // are formed, and its values once this step's values are multiplied, so that a warp's loads
+  // stay in flight through its arithmetic (the same registers; the same bits).
+  uint4 kc[KH][CI], vc[KH][CI];
+  const i64 first = start + (i64)warp * KS;
+  if (NV_ATTN_PREFETCH && first < end) {
+    fetch(first, true, kc);
+    fetch(first, false, vc);
+  }
+  for (i64 step = first; step < end; step += STEP) {
+    if (!NV_ATTN_PREFETCH) {
+      fetch(step, true, kc);
+      fetch(step, false, vc);
     }
 
     // S^T: keys step + g (s[0], s[1]) and step + 8 + g (s[2], s[3]), rows 2t and 2t + 1;
@@ -609,6 +626,7 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
     }
 #pragma unroll
     for (int e = 0; e < 4; ++e) s[e] = __fadd_rn(s[e], s_odd[e]);
+    if (NV_ATTN_PREFETCH && step + STEP < end) fetch(step + STEP, true, kc);
 
     // Scaled to base 2 and masked; the rows' maxima over the step's keys (lanes of one t).
     float mx[2];
@@ -665,6 +683,7 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
         }
       }
     }
+    if (NV_ATTN_PREFETCH && step + STEP < end) fetch(step + STEP, false, vc);
   }
 
   // The rows' sums over the warp's lanes (a butterfly: every lane ends with the same sum).
