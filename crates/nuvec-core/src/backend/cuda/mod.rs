@@ -395,7 +395,8 @@ mod tests {
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
-    /// The Hopper kernels (`wgmma`) compile for `sm_90a`.
+    /// The Hopper kernels (`wgmma`: attention's and the quantized product's) compile for
+    /// `sm_90a`.
     #[test]
     fn hopper_kernel_sources_compile_for_sm_90a() {
         // SAFETY: only tries to open the library.
@@ -404,7 +405,9 @@ mod tests {
             return;
         }
         use rayon::prelude::*;
-        let failures: Vec<String> = super::fast::flash::sm90_sources()
+        let mut sources = super::fast::flash::sm90_sources();
+        sources.extend(super::quantized::sm90_sources());
+        let failures: Vec<String> = sources
             .par_iter()
             .filter_map(|(key, source)| super::jit::compile(key, source, "sm_90a").err())
             .map(|e| e.to_string())

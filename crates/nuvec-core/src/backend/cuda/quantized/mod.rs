@@ -20,7 +20,11 @@
 //!   (`tiled.rs`), which dequantizes tiles of `w` into shared memory (each weight rounded once
 //!   to the activation type, where the CPU keeps it in f32: results agree within the type's
 //!   rounding, not bit for bit) and multiplies with `mma.sync`; `x · w` there needs an inner
-//!   axis that is a multiple of 8 (the plain kernel takes the others).
+//!   axis that is a multiple of 8 (the plain kernel takes the others). On Hopper (compute
+//!   capability 9.x), `x · wᵀ` with 4 bits and more than [`wgmma::MIN_ROWS`] rows runs the
+//!   warpgroup kernel instead (`wgmma.rs`: the dequantized weights go straight from registers
+//!   into `wgmma`); `NUVEC_QMM_WGMMA=0` keeps those products on the tiled kernel, for
+//!   comparison.
 //!
 //! Operands are read row-major from 16-byte-aligned starts (copied on the device where they
 //! are not). What stays on the host bridge: other types, a batched `w`, empty products, and
@@ -28,6 +32,7 @@
 
 pub(crate) mod gather;
 mod tiled;
+mod wgmma;
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
@@ -129,6 +134,12 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
     sources.extend(tiled::all_sources());
     sources.extend(gather::all_sources());
     sources
+}
+
+/// The modules compiled for `sm_90a` (the warpgroup kernel's), for compiling ahead of time.
+#[cfg(test)]
+pub(super) fn sm90_sources() -> Vec<(String, String)> {
+    wgmma::sm90_sources()
 }
 
 /// The kernel `name` of the module over `dtype` and `bits`.
@@ -310,6 +321,15 @@ fn matmul(
     let groups = unpacked / group_size;
     if packs > i32::MAX as usize || groups > i32::MAX as usize {
         return Ok(None);
+    }
+    if let Some(out) = wgmma::matmul(
+        place,
+        inputs,
+        (group_size, bits, transpose),
+        (m, n, k),
+        outputs,
+    )? {
+        return Ok(Some(out));
     }
     if m > ROWS_AT_ONCE
         && let Some(out) = tiled_matmul(

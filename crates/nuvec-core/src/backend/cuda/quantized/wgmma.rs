@@ -1,0 +1,204 @@
+//! The quantized product `x · wᵀ` for many rows of `x` on Hopper's warpgroup tensor cores
+//! (`kernels/quantized_wgmma.cu`, compiled for `sm_90a`): f16 and bf16, 4-bit weights, groups
+//! of 32, 64 or 128, more than [`MIN_ROWS`] rows of `x`, on devices of compute capability 9.x.
+//! Everything else keeps the tiled `mma.sync` kernel (`tiled.rs`) and the row kernels.
+//!
+//! The kernel computes `yᵀ = w · xᵀ` so that the dequantized weights are `wgmma`'s A operand,
+//! taken from registers: a block of two warpgroups takes 128 rows of `w` by 128 or 256 rows of
+//! `x`, 64 values of the inner axis a step; the packed words and the rows of `x` go into
+//! shared memory with `cp.async` (x in the 128-byte swizzled layout `wgmma` reads through a
+//! descriptor), each thread turns its bytes of the packed words into its A fragments with a
+//! few integer operations and one fused multiply-add of the activation type a pair (each
+//! weight rounded once to that type, as in the tiled kernel), and the accumulators stay in
+//! f32. The kernel's header says more.
+//!
+//! Knobs, for tuning and comparison (read once):
+//! - `NUVEC_QMM_WGMMA=0` keeps these products on the tiled kernel (on by default in this work
+//!   branch; not yet run on a GPU);
+//! - `NUVEC_QMM_WGMMA_BX` (128 or 256) sets the rows of `x` a block takes (by default 128 for
+//!   up to 128 rows, else 256);
+//! - `NUVEC_QMM_WGMMA_STAGES` sets the stages where that pair is instantiated ([`SHAPES`]) and
+//!   fits the device's shared memory (by default the most that fit).
+
+use std::sync::OnceLock;
+
+use cudarc::driver::{DeviceRepr, LaunchConfig};
+
+use super::super::Place;
+use super::super::dtype::type_names;
+use super::super::launch::{KernelKey, symbol};
+use super::{COMMON, aligned, group_shift};
+use crate::array::ArrayData;
+use crate::primitive::OutputSpec;
+use crate::{DType, Result};
+
+const WGMMA: &str = include_str!("../kernels/quantized_wgmma.cu");
+
+/// Rows of `w` a block takes (`NVQW_BN`).
+const BN: usize = 128;
+/// Words a packed row of `w` takes in a stage (`NVQW_WQS`).
+const WQS: usize = 12;
+/// Threads a block (`NVQW_THREADS`).
+const THREADS: u32 = 256;
+/// The products with more rows of `x` than this come here; fewer would leave most of a
+/// block's columns empty.
+pub(super) const MIN_ROWS: usize = 64;
+/// The largest grid dimension y.
+const GRID_Y: usize = 65_535;
+/// The instantiated (rows of `x` a block, stages) pairs.
+const SHAPES: [(usize, usize); 4] = [(128, 4), (128, 6), (256, 4), (256, 5)];
+
+/// The kernel's arguments (`NvQw` in `quantized_wgmma.cu`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct WgArgs {
+    m: i64,
+    n: i64,
+    k: i32,
+    wrow: i32,
+    groups: i32,
+    gs_shift: i32,
+}
+
+// SAFETY: `WgArgs` is `repr(C)` plain data with the field order, types and alignment of
+// `NvQw`, so its bytes are what the kernel reads as its parameter.
+unsafe impl DeviceRepr for WgArgs {}
+
+/// Whether the kernel is on (`NUVEC_QMM_WGMMA=0` turns it off).
+fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("NUVEC_QMM_WGMMA").is_none_or(|v| v != "0"))
+}
+
+/// A numeric environment knob, read once into `cell`.
+fn knob(cell: &'static OnceLock<Option<usize>>, name: &str) -> Option<usize> {
+    *cell.get_or_init(|| std::env::var(name).ok().and_then(|v| v.trim().parse().ok()))
+}
+
+/// The (rows of `x` a block, stages) for `m` rows on this device, or `None` where no
+/// instantiated pair fits its shared memory.
+fn shape(place: &Place, m: usize) -> Option<(usize, usize)> {
+    static BX: OnceLock<Option<usize>> = OnceLock::new();
+    static STAGES: OnceLock<Option<usize>> = OnceLock::new();
+    let bx = match knob(&BX, "NUVEC_QMM_WGMMA_BX") {
+        Some(b @ (128 | 256)) => b,
+        _ if m <= 128 => 128,
+        _ => 256,
+    };
+    let most = place.gpu.props.shared_per_block as usize;
+    let fitting = || {
+        SHAPES
+            .into_iter()
+            .filter(move |&(b, s)| b == bx && shared_bytes(b, s) <= most)
+    };
+    let asked = knob(&STAGES, "NUVEC_QMM_WGMMA_STAGES");
+    fitting()
+        .find(|&(_, s)| Some(s) == asked)
+        .or_else(|| fitting().max_by_key(|&(_, s)| s))
+}
+
+/// A block's dynamic shared memory in bytes (`NvqwShape::SHARED`, and 1,024 for aligning the
+/// swizzled stages).
+fn shared_bytes(bx: usize, stages: usize) -> usize {
+    1024 + stages * (bx * 128 + BN * WQS * 4)
+}
+
+/// The module of the kernels over `dtype` (f16 or bf16): every instantiated shape.
+fn source(dtype: DType) -> String {
+    let (ct, tn) = type_names(dtype).expect("a float type");
+    let mut s = format!("{COMMON}\n{WGMMA}\n");
+    for (bx, st) in SHAPES {
+        s.push_str(&format!("NV_QMM_WG({ct}, {tn}, {bx}, {st})\n"));
+    }
+    s
+}
+
+/// The kernels' sources, for compiling ahead of time for `sm_90a` (tests).
+#[cfg(test)]
+pub(crate) fn sm90_sources() -> Vec<(String, String)> {
+    [DType::F16, DType::BF16]
+        .into_iter()
+        .map(|d| {
+            let tn = type_names(d).expect("a float type").1;
+            (format!("quantized_wgmma_{tn}"), source(d))
+        })
+        .collect()
+}
+
+/// Whether the kernel takes this product: Hopper, f16 or bf16, `x · wᵀ` with 4 bits and groups
+/// of 32, 64 or 128, more than [`MIN_ROWS`] rows, and a grid within the device's limits.
+fn covers(place: &Place, dtype: DType, (group_size, bits, transpose): (usize, u32, bool)) -> bool {
+    enabled()
+        && place.gpu.props.arch.major == 9
+        && matches!(dtype, DType::F16 | DType::BF16)
+        && transpose
+        && bits == 4
+        && matches!(group_size, 32 | 64 | 128)
+}
+
+/// `quantized_matmul` of `m` rows on the warpgroup tensor cores, or `None` where the kernel
+/// does not take it (the caller runs the others).
+pub(super) fn matmul(
+    place: &Place,
+    inputs: &[ArrayData],
+    spec: (usize, u32, bool),
+    (m, n, k): (usize, usize, usize),
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    let (shape_out, dtype) = (&outputs[0].0, outputs[0].1);
+    let group_size = spec.0;
+    if m <= MIN_ROWS || !covers(place, dtype, spec) {
+        return Ok(None);
+    }
+    let w = &inputs[1];
+    let wrow = w.layout.shape[1];
+    // k is wrow · 8 (a multiple of 32, so rows of w and x start on 16 bytes).
+    if k > i32::MAX as usize || wrow * 8 != k || !k.is_multiple_of(group_size) {
+        return Ok(None);
+    }
+    let Some((bx, stages)) = shape(place, m) else {
+        return Ok(None);
+    };
+    let (gx, gy) = (n.div_ceil(BN), m.div_ceil(bx));
+    if gx > u32::MAX as usize || gy > GRID_Y {
+        return Ok(None);
+    }
+    let (_x, x) = aligned(place, &inputs[0])?;
+    let (_w, w_at) = aligned(place, w)?;
+    let (_s, scales) = aligned(place, &inputs[2])?;
+    let (_b, biases) = aligned(place, &inputs[3])?;
+    let (out, y) = place.output(dtype, shape_out)?;
+    let args = WgArgs {
+        m: m as i64,
+        n: n as i64,
+        k: k as i32,
+        wrow: wrow as i32,
+        groups: (k / group_size) as i32,
+        gs_shift: group_shift(group_size),
+    };
+    let mut module = place.gpu.module("quantized_wgmma", Some(dtype), 0);
+    module.arch = module.arch.specific()?;
+    let tn = type_names(dtype).expect("a float type").1;
+    let key = KernelKey {
+        module,
+        symbol: symbol!("qmmwg_{tn}_x{bx}_s{stages}")?,
+    };
+    let f = place.gpu.kernel(&key, || source(dtype))?;
+    f.allow_shared(place.gpu.props.shared_per_block)?;
+    let cfg = LaunchConfig {
+        grid_dim: (gx as u32, gy as u32, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: shared_bytes(bx, stages) as u32,
+    };
+    let params: [&dyn DeviceRepr; 6] = [&x, &w_at, &scales, &biases, &y, &args];
+    // SAFETY: `x` holds `m · k` values of `dtype`, `w_at` `n` rows of `wrow` words, the scales
+    // and biases `n` rows of `k / group_size` values, all row-major from 16-byte-aligned starts
+    // (`aligned`; the primitive checked the shapes); `y` is a fresh block of `m · n` values.
+    // The kernel copies rows of x below `m` and columns below `k`, words of rows below `n`
+    // and inside them, scales of those rows and packs below `k`, writes outputs below `m` and
+    // `n`, and takes `shared_bytes` of shared memory, allowed above; the arguments match
+    // `qmmwg_*`. The arrays are held until the work is queued and the allocator keeps their
+    // blocks for this stream.
+    unsafe { f.launch(&place.stream, cfg, &params)? };
+    Ok(Some(vec![out]))
+}
