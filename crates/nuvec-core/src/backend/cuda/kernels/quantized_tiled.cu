@@ -66,6 +66,7 @@ template <> struct NvqPair<f16> {
 template <typename P> __device__ __forceinline__ P nvq_as(u32 u) { return *reinterpret_cast<P*>(&u); }
 template <typename P> __device__ __forceinline__ u32 nvq_bits(P p) { return *reinterpret_cast<u32*>(&p); }
 
+// nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
 template <typename T> struct NvqMma;
 template <> struct NvqMma<bf16> {
   static __device__ __forceinline__ void run(float* c, const u32* a, u32 b0, u32 b1) {
@@ -115,6 +116,7 @@ __device__ __forceinline__ void nvq_ldsm4_t(u32* r, const void* p) {
                : "r"(nvq_smem(p))
                : "memory");
 }
+// } nuvec-emulation
 
 // The tile shapes: sizes in elements of T (x, dequantized w) or words (packed w).
 template <typename T, int B, bool TRANS, int MT> struct NvqTile {

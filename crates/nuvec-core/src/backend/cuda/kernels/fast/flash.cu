@@ -43,6 +43,7 @@ struct NvFlash {
   float scale;       // the score scale times log2(e)
 };
 
+// nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
 template <typename T> struct NvMma;
 template <> struct NvMma<bf16> {
   static __device__ __forceinline__ void run(float* c, const u32* a, u32 b0, u32 b1) {
@@ -99,6 +100,7 @@ __device__ __forceinline__ float nv_flash_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
+// } nuvec-emulation
 
 // The tile shapes of head sizes (D for the keys, DV for the values); `tile` in `flash.rs`
 // mirrors them to size the dynamic shared memory (queries, two stages of keys and values).

@@ -7,11 +7,13 @@
 // 2^x by the multi-function unit (relative error about 2^-22): exp(v - m) is taken as
 // 2^((v - m)·log2(e)); the difference first, so that the elements near the maximum, which
 // make the sum, lose nothing to a rounded product of a large m.
+// nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
 __device__ __forceinline__ float nv_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
+// } nuvec-emulation
 #define NV_LOG2E 1.4426950408889634f
 
 // Tunables: whether softmax keeps its exponentials as floats (one exponential an element, more

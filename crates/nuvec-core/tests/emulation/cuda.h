@@ -1,0 +1,191 @@
+// A host stand-in for the subset of CUDA that nuvec's SIMT and mma.sync kernels use, so that
+// their logic can be checked on a machine without a GPU (`tests/kernel_emulation.rs`). One
+// block runs at a time, its threads as std::threads; __syncthreads and the warp-collective
+// operations (shuffles here, ldmatrix and mma.sync in ptx.h) meet at barriers. Half types
+// round to nearest even like the device's conversions; the products of the tensor-core
+// stand-ins sum in double, so results match the device's to rounding, not bit for bit.
+#pragma once
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline
+#define __restrict__
+// A block's shared arrays: statics (one block runs at a time, and every thread of it sees
+// them); `extern __shared__` declarations lose the word (tests/kernel_emulation.rs) and name
+// the arrays at the end of this file.
+#define __shared__ static
+#define __align__(x)
+#define __launch_bounds__(...)
+#define __grid_constant__
+
+struct Dim3 { unsigned x, y, z; };
+thread_local Dim3 threadIdx, blockIdx;
+Dim3 blockDim, gridDim;
+
+// Half types: the bits, converted through float.
+struct __nv_bfloat16 { unsigned short b; };
+struct __half { unsigned short b; };
+inline float __bfloat162float(__nv_bfloat16 x) {
+  const unsigned u = (unsigned)x.b << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return __nv_bfloat16{(unsigned short)((u >> 16) | 0x40)};
+  return __nv_bfloat16{(unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)};
+}
+inline float __half2float(__half x) {
+  _Float16 h;
+  std::memcpy(&h, &x.b, 2);
+  return (float)h;
+}
+inline __half __float2half_rn(float f) {
+  const _Float16 h = (_Float16)f;
+  __half r;
+  std::memcpy(&r.b, &h, 2);
+  return r;
+}
+inline __half __ushort_as_half(unsigned short b) { return __half{b}; }
+struct __nv_bfloat162 { __nv_bfloat16 x, y; };
+struct __half2 { __half x, y; };
+inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) {
+  return {__float2bfloat16_rn(a), __float2bfloat16_rn(b)};
+}
+inline __half2 __floats2half2_rn(float a, float b) { return {__float2half_rn(a), __float2half_rn(b)}; }
+inline float nv_emu_up(__nv_bfloat16 x) { return __bfloat162float(x); }
+inline float nv_emu_up(__half x) { return __half2float(x); }
+inline void nv_emu_down(float f, __nv_bfloat16& x) { x = __float2bfloat16_rn(f); }
+inline void nv_emu_down(float f, __half& x) { x = __float2half_rn(f); }
+// Pair arithmetic, each result the exact one rounded once to the half type.
+template <typename P> inline P nv_emu_pair(P a, P b, P c, int op) {
+  auto one = [&](auto x, auto y, auto z) {
+    const double r = op == 0   ? (double)nv_emu_up(x) * nv_emu_up(y) + nv_emu_up(z)
+                     : op == 1 ? (double)nv_emu_up(x) - nv_emu_up(y)
+                     : op == 2 ? (double)nv_emu_up(x) * nv_emu_up(y)
+                               : (double)nv_emu_up(x) + nv_emu_up(y);
+    decltype(x) out;
+    nv_emu_down((float)r, out);
+    return out;
+  };
+  return {one(a.x, b.x, c.x), one(a.y, b.y, c.y)};
+}
+inline __nv_bfloat162 __hfma2(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162 c) { return nv_emu_pair(a, b, c, 0); }
+inline __nv_bfloat162 __hsub2(__nv_bfloat162 a, __nv_bfloat162 b) { return nv_emu_pair(a, b, b, 1); }
+inline __nv_bfloat162 __hmul2(__nv_bfloat162 a, __nv_bfloat162 b) { return nv_emu_pair(a, b, b, 2); }
+inline __nv_bfloat162 __hadd2(__nv_bfloat162 a, __nv_bfloat162 b) { return nv_emu_pair(a, b, b, 3); }
+inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) { return nv_emu_pair(a, b, c, 0); }
+inline __half2 __hsub2(__half2 a, __half2 b) { return nv_emu_pair(a, b, b, 1); }
+inline __half2 __hmul2(__half2 a, __half2 b) { return nv_emu_pair(a, b, b, 2); }
+inline __half2 __hadd2(__half2 a, __half2 b) { return nv_emu_pair(a, b, b, 3); }
+
+struct uint2 { unsigned x, y; };
+struct uint4 { unsigned x, y, z, w; };
+struct float2 { float x, y; };
+struct alignas(16) float4 { float x, y, z, w; };
+inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
+inline float2 make_float2(float a, float b) { return {a, b}; }
+inline float4 make_float4(float a, float b, float c, float d) { return {a, b, c, d}; }
+inline float __int_as_float(int i) {
+  float f;
+  std::memcpy(&f, &i, 4);
+  return f;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
+inline double __dsub_rn(double a, double b) { return a - b; }
+inline double __ddiv_rn(double a, double b) { return a / b; }
+inline double __longlong_as_double(long long i) {
+  double d;
+  std::memcpy(&d, &i, 8);
+  return d;
+}
+inline long long __double_as_longlong(double d) {
+  long long i;
+  std::memcpy(&i, &d, 8);
+  return i;
+}
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+template <typename T> inline T __ldg(const T* p) { return *p; }
+// CUDA's overloaded min and max of mixed integer types.
+template <typename A, typename B> inline auto min(A a, B b) { return a < b ? a : b; }
+template <typename A, typename B> inline auto max(A a, B b) { return a < b ? b : a; }
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const unsigned long long v = ((unsigned long long)y << 32) | x;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= (unsigned)((v >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+  return r;
+}
+
+// The block's barrier and one per warp, with the warps' exchange buffers.
+inline std::unique_ptr<std::barrier<>> nv_emu_block;
+inline std::unique_ptr<std::barrier<>> nv_emu_warp[32];
+inline float nv_emu_xf[32][32];
+inline void __syncthreads() { nv_emu_block->arrive_and_wait(); }
+inline void nv_emu_warp_sync() { nv_emu_warp[threadIdx.x >> 5]->arrive_and_wait(); }
+inline float nv_emu_shfl(float v, int src) {
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  nv_emu_xf[w][l] = v;
+  nv_emu_warp_sync();
+  const float r = nv_emu_xf[w][src & 31];
+  nv_emu_warp_sync();
+  return r;
+}
+inline float __shfl_xor_sync(unsigned, float v, int m) { return nv_emu_shfl(v, (threadIdx.x & 31) ^ m); }
+inline float __shfl_sync(unsigned, float v, int src) { return nv_emu_shfl(v, src); }
+
+// Runs `body` for every thread of every block of `grid`, one block at a time.
+inline void nv_emu_launch(Dim3 grid, unsigned threads, const std::function<void()>& body) {
+  gridDim = grid;
+  blockDim = {threads, 1, 1};
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        nv_emu_block = std::make_unique<std::barrier<>>(threads);
+        for (unsigned w = 0; w < threads / 32; ++w) nv_emu_warp[w] = std::make_unique<std::barrier<>>(32);
+        std::vector<std::thread> ts;
+        for (unsigned t = 0; t < threads; ++t)
+          ts.emplace_back([&, t, x, y, z] {
+            threadIdx = {t, 0, 0};
+            blockIdx = {x, y, z};
+            body();
+          });
+        for (auto& t : ts) t.join();
+      }
+}
+
+// The kernels' dynamic shared memory (one block at a time): their `extern __shared__`
+// declarations name these.
+alignas(16) unsigned char nv_flash_smem[1 << 18];
+alignas(16) float nv_f32_smem[1 << 16];
+alignas(16) unsigned char nv_gdc_smem[1 << 18];
+alignas(16) unsigned char nvq_smem_tiles[1 << 18];
+float4 nv_gd_shared[1 << 14];
+float4 nv_vjp_acc[1 << 14];

@@ -1,0 +1,1 @@
+// Empty: cuda.h defines the half types for the emulation.

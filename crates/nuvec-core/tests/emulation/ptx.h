@@ -1,0 +1,96 @@
+// Stand-ins for the inline-PTX helpers of flash.cu, softmax.cu and quantized_tiled.cu (the regions marked
+// `nuvec-emulation: device only` there): cp.async copies at once (so the wait counts are not
+// checked), ldmatrix and mma.sync m16n8k16 as warp-collective operations with the PTX
+// fragment layouts. Needs cuda.h and common.cuh first.
+#pragma once
+
+inline const void* nv_emu_addr[32][32];
+inline unsigned nv_emu_a[32][32][4], nv_emu_b[32][32][2];
+
+inline unsigned short nv_emu_u16(const void* p, int i) {
+  unsigned short v;
+  std::memcpy(&v, static_cast<const char*>(p) + 2 * i, 2);
+  return v;
+}
+// ldmatrix.x4: lanes 8j..8j+7 give the rows of matrix j; lane l receives row l / 4, elements
+// 2 (l % 4) and 2 (l % 4) + 1 of each matrix (transposed: column l / 4 of rows 2 (l % 4) and
+// 2 (l % 4) + 1).
+inline void nv_emu_ldsm4(unsigned* r, const void* p, bool trans) {
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  nv_emu_addr[w][l] = p;
+  nv_emu_warp_sync();
+  for (int j = 0; j < 4; ++j) {
+    if (!trans) {
+      const void* row = nv_emu_addr[w][8 * j + l / 4];
+      r[j] = nv_emu_u16(row, 2 * (l % 4)) | ((unsigned)nv_emu_u16(row, 2 * (l % 4) + 1) << 16);
+    } else {
+      const void* r0 = nv_emu_addr[w][8 * j + 2 * (l % 4)];
+      const void* r1 = nv_emu_addr[w][8 * j + 2 * (l % 4) + 1];
+      r[j] = nv_emu_u16(r0, l / 4) | ((unsigned)nv_emu_u16(r1, l / 4) << 16);
+    }
+  }
+  nv_emu_warp_sync();
+}
+template <typename T> inline float nv_emu_half(unsigned w, int hi) {
+  T x;
+  x.b = (unsigned short)(hi ? w >> 16 : w & 0xffffu);
+  return nv_up<T>(x);
+}
+// mma.sync m16n8k16, row.col: A rows g and g + 8 (registers 0, 1 columns 2t..; 2, 3 columns
+// 8 + 2t..), B columns g (registers 0, 1: rows 2t.. and 8 + 2t..), C rows g and g + 8,
+// columns 2t and 2t + 1.
+template <typename T> inline void nv_emu_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  for (int i = 0; i < 4; ++i) nv_emu_a[w][l][i] = a[i];
+  nv_emu_b[w][l][0] = b0;
+  nv_emu_b[w][l][1] = b1;
+  nv_emu_warp_sync();
+  const int g = l / 4, t = l % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+    double s = 0;
+    for (int k = 0; k < 16; ++k) {
+      const float av = nv_emu_half<T>(nv_emu_a[w][(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k % 2);
+      const float bv = nv_emu_half<T>(nv_emu_b[w][col * 4 + (k % 8) / 2][k >= 8], k % 2);
+      s += (double)av * bv;
+    }
+    c[e] = (float)(c[e] + s);
+  }
+  nv_emu_warp_sync();
+}
+
+// flash.cu's helpers.
+template <typename T> struct NvMma {
+  static void run(float* c, const u32* a, u32 b0, u32 b1) { nv_emu_mma<T>(c, a, b0, b1); }
+  static u32 pack(float lo, float hi) {
+    const T a = nv_down<T>(lo), b = nv_down<T>(hi);
+    return (u32)a.b | ((u32)b.b << 16);
+  }
+};
+inline u32 nv_smem(const void*) { return 0; }
+inline void nv_cp16(void* dst, const void* src, bool valid) {
+  if (valid) std::memcpy(dst, src, 16);
+  else std::memset(dst, 0, 16);
+}
+inline void nv_cp_commit() {}
+template <int N> inline void nv_cp_wait() {}
+inline void nv_ldsm4(u32* r, const void* p) { nv_emu_ldsm4(r, p, false); }
+inline void nv_ldsm4_t(u32* r, const void* p) { nv_emu_ldsm4(r, p, true); }
+inline float nv_flash_exp2(float x) { return std::exp2(x); }
+
+// softmax.cu's.
+inline float nv_exp2(float x) { return std::exp2(x); }
+
+// quantized_tiled.cu's helpers.
+template <typename T> struct NvqMma {
+  static void run(float* c, const u32* a, u32 b0, u32 b1) { nv_emu_mma<T>(c, a, b0, b1); }
+};
+inline u32 nvq_smem(const void*) { return 0; }
+template <int V> inline void nvq_cp(void* dst, const void* src, bool valid) {
+  if (valid) std::memcpy(dst, src, V);
+  else std::memset(dst, 0, V);
+}
+inline void nvq_cp_commit() {}
+template <int N> inline void nvq_cp_wait() {}
+inline void nvq_ldsm4(u32* r, const void* p) { nv_emu_ldsm4(r, p, false); }
+inline void nvq_ldsm4_t(u32* r, const void* p) { nv_emu_ldsm4(r, p, true); }

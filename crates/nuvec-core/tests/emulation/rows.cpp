@@ -1,0 +1,131 @@
+// norms.cu's and softmax.cu's row kernels in the emulation (bf16; a warp a row, and a block of
+// four warps a row; whole packs and element by element; a grid of fewer blocks than rows, so
+// that each block loops, which the prefetching forms need): the norms against the CPU
+// kernels' formula and roundings in float, softmax and log-sum-exp against double. Built and
+// run by tests/kernel_emulation.rs, once as the kernels are and once with their prefetching
+// forms.
+#include <algorithm>
+#include <random>
+
+static float up(bf16 x) { return nv_up<bf16>(x); }
+static bf16 down(float x) { return nv_down<bf16>(x); }
+
+// The CPU kernels' norm of one row (float statistics in order; the output rounded as
+// nv_norm_out does), with the residual sum first when `r` is given.
+static void norm_ref(const bf16* x, const bf16* r, const bf16* w, const bf16* b, int n, float eps,
+                     bool centre, bf16* y, bf16* h) {
+  std::vector<float> v(n);
+  for (int i = 0; i < n; ++i) {
+    v[i] = up(x[i]);
+    if (r) {
+      h[i] = down(v[i] + up(r[i]));
+      v[i] = up(h[i]);
+    }
+  }
+  double mean = 0;
+  if (centre) {
+    for (float e : v) mean += e;
+    mean /= n;
+  }
+  double sq = 0;
+  for (float e : v) sq += (e - mean) * (e - mean);
+  const float inv = (float)(1.0 / std::sqrt(sq / n + eps));
+  for (int i = 0; i < n; ++i) {
+    float z = up(down((v[i] - (float)mean) * inv));
+    z = up(down(z * up(w[i])));
+    if (b) z = up(down(z + up(b[i])));
+    y[i] = down(z);
+  }
+}
+
+template <int P, bool packed, bool res, bool centre>
+static int norm_case(int nrows, int n, int lanes, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  auto fill = [&](size_t k) {
+    std::vector<bf16> v(k);
+    for (auto& e : v) e = down(u(rng));
+    return v;
+  };
+  auto x = fill((size_t)nrows * n), r = fill((size_t)nrows * n), w = fill(n), b = fill(n);
+  std::vector<bf16> y((size_t)nrows * n), h((size_t)nrows * n), ry(y.size()), rh(h.size());
+  Strided rows{};
+  rows.shape[0] = nrows;
+  rows.strides[0] = n;
+  rows.ndim = 1;
+  const int block = lanes == 32 ? 256 : lanes, groups = block / lanes;
+  const unsigned grid = (unsigned)std::min(3, (nrows + groups - 1) / groups);
+  const float eps = 1e-5f;
+  nv_emu_launch({grid, 1, 1}, block, [&] {
+    nv_norm_pack_rows<bf16, P, packed, res, centre>(x.data(), rows, 1, res ? r.data() : nullptr, rows, 1,
+                                                    w.data(), 1, centre ? b.data() : nullptr, 1, y.data(),
+                                                    res ? h.data() : nullptr, nrows, n, eps, lanes);
+  });
+  int off = 0;
+  double worst = 0;
+  for (int t = 0; t < nrows; ++t) {
+    norm_ref(&x[(size_t)t * n], res ? &r[(size_t)t * n] : nullptr, w.data(), centre ? b.data() : nullptr, n,
+             eps, centre, &ry[(size_t)t * n], &rh[(size_t)t * n]);
+    for (int i = 0; i < n; ++i) {
+      const size_t at = (size_t)t * n + i;
+      const double d = std::abs(up(y[at]) - up(ry[at])), scale = std::max(1.0f, std::abs(up(ry[at])));
+      worst = std::max(worst, d / scale);
+      if (d > scale / 64) ++off;
+      if (res && h[at].b != rh[at].b) ++off;
+    }
+  }
+  std::printf("norm P %d packed %d res %d centre %d rows %d n %d lanes %d: worst %.3g, off %d\n", P,
+              packed, res, centre, nrows, n, lanes, worst, off);
+  return off == 0 ? 0 : 1;
+}
+
+template <int P, bool packed, bool lse>
+static int softmax_case(int nrows, int n, int lanes, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-4.f, 4.f);
+  std::vector<bf16> x((size_t)nrows * n), out(lse ? nrows : (size_t)nrows * n);
+  for (auto& e : x) e = down(u(rng));
+  Strided rows{};
+  rows.shape[0] = nrows;
+  rows.strides[0] = n;
+  rows.ndim = 1;
+  const int block = lanes == 32 ? 256 : lanes, groups = block / lanes;
+  const unsigned grid = (unsigned)std::min(3, (nrows + groups - 1) / groups);
+  nv_emu_launch({grid, 1, 1}, block, [&] {
+    nv_softmax_pack_rows<bf16, P, packed, lse>(x.data(), rows, 1, out.data(), nrows, n, lanes);
+  });
+  double worst = 0;
+  for (int t = 0; t < nrows; ++t) {
+    double m = -1e300, s = 0;
+    for (int i = 0; i < n; ++i) m = std::max(m, (double)up(x[(size_t)t * n + i]));
+    for (int i = 0; i < n; ++i) s += std::exp(up(x[(size_t)t * n + i]) - m);
+    if (lse) {
+      const double want = m + std::log(s);
+      worst = std::max(worst, std::abs(want - up(out[t])) / std::max(1.0, std::abs(want)));
+    } else {
+      for (int i = 0; i < n; ++i) {
+        const double want = std::exp(up(x[(size_t)t * n + i]) - m) / s;
+        worst = std::max(worst, std::abs(want - up(out[(size_t)t * n + i])) / std::max(want, 1e-3));
+      }
+    }
+  }
+  std::printf("%s P %d packed %d rows %d n %d lanes %d: worst rel %.3g\n", lse ? "logsumexp" : "softmax",
+              P, packed, nrows, n, lanes, worst);
+  return worst < 1.0 / 64 ? 0 : 1;
+}
+
+int main() {
+  int bad = 0;
+  bad += norm_case<4, true, false, false>(20, 1024, 32, 1);
+  bad += norm_case<4, true, true, false>(20, 1024, 32, 2);
+  bad += norm_case<4, true, false, true>(20, 1024, 32, 3);
+  bad += norm_case<4, true, false, true>(7, 4096, 128, 4);
+  bad += norm_case<4, true, true, false>(7, 4096, 128, 5);
+  bad += norm_case<4, false, true, true>(9, 1001, 32, 6);
+  bad += softmax_case<4, true, false>(20, 1024, 32, 7);
+  bad += softmax_case<4, true, true>(20, 1024, 32, 8);
+  bad += softmax_case<4, true, false>(7, 4096, 128, 9);
+  bad += softmax_case<4, false, true>(9, 1001, 32, 10);
+  std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
+  return bad;
+}

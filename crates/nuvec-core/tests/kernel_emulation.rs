@@ -1,0 +1,194 @@
+//! CUDA kernels run on the CPU: their sources, with the inline-PTX helpers swapped for the
+//! stand-ins of `tests/emulation/ptx.h` and CUDA's runtime for `tests/emulation/cuda.h`, are
+//! compiled by the host's C++ compiler (C++20) with a test program that launches them on small
+//! shapes and checks the results against references in double. This checks a kernel's logic
+//! (indexing, masks, fragment layouts, edges) on machines without a GPU; the device's timing,
+//! its memory model and the cp.async wait counts are not checked (the copies happen at once).
+//!
+//! Each test skips itself, saying so, where no C++ compiler answers (`CXX`, else `c++`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CUDA_H: &str = include_str!("emulation/cuda.h");
+const PTX_H: &str = include_str!("emulation/ptx.h");
+const EMPTY_H: &str = include_str!("emulation/cuda_fp16.h");
+const COMMON: &str = include_str!("../src/backend/cuda/kernels/common.cuh");
+const FLASH: &str = include_str!("../src/backend/cuda/kernels/fast/flash.cu");
+const FLASH_F32: &str = include_str!("../src/backend/cuda/kernels/fast/flash_f32.cu");
+const GATED_DELTA: &str = include_str!("../src/backend/cuda/kernels/fast/gated_delta.cu");
+const GATED_CHUNK: &str = include_str!("../src/backend/cuda/kernels/fast/gated_delta_chunk.cu");
+const QUANTIZED: &str = include_str!("../src/backend/cuda/kernels/quantized.cu");
+const QUANTIZED_TILED: &str = include_str!("../src/backend/cuda/kernels/quantized_tiled.cu");
+const ROWS: &str = include_str!("../src/backend/cuda/kernels/fast/rows.cuh");
+const NORMS: &str = include_str!("../src/backend/cuda/kernels/fast/norms.cu");
+const SOFTMAX: &str = include_str!("../src/backend/cuda/kernels/fast/softmax.cu");
+
+/// The marks around a kernel file's inline-PTX helpers.
+const BEGIN: &str = "// nuvec-emulation: device only";
+const END: &str = "// } nuvec-emulation";
+
+/// `source` without its regions marked device-only, its dynamic shared arrays declared as
+/// plain `extern` arrays (`cuda.h` defines them; `__shared__` alone means `static` there).
+fn host_part(source: &str) -> String {
+    let mut out = String::new();
+    let mut skipping = false;
+    for line in source.lines() {
+        if line.starts_with(BEGIN) {
+            skipping = true;
+        } else if line.starts_with(END) {
+            skipping = false;
+        } else if !skipping {
+            out.push_str(&line.replace("extern __shared__", "extern"));
+            out.push('\n');
+        }
+    }
+    assert!(!skipping, "a device-only region is not closed");
+    out
+}
+
+/// The C++ compiler, if one answers.
+fn compiler() -> Option<String> {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let ok = Command::new(&cxx)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(cxx)
+}
+
+/// A fresh directory for one test's files.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "nuvec-kernel-emulation-{}-{name}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    dir
+}
+
+/// Writes the emulation headers, the kernel files (host parts) and `main` into `dir`, builds
+/// them into one program (with `defines`, `NAME=VALUE` each) and runs it; panics with the
+/// compiler's or the program's output on failure.
+fn build_and_run(cxx: &str, dir: &Path, kernels: &[(&str, &str)], main: &str, defines: &[&str]) {
+    let write = |name: &str, text: &str| {
+        std::fs::write(dir.join(name), text).expect("a scratch file");
+    };
+    write("cuda.h", CUDA_H);
+    write("ptx.h", PTX_H);
+    write("cuda_fp16.h", EMPTY_H);
+    write("cuda_bf16.h", EMPTY_H);
+    write("common.cuh", COMMON);
+    let mut top =
+        String::from("#include \"cuda.h\"\n#include \"common.cuh\"\n#include \"ptx.h\"\n");
+    for (name, text) in kernels {
+        write(name, &host_part(text));
+        top.push_str(&format!("#include \"{name}\"\n"));
+    }
+    write("main.cpp", main);
+    top.push_str("#include \"main.cpp\"\n");
+    write("top.cpp", &top);
+    let exe = dir.join("test");
+    let built = Command::new(cxx)
+        .args(["-std=c++20", "-O1", "-pthread", "-w"])
+        .args(defines.iter().map(|d| format!("-D{d}")))
+        .arg("-I")
+        .arg(dir)
+        .arg(dir.join("top.cpp"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("the compiler runs");
+    assert!(
+        built.status.success(),
+        "the emulation does not build:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let ran = Command::new(&exe).output().expect("the program runs");
+    let said = String::from_utf8_lossy(&ran.stdout);
+    println!("{said}");
+    assert!(
+        ran.status.success(),
+        "the emulated kernels disagree:\n{said}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Runs one emulation test (once for each set of defines), or says why it is skipped.
+fn emulate(name: &str, kernels: &[(&str, &str)], main: &str, variants: &[&[&str]]) {
+    let Some(cxx) = compiler() else {
+        eprintln!("kernel emulation skipped: no C++ compiler answers (set CXX)");
+        return;
+    };
+    for (i, defines) in variants.iter().enumerate() {
+        build_and_run(
+            &cxx,
+            &scratch(&format!("{name}-{i}")),
+            kernels,
+            main,
+            defines,
+        );
+    }
+}
+
+#[test]
+fn host_part_drops_the_marked_regions_only() {
+    let text = format!("a\n{BEGIN} {{\nasm\n{END}\nb\n");
+    assert_eq!(host_part(&text), "a\nb\n");
+    for source in [FLASH, SOFTMAX, QUANTIZED_TILED] {
+        let kept = host_part(source);
+        assert!(!kept.contains("asm"), "inline PTX left outside the marks");
+        assert!(kept.len() < source.len());
+    }
+}
+
+#[test]
+fn flash_f32_kernel_matches_attention_in_double() {
+    emulate(
+        "flash_f32",
+        &[("flash.cu", FLASH), ("flash_f32.cu", FLASH_F32)],
+        include_str!("emulation/flash_f32.cpp"),
+        &[&[]],
+    );
+}
+
+#[test]
+fn gated_delta_chunk_kernels_match_the_recurrence() {
+    emulate(
+        "gated_delta_chunk",
+        &[
+            ("gated_delta.cu", GATED_DELTA),
+            ("flash.cu", FLASH),
+            ("gated_delta_chunk.cu", GATED_CHUNK),
+        ],
+        include_str!("emulation/gated_delta_chunk.cpp"),
+        &[&[]],
+    );
+}
+
+#[test]
+fn quantized_tiled_kernel_matches_the_product_in_double() {
+    emulate(
+        "quantized_tiled",
+        &[
+            ("quantized.cu", QUANTIZED),
+            ("quantized_tiled.cu", QUANTIZED_TILED),
+        ],
+        include_str!("emulation/quantized_tiled.cpp"),
+        &[&[]],
+    );
+}
+
+#[test]
+fn row_kernels_match_their_references() {
+    emulate(
+        "rows",
+        &[
+            ("rows.cuh", ROWS),
+            ("norms.cu", NORMS),
+            ("softmax.cu", SOFTMAX),
+        ],
+        include_str!("emulation/rows.cpp"),
+        &[&[], &["NV_NORM_PREFETCH=1", "NV_SOFTMAX_PREFETCH=1"]],
+    );
+}
