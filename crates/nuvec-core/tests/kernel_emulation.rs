@@ -20,6 +20,7 @@ const GATED_DELTA: &str = include_str!("../src/backend/cuda/kernels/fast/gated_d
 const GATED_CHUNK: &str = include_str!("../src/backend/cuda/kernels/fast/gated_delta_chunk.cu");
 const QUANTIZED: &str = include_str!("../src/backend/cuda/kernels/quantized.cu");
 const QUANTIZED_TILED: &str = include_str!("../src/backend/cuda/kernels/quantized_tiled.cu");
+const ATTENTION: &str = include_str!("../src/backend/cuda/kernels/fast/attention.cu");
 const ROWS: &str = include_str!("../src/backend/cuda/kernels/fast/rows.cuh");
 const NORMS: &str = include_str!("../src/backend/cuda/kernels/fast/norms.cu");
 const SOFTMAX: &str = include_str!("../src/backend/cuda/kernels/fast/softmax.cu");
@@ -135,7 +136,7 @@ fn emulate(name: &str, kernels: &[(&str, &str)], main: &str, variants: &[&[&str]
 fn host_part_drops_the_marked_regions_only() {
     let text = format!("a\n{BEGIN} {{\nasm\n{END}\nb\n");
     assert_eq!(host_part(&text), "a\nb\n");
-    for source in [FLASH, SOFTMAX, QUANTIZED_TILED] {
+    for source in [FLASH, SOFTMAX, ATTENTION, QUANTIZED_TILED] {
         let kept = host_part(source);
         assert!(!kept.contains("asm"), "inline PTX left outside the marks");
         assert!(kept.len() < source.len());
@@ -190,5 +191,15 @@ fn row_kernels_match_their_references() {
         ],
         include_str!("emulation/rows.cpp"),
         &[&[], &["NV_NORM_PREFETCH=1", "NV_SOFTMAX_PREFETCH=1"]],
+    );
+}
+
+#[test]
+fn decoding_kernel_matches_attention_and_reads_paged_caches_alike() {
+    emulate(
+        "attention",
+        &[("attention.cu", ATTENTION)],
+        include_str!("emulation/attention.cpp"),
+        &[&[], &["NV_ATTN_PREFETCH=0"]],
     );
 }

@@ -94,3 +94,55 @@ inline void nvq_cp_commit() {}
 template <int N> inline void nvq_cp_wait() {}
 inline void nvq_ldsm4(u32* r, const void* p) { nv_emu_ldsm4(r, p, false); }
 inline void nvq_ldsm4_t(u32* r, const void* p) { nv_emu_ldsm4(r, p, true); }
+
+// attention.cu's.
+inline float nv_attn_exp2(float x) { return std::exp2(x); }
+template <typename T, bool VEC> inline uint4 nv_attn_chunk(const T* p) {
+  uint4 r;
+  std::memcpy(&r, p, 16);
+  return r;
+}
+template <typename T>
+inline void nv_attn_mma16(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+  const u32 a[4] = {a0, a1, a2, a3};
+  nv_emu_mma<T>(d, a, b0, b1);
+}
+// mma.sync m16n8k8: A rows g and g + 8 (columns 2t, 2t + 1), B column g (rows 2t, 2t + 1).
+template <typename T> inline void nv_attn_mma8(float (&d)[4], u32 a0, u32 a1, u32 b0) {
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  nv_emu_a[w][l][0] = a0;
+  nv_emu_a[w][l][1] = a1;
+  nv_emu_b[w][l][0] = b0;
+  nv_emu_warp_sync();
+  const int g = l / 4, t = l % 4;
+  for (int e = 0; e < 4; ++e) {
+    const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+    double s = 0;
+    for (int k = 0; k < 8; ++k) {
+      const float av = nv_emu_half<T>(nv_emu_a[w][(row % 8) * 4 + k / 2][row >= 8], k % 2);
+      const float bv = nv_emu_half<T>(nv_emu_b[w][col * 4 + k / 2][0], k % 2);
+      s += (double)av * bv;
+    }
+    d[e] = (float)(d[e] + s);
+  }
+  nv_emu_warp_sync();
+}
+// movmatrix.trans: lane l holds row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1 of an 8 × 8
+// matrix of 16-bit elements, and receives the same places of its transpose.
+inline u32 nv_attn_trans(u32 x) {
+  const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+  nv_emu_a[w][l][0] = x;
+  nv_emu_warp_sync();
+  auto at = [&](int r, int c) {  // element (r, c) of the matrix held
+    const u32 word = nv_emu_a[w][r * 4 + c / 2][0];
+    return (c % 2) ? word >> 16 : word & 0xffffu;
+  };
+  const int g = l / 4, t = l % 4;
+  const u32 y = at(2 * t, g) | (at(2 * t + 1, g) << 16);
+  nv_emu_warp_sync();
+  return y;
+}
+template <typename T> inline u32 nv_attn_pack2(float lo, float hi) {
+  const T a = nv_down<T>(lo), b = nv_down<T>(hi);
+  return (u32)a.b | ((u32)b.b << 16);
+}

@@ -124,15 +124,18 @@ __device__ __forceinline__ void nv_attn_rows(i64 j, const i32* entries, i64 k_he
 }
 
 // 2^x (the softmax's base; 2^-inf = 0): one MUFU instruction, the same in every kernel.
+// nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
 __device__ __forceinline__ float nv_attn_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
+// } nuvec-emulation
 
 // One 16-byte chunk of a row as raw words: one vector load when VEC, else element by element.
 // Keys and values are read once: the vector load skips L1 and asks L2 for whole 256-byte
 // runs, which the neighbouring lanes read next.
+// nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
 template <typename T, bool VEC>
 __device__ __forceinline__ uint4 nv_attn_chunk(const T* p) {
   uint4 r;
@@ -156,6 +159,7 @@ __device__ __forceinline__ uint4 nv_attn_chunk(const T* p) {
   }
   return r;
 }
+// } nuvec-emulation
 
 // Word w (0..3) of a chunk.
 __device__ __forceinline__ u32 nv_attn_word(const uint4& c, int w) {
@@ -443,6 +447,7 @@ __device__ __forceinline__ void nv_attention_lanes(const T* __restrict__ q,
 
 // d += a·b over 16 (k16) or 8 (k8) of the contraction, f32 accumulators; a and b hold pairs
 // of T in the fragment layouts of mma.sync (PTX ISA, "Matrix fragments for mma.m16n8k16").
+// nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
 template <typename T>
 __device__ __forceinline__ void nv_attn_mma16(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3,
                                               u32 b0, u32 b1);
@@ -499,6 +504,7 @@ template <> __device__ __forceinline__ u32 nv_attn_pack2<f16>(float lo, float hi
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(y) : "f"(hi), "f"(lo));
   return y;
 }
+// } nuvec-emulation
 
 // Lane (g, t) = (lane / 4, lane % 4) of a warp holds chunks c = 4i + t (i < CI) of two key
 // rows, g and 8 + g of the step's 16 (one row, g, of 8 past head size 128: KH halves), and

@@ -1,0 +1,128 @@
+// attention.cu's decoding kernel (tensor cores, bf16) in the emulation: contiguous keys
+// against attention in double (one pass, and split with the merge kernel; causal or not;
+// one and two query rows over grouped heads, head sizes 64, 128 and 256), and the paged
+// kernel over a shuffled block table equal to the contiguous one bit for bit. Built and run by
+// tests/kernel_emulation.rs (as the kernel is, and with NV_ATTN_PREFETCH=0).
+#include <algorithm>
+#include <random>
+
+template <int D>
+static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, int nsplit, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  const int hq = hkv * group, rows = group * lq, nchunks = (rows + 7) / 8, bs = 16;
+  auto fill = [&](size_t n) {
+    std::vector<bf16> v(n);
+    for (auto& e : v) e = nv_down<bf16>(u(rng));
+    return v;
+  };
+  auto q = fill((size_t)B * hq * lq * D), k = fill((size_t)B * hkv * lk * D), v = fill((size_t)B * hkv * lk * D);
+  NvAttn a{};
+  a.q_strides[0] = (i64)hq * lq * D;
+  a.q_strides[1] = (i64)lq * D;
+  a.q_strides[2] = D;
+  a.k_strides[0] = (i64)hkv * lk * D;
+  a.k_strides[1] = (i64)lk * D;
+  a.k_strides[2] = D;
+  for (int i = 0; i < 3; ++i) a.v_strides[i] = a.k_strides[i];
+  a.keys = lk;
+  a.hkv = hkv;
+  a.group = group;
+  a.lq = lq;
+  a.causal = causal;
+  a.nsplit = nsplit;
+  a.nchunks = nchunks;
+  const float scale = 1.0f / std::sqrt((float)D);
+  a.scale = scale * 1.4426950408889634f;
+  const size_t outs = (size_t)B * hq * lq;
+  std::vector<bf16> out(outs * D), pout(outs * D);
+  std::vector<float> part_o(outs * nsplit * D), part_ml(outs * nsplit * 2);
+  auto run = [&](auto paged, const bf16* kk, const bf16* vv, const i32* table, const i32* lens, const NvAttn& at,
+                 bf16* o) {
+    constexpr bool P = decltype(paged)::value;
+    nv_emu_launch({(unsigned)(nchunks * nsplit), (unsigned)hkv, (unsigned)B}, NV_ATTN_THREADS, [&] {
+      nv_attention_mma<bf16, D, P, true>(q.data(), kk, vv, table, lens, o, part_o.data(),
+                                         reinterpret_cast<float2*>(part_ml.data()), at);
+    });
+    nv_emu_launch({(unsigned)outs, 1, 1}, NvAttnCombine<D>::THREADS, [&] {
+      nv_attention_combine<bf16, D, P>(lens, o, part_o.data(), reinterpret_cast<const float2*>(part_ml.data()), at);
+    });
+  };
+  run(std::false_type{}, k.data(), v.data(), nullptr, nullptr, a, out.data());
+
+  // The same keys in a paged cache: blocks of 16 rows in a shuffled order.
+  const int entries = (lk + bs - 1) / bs, nblocks = B * entries;
+  std::vector<i32> order(nblocks), table((size_t)B * entries), lens(B, lk);
+  for (int i = 0; i < nblocks; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<bf16> kc((size_t)nblocks * hkv * bs * D), vc(kc.size());
+  for (int b = 0; b < B; ++b)
+    for (int e = 0; e < entries; ++e) {
+      const int blk = order[b * entries + e];
+      table[(size_t)b * entries + e] = blk;
+      for (int h = 0; h < hkv; ++h)
+        for (int r = 0; r < bs && e * bs + r < lk; ++r)
+          for (int d = 0; d < D; ++d) {
+            const size_t from = (((size_t)b * hkv + h) * lk + e * bs + r) * D + d;
+            const size_t to = (((size_t)blk * hkv + h) * bs + r) * D + d;
+            kc[to] = k[from];
+            vc[to] = v[from];
+          }
+    }
+  NvAttn p = a;
+  p.k_strides[0] = (i64)hkv * bs * D;
+  p.k_strides[1] = (i64)bs * D;
+  p.k_strides[2] = D;
+  for (int i = 0; i < 3; ++i) p.v_strides[i] = p.k_strides[i];
+  p.t_strides[0] = entries;
+  p.t_strides[1] = 1;
+  p.len_stride = 1;
+  p.keys = (i64)entries * bs;
+  p.blocks = nblocks;
+  p.block_size = bs;
+  p.bs_magic = 0x80000000u;  // j / 16 = (j · 2^31) >> (31 + 4)
+  p.bs_shift = 4;
+  run(std::true_type{}, kc.data(), vc.data(), table.data(), lens.data(), p, pout.data());
+
+  int unequal = 0;
+  double worst = 0, top = 0;
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < hq; ++h)
+      for (int i = 0; i < lq; ++i) {
+        const int kvh = h / group;
+        const int last = causal ? lk - lq + i : lk - 1;
+        std::vector<double> s(last + 1);
+        double m = -1e300, den = 0;
+        for (int j = 0; j <= last; ++j) {
+          double dot = 0;
+          for (int d = 0; d < D; ++d)
+            dot += (double)nv_up(q[(((size_t)b * hq + h) * lq + i) * D + d]) * nv_up(k[(((size_t)b * hkv + kvh) * lk + j) * D + d]);
+          s[j] = dot * scale;
+          m = std::max(m, s[j]);
+        }
+        for (int j = 0; j <= last; ++j) den += std::exp(s[j] - m);
+        for (int d = 0; d < D; ++d) {
+          double o = 0;
+          for (int j = 0; j <= last; ++j) o += std::exp(s[j] - m) * nv_up(v[(((size_t)b * hkv + kvh) * lk + j) * D + d]);
+          o /= den;
+          const size_t at = (((size_t)b * hq + h) * lq + i) * D + d;
+          worst = std::max(worst, std::abs(o - nv_up(out[at])));
+          top = std::max(top, std::abs(o));
+          unequal += out[at].b != pout[at].b;
+        }
+      }
+  std::printf("decode D %d B %d hkv %d group %d lq %d lk %d causal %d splits %d: rel err %.3g, paged unequal %d\n",
+              D, B, hkv, group, lq, lk, causal, nsplit, worst / top, unequal);
+  return (worst / top < 1.0 / 64 && unequal == 0) ? 0 : 1;
+}
+
+int main() {
+  int bad = 0;
+  bad += decode_case<128>(1, 2, 4, 1, 300, false, 1, 1);
+  bad += decode_case<128>(2, 1, 4, 2, 301, true, 1, 2);
+  bad += decode_case<128>(1, 2, 4, 1, 2100, false, 3, 3);
+  bad += decode_case<64>(1, 1, 8, 1, 1500, true, 2, 4);
+  bad += decode_case<256>(1, 1, 2, 1, 1100, false, 2, 5);
+  std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
+  return bad;
+}
