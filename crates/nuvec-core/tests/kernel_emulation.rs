@@ -21,6 +21,7 @@ const GATED_CHUNK: &str = include_str!("../src/backend/cuda/kernels/fast/gated_d
 const QUANTIZED: &str = include_str!("../src/backend/cuda/kernels/quantized.cu");
 const QUANTIZED_TILED: &str = include_str!("../src/backend/cuda/kernels/quantized_tiled.cu");
 const ATTENTION: &str = include_str!("../src/backend/cuda/kernels/fast/attention.cu");
+const QUANTIZED_WGMMA: &str = include_str!("../src/backend/cuda/kernels/quantized_wgmma.cu");
 const ROWS: &str = include_str!("../src/backend/cuda/kernels/fast/rows.cuh");
 const NORMS: &str = include_str!("../src/backend/cuda/kernels/fast/norms.cu");
 const SOFTMAX: &str = include_str!("../src/backend/cuda/kernels/fast/softmax.cu");
@@ -136,7 +137,7 @@ fn emulate(name: &str, kernels: &[(&str, &str)], main: &str, variants: &[&[&str]
 fn host_part_drops_the_marked_regions_only() {
     let text = format!("a\n{BEGIN} {{\nasm\n{END}\nb\n");
     assert_eq!(host_part(&text), "a\nb\n");
-    for source in [FLASH, SOFTMAX, ATTENTION, QUANTIZED_TILED] {
+    for source in [FLASH, SOFTMAX, ATTENTION, QUANTIZED_TILED, QUANTIZED_WGMMA] {
         let kept = host_part(source);
         assert!(!kept.contains("asm"), "inline PTX left outside the marks");
         assert!(kept.len() < source.len());
@@ -201,5 +202,15 @@ fn decoding_kernel_matches_attention_and_reads_paged_caches_alike() {
         &[("attention.cu", ATTENTION)],
         include_str!("emulation/attention.cpp"),
         &[&[], &["NV_ATTN_PREFETCH=0"]],
+    );
+}
+
+#[test]
+fn quantized_wgmma_kernel_matches_the_product_in_double() {
+    emulate(
+        "quantized_wgmma",
+        &[("quantized_wgmma.cu", QUANTIZED_WGMMA)],
+        include_str!("emulation/quantized_wgmma.cpp"),
+        &[&[]],
     );
 }

@@ -147,6 +147,7 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
 // The block's barrier and one per warp, with the warps' exchange buffers.
 inline std::unique_ptr<std::barrier<>> nv_emu_block;
 inline std::unique_ptr<std::barrier<>> nv_emu_warp[32];
+inline std::unique_ptr<std::barrier<>> nv_emu_wg[8];
 inline float nv_emu_xf[32][32];
 inline void __syncthreads() { nv_emu_block->arrive_and_wait(); }
 inline void nv_emu_warp_sync() { nv_emu_warp[threadIdx.x >> 5]->arrive_and_wait(); }
@@ -170,6 +171,7 @@ inline void nv_emu_launch(Dim3 grid, unsigned threads, const std::function<void(
       for (unsigned x = 0; x < grid.x; ++x) {
         nv_emu_block = std::make_unique<std::barrier<>>(threads);
         for (unsigned w = 0; w < threads / 32; ++w) nv_emu_warp[w] = std::make_unique<std::barrier<>>(32);
+        for (unsigned w = 0; w < threads / 128; ++w) nv_emu_wg[w] = std::make_unique<std::barrier<>>(128);
         std::vector<std::thread> ts;
         for (unsigned t = 0; t < threads; ++t)
           ts.emplace_back([&, t, x, y, z] {
@@ -189,3 +191,4 @@ alignas(16) unsigned char nv_gdc_smem[1 << 18];
 alignas(16) unsigned char nvq_smem_tiles[1 << 18];
 float4 nv_gd_shared[1 << 14];
 float4 nv_vjp_acc[1 << 14];
+alignas(1024) unsigned char nvqw_raw[1 << 18];

@@ -146,3 +146,76 @@ template <typename T> inline u32 nv_attn_pack2(float lo, float hi) {
   const T a = nv_down<T>(lo), b = nv_down<T>(hi);
   return (u32)a.b | ((u32)b.b << 16);
 }
+
+// quantized_wgmma.cu's: shared addresses are offsets into its dynamic array (cuda.h, 1,024
+// aligned, so the swizzle sees the address bits the device does), the asynchronous products
+// run at once (the kernel reads no accumulator and writes no operand between a product and
+// its wait), and wgmma's register form as a warpgroup-collective operation.
+inline u32 nvqw_smem(const void* p) { return (u32)(static_cast<const unsigned char*>(p) - nvqw_raw); }
+inline void nvqw_cp16(u32 dst, const void* src, bool valid) {
+  if (valid) std::memcpy(nvqw_raw + dst, src, 16);
+  else std::memset(nvqw_raw + dst, 0, 16);
+}
+inline void nvqw_cp_commit() {}
+template <int N> inline void nvqw_cp_wait() {}
+inline u64 nvqw_desc(u32 addr, u32 lbo, u32 sbo) {
+  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) | (1ull << 62);
+}
+inline void nvqw_fence() {}
+inline void nvqw_commit() {}
+template <int N> inline void nvqw_wait() {}
+inline void nvqw_proxy_fence() {}
+template <int N> inline void nvqw_pin(float*) {}
+inline void nvqw_pin_frags(u32 (&)[4][4]) {}
+template <typename P> inline P nvqw_as(u32 u) {
+  P p;
+  std::memcpy(&p, &u, 4);
+  return p;
+}
+template <typename P> inline u32 nvqw_bits(P p) {
+  u32 u;
+  std::memcpy(&u, &p, 4);
+  return u;
+}
+inline u32 nv_emu_wg_a[8][128][4];
+// D (64 × N, f32) += A (64 × 16 from the warpgroup's registers, each warp's 16 rows in the
+// m16n8k16 A layout) · Bᵀ, B (N × 16) K-major in 128-byte swizzled shared memory through the
+// descriptor: element (n, k) at start + (n / 8) SBO + (n % 8) 128 + 2 k, bits 4-6 of the
+// address XOR-ed with bits 7-9. Thread (warp w, lane 4g + t) holds D rows 16 w + g and
+// 16 w + g + 8, columns 8 j + 2 t and 8 j + 2 t + 1 in d[4 j ..].
+template <typename T, int N> inline void nv_emu_wgmma_rs(float* d, const u32* a, u64 desc) {
+  const int wg = threadIdx.x >> 7, me = threadIdx.x & 127;
+  for (int i = 0; i < 4; ++i) nv_emu_wg_a[wg][me][i] = a[i];
+  nv_emu_wg[wg]->arrive_and_wait();
+  const u32 start = (u32)(desc & 0x3FFF) << 4, sbo = (u32)((desc >> 32) & 0x3FFF) << 4;
+  const int w = me >> 5, l = me & 31, g = l / 4, t = l % 4;
+  auto b_at = [&](int n, int k) {
+    u32 addr = start + (n / 8) * sbo + (n % 8) * 128 + 2 * k;
+    addr ^= ((addr >> 7) & 7) << 4;
+    T v;
+    std::memcpy(&v.b, nvqw_raw + addr, 2);
+    return nv_up<T>(v);
+  };
+  for (int j = 0; j < N / 8; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int r = g + 8 * (e >> 1), col = 8 * j + 2 * t + (e & 1);
+      double s = 0;
+      for (int k = 0; k < 16; ++k) {
+        const u32 word = nv_emu_wg_a[wg][w * 32 + (r % 8) * 4 + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)];
+        s += (double)nv_emu_half<T>(word, k % 2) * b_at(col, k);
+      }
+      d[4 * j + e] = (float)(d[4 * j + e] + s);
+    }
+  nv_emu_wg[wg]->arrive_and_wait();
+}
+template <typename T> struct NvqwT;
+template <> struct NvqwT<bf16> {
+  typedef __nv_bfloat162 P;
+  static constexpr u32 magic = 0x43004300u;
+  template <int N> static void rs(float* d, const u32* a, u64 b) { nv_emu_wgmma_rs<bf16, N>(d, a, b); }
+};
+template <> struct NvqwT<f16> {
+  typedef __half2 P;
+  static constexpr u32 magic = 0x64006400u;
+  template <int N> static void rs(float* d, const u32* a, u64 b) { nv_emu_wgmma_rs<f16, N>(d, a, b); }
+};

@@ -47,6 +47,7 @@ struct NvQw {
   i32 gs_shift;  // log2(group size / 32)
 };
 
+// nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
 // The register lists of the accumulators (64 and 128 of them), for the inline PTX.
 #define NVQW_D64 \
   "{" \
@@ -152,6 +153,7 @@ __device__ __forceinline__ void nvqw_pin_frags(u32 (&a)[4][4]) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
 }
+// } nuvec-emulation
 
 // Byte t of `word` (selected by `sel`) as a pair of T: s · q + b for its low and high nibble,
 // low in the low half; `s2` and `b2` hold the scale and the bias in both halves.
