@@ -191,7 +191,14 @@ fn row_kernels_match_their_references() {
             ("softmax.cu", SOFTMAX),
         ],
         include_str!("emulation/rows.cpp"),
-        &[&[], &["NV_NORM_PREFETCH=1", "NV_SOFTMAX_PREFETCH=1"]],
+        &[
+            &[],
+            &[
+                "NV_NORM_PREFETCH=1",
+                "NV_SOFTMAX_PREFETCH=1",
+                "NV_VJP_PREFETCH=1",
+            ],
+        ],
     );
 }
 

@@ -1,4 +1,4 @@
-// norms.cu's and softmax.cu's row kernels in the emulation (bf16; a warp a row, and a block of
+// norms.cu's and softmax.cu's row kernels and the norms' gradients in the emulation (bf16; a warp a row, and a block of
 // four warps a row; whole packs and element by element; a grid of fewer blocks than rows, so
 // that each block loops, which the prefetching forms need): the norms against the CPU
 // kernels' formula and roundings in float, softmax and log-sum-exp against double. Built and
@@ -114,6 +114,71 @@ static int softmax_case(int nrows, int n, int lanes, unsigned seed) {
   return worst < 1.0 / 64 ? 0 : 1;
 }
 
+template <int P, bool packed, bool lay>
+static int vjp_case(int nrows, int n, int lanes, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  auto fill = [&](size_t k) {
+    std::vector<bf16> v(k);
+    for (auto& e : v) e = down(u(rng));
+    return v;
+  };
+  auto x = fill((size_t)nrows * n), g = fill((size_t)nrows * n), w = fill(n);
+  std::vector<bf16> dx((size_t)nrows * n), dw(n), db(n);
+  const int block = lanes == 32 ? 256 : lanes, groups = block / lanes;
+  const unsigned grid = (unsigned)std::min(3, (nrows + groups - 1) / groups);
+  const int parts = (int)grid * groups;
+  std::vector<float> pw((size_t)parts * n), pb((size_t)parts * n);
+  const float eps = 1e-5f;
+  nv_emu_launch({grid, 1, 1}, block, [&] {
+    nv_norm_vjp_packs<bf16, P, packed, lay>(x.data(), w.data(), g.data(), dx.data(), pw.data(),
+                                             lay ? pb.data() : nullptr, nrows, n, eps, lanes);
+  });
+  nv_emu_launch({(unsigned)((n + 31) / 32), 1, 1}, 256, [&] { nv_sum_parts<bf16>(pw.data(), parts, n, dw.data()); });
+  if (lay) nv_emu_launch({(unsigned)((n + 31) / 32), 1, 1}, 256, [&] { nv_sum_parts<bf16>(pb.data(), parts, n, db.data()); });
+  std::vector<double> rw(n, 0.0), rb(n, 0.0);
+  double worst = 0, top = 0;
+  for (int t = 0; t < nrows; ++t) {
+    const size_t o = (size_t)t * n;
+    double mean = 0, umean = 0;
+    if (lay) {
+      for (int i = 0; i < n; ++i) {
+        mean += up(x[o + i]);
+        umean += (double)up(g[o + i]) * up(w[i]);
+      }
+      mean /= n;
+      umean /= n;
+    }
+    double sq = 0, suc = 0;
+    for (int i = 0; i < n; ++i) {
+      const double c = up(x[o + i]) - mean;
+      sq += c * c;
+      suc += (double)up(g[o + i]) * up(w[i]) * c;
+    }
+    const double inv = 1.0 / std::sqrt(sq / n + eps), proj = suc / n * inv * inv * inv;
+    for (int i = 0; i < n; ++i) {
+      const double c = up(x[o + i]) - mean, gv = up(g[o + i]);
+      const double want = (gv * up(w[i]) - umean) * inv - c * proj;
+      worst = std::max(worst, std::abs(want - up(dx[o + i])));
+      top = std::max(top, std::abs(want));
+      rw[i] += gv * c * inv;
+      rb[i] += gv;
+    }
+  }
+  double pworst = 0, ptop = 0;
+  for (int i = 0; i < n; ++i) {
+    pworst = std::max(pworst, std::abs(rw[i] - up(dw[i])));
+    ptop = std::max(ptop, std::abs(rw[i]));
+    if (lay) {
+      pworst = std::max(pworst, std::abs(rb[i] - up(db[i])));
+      ptop = std::max(ptop, std::abs(rb[i]));
+    }
+  }
+  std::printf("%s vjp P %d packed %d rows %d n %d lanes %d: dx rel %.3g, params rel %.3g\n", lay ? "layer" : "rms", P,
+              packed, nrows, n, lanes, worst / top, pworst / ptop);
+  return (worst / top < 1.0 / 64 && pworst / ptop < 1.0 / 64) ? 0 : 1;
+}
+
 int main() {
   int bad = 0;
   bad += norm_case<4, true, false, false>(20, 1024, 32, 1);
@@ -126,6 +191,10 @@ int main() {
   bad += softmax_case<4, true, true>(20, 1024, 32, 8);
   bad += softmax_case<4, true, false>(7, 4096, 128, 9);
   bad += softmax_case<4, false, true>(9, 1001, 32, 10);
+  bad += vjp_case<4, true, false>(20, 1024, 32, 11);
+  bad += vjp_case<4, true, true>(20, 1024, 32, 12);
+  bad += vjp_case<4, true, false>(7, 4096, 128, 13);
+  bad += vjp_case<4, false, true>(9, 1001, 32, 14);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;
 }

@@ -426,7 +426,9 @@ __device__ __forceinline__ void nv_norm_vjp_packs(const T* __restrict__ x, const
     // pointer keeps the compiler from hoisting its values out of the loop into registers
     // that the rows in flight need more.
     const T* wr = w;
+// nuvec-emulation: device only (an optimisation barrier, nothing to stand in for) {
     asm("" : "+l"(wr));
+// } nuvec-emulation
     // Layer norm: the mean of x and of u first.
     float mean = 0.0f, umean = 0.0f;
     if (lay) {
