@@ -22,6 +22,7 @@ const QUANTIZED: &str = include_str!("../src/backend/cuda/kernels/quantized.cu")
 const QUANTIZED_TILED: &str = include_str!("../src/backend/cuda/kernels/quantized_tiled.cu");
 const ATTENTION: &str = include_str!("../src/backend/cuda/kernels/fast/attention.cu");
 const QUANTIZED_WGMMA: &str = include_str!("../src/backend/cuda/kernels/quantized_wgmma.cu");
+const QUANTIZED_GATHER: &str = include_str!("../src/backend/cuda/kernels/quantized_gather.cu");
 const ROWS: &str = include_str!("../src/backend/cuda/kernels/fast/rows.cuh");
 const NORMS: &str = include_str!("../src/backend/cuda/kernels/fast/norms.cu");
 const SOFTMAX: &str = include_str!("../src/backend/cuda/kernels/fast/softmax.cu");
@@ -218,6 +219,20 @@ fn quantized_wgmma_kernel_matches_the_product_in_double() {
         "quantized_wgmma",
         &[("quantized_wgmma.cu", QUANTIZED_WGMMA)],
         include_str!("emulation/quantized_wgmma.cpp"),
+        &[&[]],
+    );
+}
+
+#[test]
+fn gathered_quantized_kernels_match_gather_qmm_in_double() {
+    emulate(
+        "quantized_gather",
+        &[
+            ("quantized.cu", QUANTIZED),
+            ("quantized_gather.cu", QUANTIZED_GATHER),
+            ("quantized_tiled.cu", QUANTIZED_TILED),
+        ],
+        include_str!("emulation/quantized_gather.cpp"),
         &[&[]],
     );
 }

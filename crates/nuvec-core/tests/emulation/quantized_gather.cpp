@@ -1,0 +1,127 @@
+// quantized_gather.cu's gathered matrix-vector kernel and quantized_tiled.cu's gathered modes
+// in the emulation against gather_qmm in double: index positions picking matrices of x (lhs)
+// and of a 4-bit w (rhs), unsorted, and sorted by matrix with the runs' offsets. Built and run
+// by tests/kernel_emulation.rs.
+#include <algorithm>
+#include <random>
+
+struct Problem {
+  int E, X, mrows, N, K, gs, P;
+  std::vector<bf16> x, s, b;
+  std::vector<u32> w, lhs, rhs;
+  std::vector<i32> offs;
+};
+
+static Problem make(int E, int X, int mrows, int N, int K, int gs, int P, bool sorted, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  std::uniform_int_distribution<u32> wd;
+  Problem p{E, X, mrows, N, K, gs, P};
+  p.x.resize((size_t)X * mrows * K);
+  for (auto& e : p.x) e = nv_down<bf16>(u(rng));
+  p.w.resize((size_t)E * N * K / 8);
+  for (auto& e : p.w) e = wd(rng);
+  p.s.resize((size_t)E * N * (K / gs));
+  p.b.resize(p.s.size());
+  for (auto& e : p.s) e = nv_down<bf16>(u(rng) * 0.05f);
+  for (auto& e : p.b) e = nv_down<bf16>(u(rng) * 0.1f);
+  for (int i = 0; i < P; ++i) {
+    p.lhs.push_back(rng() % X);
+    p.rhs.push_back(rng() % E);
+  }
+  if (sorted) std::sort(p.rhs.begin(), p.rhs.end());
+  for (int e = 0; e < E; ++e)
+    p.offs.push_back((i32)(std::lower_bound(p.rhs.begin(), p.rhs.end(), (u32)e) - p.rhs.begin()));
+  return p;
+}
+
+// The largest difference of y from gather_qmm in double, relative to the largest output.
+static double check(const Problem& p, const std::vector<bf16>& y) {
+  const int wrow = p.K / 8, groups = p.K / p.gs;
+  double err = 0, top = 0;
+  for (int i = 0; i < p.P; ++i)
+    for (int r = 0; r < p.mrows; ++r)
+      for (int n = 0; n < p.N; ++n) {
+        double acc = 0;
+        const size_t xo = ((size_t)p.lhs[i] * p.mrows + r) * p.K;
+        const size_t wo = ((size_t)p.rhs[i] * p.N + n) * wrow, so = ((size_t)p.rhs[i] * p.N + n) * groups;
+        for (int k = 0; k < p.K; ++k) {
+          const u32 q = (p.w[wo + k / 8] >> (4 * (k % 8))) & 15u;
+          acc += (double)nv_up(p.x[xo + k]) * ((double)q * nv_up(p.s[so + k / p.gs]) + nv_up(p.b[so + k / p.gs]));
+        }
+        err = std::max(err, std::abs(acc - nv_up(y[((size_t)i * p.mrows + r) * p.N + n])));
+        top = std::max(top, std::abs(acc));
+      }
+  return err / top;
+}
+
+template <int M>
+static int gqmv_case(bool sorted, int mrows, unsigned seed) {
+  Problem p = make(5, 3, mrows, 40, 256, 64, 12, sorted, seed);
+  NvGqmv a{};
+  a.n = p.N;
+  a.w_batch = (i64)p.N * p.K / 8;
+  a.s_batch = (i64)p.N * (p.K / p.gs);
+  a.xmats = p.X;
+  a.experts = p.E;
+  a.indices = p.P;
+  const i64 per = (mrows + M - 1) / M;
+  a.chunks = p.P * per + (sorted ? p.E : 0);
+  a.packs = p.K / 32;
+  a.groups = p.K / p.gs;
+  a.gs_shift = __builtin_ctz(p.gs / 32);
+  a.mrows = mrows;
+  a.sorted = sorted;
+  std::vector<bf16> y((size_t)p.P * mrows * p.N);
+  const int R = NvqRows<M>::v;
+  nv_emu_launch({(unsigned)((p.N + NVQ_WARPS * R - 1) / (NVQ_WARPS * R)), 1, (unsigned)a.chunks}, NVQ_WARPS * 32, [&] {
+    nvq_gqmv<bf16, 4, M>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(), p.lhs.data(), p.rhs.data(),
+                         p.offs.data(), a);
+  });
+  const double e = check(p, y);
+  std::printf("gqmv M %d sorted %d mrows %d: rel err %.3g\n", M, sorted, mrows, e);
+  return e < 2e-2 ? 0 : 1;
+}
+
+// The tiled kernel over index positions (mode 1) or runs sorted by matrix (mode 2).
+static int tiled_case(int mode, int mrows, unsigned seed) {
+  Problem p = make(5, 3, mrows, 300, 256, 64, 6, mode == 2, seed);
+  NvQmm a{};
+  a.m = (i64)p.P * mrows;
+  a.n = p.N;
+  a.w_batch = (i64)p.N * p.K / 8;
+  a.s_batch = (i64)p.N * (p.K / p.gs);
+  a.xmats = p.X;
+  a.experts = p.E;
+  a.indices = p.P;
+  a.k = p.K;
+  a.wrow = p.K / 8;
+  a.groups = p.K / p.gs;
+  a.gs_shift = __builtin_ctz(p.gs / 32);
+  a.wvec = 16;
+  a.mrows = mrows;
+  a.mode = mode;
+  typedef NvqTile<bf16, 4, true, 2> S;
+  a.slots = (a.m + S::BM - 1) / S::BM + p.E;
+  std::vector<bf16> y((size_t)a.m * p.N);
+  const unsigned gy = mode == 1 ? (unsigned)((mrows + S::BM - 1) / S::BM) : (unsigned)a.slots;
+  nv_emu_launch({(unsigned)((p.N + 255) / 256), gy, mode == 1 ? (unsigned)p.P : 1u}, 256, [&] {
+    nvq_qmm<bf16, 4, true, 2, 16>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(), p.lhs.data(),
+                                  p.rhs.data(), p.offs.data(), a);
+  });
+  const double e = check(p, y);
+  std::printf("tiled gather mode %d mrows %d: rel err %.3g\n", mode, mrows, e);
+  return e < 2e-2 ? 0 : 1;
+}
+
+int main() {
+  int bad = 0;
+  bad += gqmv_case<1>(false, 1, 1);
+  bad += gqmv_case<1>(true, 1, 2);
+  bad += gqmv_case<4>(false, 3, 3);
+  bad += gqmv_case<8>(true, 5, 4);
+  bad += tiled_case(1, 40, 5);
+  bad += tiled_case(2, 20, 6);
+  std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
+  return bad;
+}
