@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# The next H200 session's first run over `wip/next` (device tool: carry [".gpu"], command
-# "bash scripts/gpu-session-next.sh"), after gpu-pack --bench with the test binaries it names:
-# every unverified kernel's tests in parallel, then the A/B benchmarks of the knobs (no rebuild).
+# The next H200 session's first runs over `wip/next` (device tool: carry [".gpu"], command
+# "bash scripts/gpu-session-next.sh 1", then the same with 2), after gpu-pack --bench with the
+# test binaries it names. Part 1: every unverified kernel's tests in parallel, then the
+# attention and gated delta benchmarks with their knobs; part 2: the row, quantized and
+# decoding cases with theirs, and PyTorch on the same cases. Knobs need no rebuild.
 set -u
+part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
 export CUDA_HOME=/usr/local/cuda NUVEC_KERNEL_CACHE=/tmp/nuvec-kernels
 T=/tmp/gpu/tests; B=/tmp/gpu/bin/nuvec-bench
 t() { local name=$1; shift; ( "$@" > $OUT/$name.log 2>&1; echo "rc=$?" >> $OUT/$name.log ) ; }
+if [ "$part" = 1 ]; then
 t flash timeout 280 $T/gpu_flash-* --test-threads=3 &
 t flash_pp env NUVEC_FLASH_PINGPONG=1 NUVEC_FLASH_CONSUMERS=3 timeout 280 $T/gpu_flash-* --test-threads=3 &
 t attn timeout 280 $T/gpu_attention-* --test-threads=2 &
@@ -30,6 +34,9 @@ echo "== gated split"; timeout 60 $B --device gpu --budget 1 --json $OUT/gd.json
 for r in 4 2; do echo "== gated decode rows $r"; NUVEC_GD_ROWS=$r timeout 30 $B --device gpu --budget 1 gated_delta_decode 2>&1 | tail -1; done
 echo "== gated fused"; NUVEC_GDC_SPLIT=0 timeout 60 $B --device gpu --budget 1 gated_delta_prefill 2>&1 | tail -2
 echo "== ncu gated"; timeout 90 ncu --metrics gpu__time_duration.sum -k regex:"gdc|gated" -c 8 $B --device gpu --budget 0.01 gated_delta_prefill gated_delta_decode 2>&1 | grep -E "gdc_|gated_|duration" | head -30
+exit 0
+fi
+S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
 R="rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp"
 echo "== rows"; timeout 60 $B --device gpu --budget 1 --json $OUT/rows.json copy $R 2>&1 | tail -8
 echo "== rows resident+prefetch"; NUVEC_ROWS_RESIDENT=8 NUVEC_KERNEL_DEFINES="NV_NORM_PREFETCH=1 NV_LAYER_MINB=1 NV_ADD_RMS_MINB=1 NV_SOFTMAX_PREFETCH=1 NV_SOFTMAX_MINB=1 NV_LSE_MINB=2 NV_VJP_PREFETCH=1" timeout 60 $B --device gpu --budget 1 $R 2>&1 | tail -7
