@@ -236,3 +236,13 @@ fn gathered_quantized_kernels_match_gather_qmm_in_double() {
         &[&[]],
     );
 }
+
+#[test]
+fn portable_flash_kernel_matches_attention_in_double() {
+    emulate(
+        "flash",
+        &[("flash.cu", FLASH)],
+        include_str!("emulation/flash.cpp"),
+        &[&[]],
+    );
+}
