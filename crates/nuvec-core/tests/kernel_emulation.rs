@@ -23,6 +23,8 @@ const QUANTIZED_TILED: &str = include_str!("../src/backend/cuda/kernels/quantize
 const ATTENTION: &str = include_str!("../src/backend/cuda/kernels/fast/attention.cu");
 const QUANTIZED_WGMMA: &str = include_str!("../src/backend/cuda/kernels/quantized_wgmma.cu");
 const QUANTIZED_GATHER: &str = include_str!("../src/backend/cuda/kernels/quantized_gather.cu");
+const FLASH_SM90: &str = include_str!("../src/backend/cuda/kernels/fast/flash_sm90.cu");
+const FLASH_TMA: &str = include_str!("../src/backend/cuda/kernels/fast/flash_tma.cu");
 const ROWS: &str = include_str!("../src/backend/cuda/kernels/fast/rows.cuh");
 const NORMS: &str = include_str!("../src/backend/cuda/kernels/fast/norms.cu");
 const SOFTMAX: &str = include_str!("../src/backend/cuda/kernels/fast/softmax.cu");
@@ -138,7 +140,15 @@ fn emulate(name: &str, kernels: &[(&str, &str)], main: &str, variants: &[&[&str]
 fn host_part_drops_the_marked_regions_only() {
     let text = format!("a\n{BEGIN} {{\nasm\n{END}\nb\n");
     assert_eq!(host_part(&text), "a\nb\n");
-    for source in [FLASH, SOFTMAX, ATTENTION, QUANTIZED_TILED, QUANTIZED_WGMMA] {
+    for source in [
+        FLASH,
+        FLASH_SM90,
+        FLASH_TMA,
+        SOFTMAX,
+        ATTENTION,
+        QUANTIZED_TILED,
+        QUANTIZED_WGMMA,
+    ] {
         let kept = host_part(source);
         assert!(!kept.contains("asm"), "inline PTX left outside the marks");
         assert!(kept.len() < source.len());
@@ -244,5 +254,19 @@ fn portable_flash_kernel_matches_attention_in_double() {
         &[("flash.cu", FLASH)],
         include_str!("emulation/flash.cpp"),
         &[&[]],
+    );
+}
+
+#[test]
+fn hopper_tma_prefill_matches_attention_in_double() {
+    emulate(
+        "flash_tma",
+        &[
+            ("flash.cu", FLASH),
+            ("flash_sm90.cu", FLASH_SM90),
+            ("flash_tma.cu", FLASH_TMA),
+        ],
+        include_str!("emulation/flash_tma.cpp"),
+        &[&[], &["NV_T_PINGPONG=1"]],
     );
 }

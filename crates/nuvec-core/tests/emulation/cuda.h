@@ -6,6 +6,9 @@
 // stand-ins sum in double, so results match the device's to rounding, not bit for bit.
 #pragma once
 #include <barrier>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -148,6 +151,8 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
 inline std::unique_ptr<std::barrier<>> nv_emu_block;
 inline std::unique_ptr<std::barrier<>> nv_emu_warp[32];
 inline std::unique_ptr<std::barrier<>> nv_emu_wg[8];
+// Named barriers 1 to 15 of 256 threads (two warpgroups: one waits, one arrives).
+inline std::unique_ptr<std::barrier<>> nv_emu_named[16];
 inline float nv_emu_xf[32][32];
 inline void __syncthreads() { nv_emu_block->arrive_and_wait(); }
 inline void nv_emu_warp_sync() { nv_emu_warp[threadIdx.x >> 5]->arrive_and_wait(); }
@@ -172,6 +177,7 @@ inline void nv_emu_launch(Dim3 grid, unsigned threads, const std::function<void(
         nv_emu_block = std::make_unique<std::barrier<>>(threads);
         for (unsigned w = 0; w < threads / 32; ++w) nv_emu_warp[w] = std::make_unique<std::barrier<>>(32);
         for (unsigned w = 0; w < threads / 128; ++w) nv_emu_wg[w] = std::make_unique<std::barrier<>>(128);
+        for (int i = 1; i < 16; ++i) nv_emu_named[i] = std::make_unique<std::barrier<>>(256);
         std::vector<std::thread> ts;
         for (unsigned t = 0; t < threads; ++t)
           ts.emplace_back([&, t, x, y, z] {
@@ -192,3 +198,6 @@ alignas(16) unsigned char nvq_smem_tiles[1 << 18];
 float4 nv_gd_shared[1 << 14];
 float4 nv_vjp_acc[1 << 14];
 alignas(1024) unsigned char nvqw_raw[1 << 18];
+alignas(1024) unsigned char nv_t_smem[1 << 18];
+// What shared addresses (the u32 a kernel gives TMA, barriers and descriptors) count from.
+inline unsigned char* nv_emu_smem_base = nv_t_smem;

@@ -67,7 +67,7 @@ template <typename T> struct NvMma {
     return (u32)a.b | ((u32)b.b << 16);
   }
 };
-inline u32 nv_smem(const void*) { return 0; }
+inline u32 nv_smem(const void* p) { return (u32)(static_cast<const unsigned char*>(p) - nv_emu_smem_base); }
 inline void nv_cp16(void* dst, const void* src, bool valid) {
   if (valid) std::memcpy(dst, src, 16);
   else std::memset(dst, 0, 16);
@@ -219,3 +219,131 @@ template <> struct NvqwT<f16> {
   static constexpr u32 magic = 0x64006400u;
   template <int N> static void rs(float* d, const u32* a, u64 b) { nv_emu_wgmma_rs<f16, N>(d, a, b); }
 };
+
+// flash_sm90.cu's: the asynchronous products run at once; A and B K-major through
+// descriptors (the `ss` form) or A from the warpgroup's registers and B N-major (the `rs` form
+// with B transposed: element (k, n) at start + (n / 64) LBO + (k / 8) SBO + (k % 8) 128 + 2 (n % 64)),
+// every address swizzled as in quantized_wgmma's stand-in.
+inline u64 nv_wg_desc(u32 addr, u32 lbo, u32 sbo) {
+  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) | (1ull << 62);
+}
+inline void nv_wg_arrive() {}
+inline void nv_wg_commit() {}
+template <int N> inline void nv_wg_wait() {}
+template <int N> inline void nv_wg_pin(float*) {}
+inline void nv_proxy_fence() {}
+template <typename T> inline float nv_emu_smem_at(u32 addr) {
+  addr ^= ((addr >> 7) & 7) << 4;
+  T v;
+  std::memcpy(&v.b, nv_emu_smem_base + addr, 2);
+  return nv_up<T>(v);
+}
+inline u32 nv_emu_start(u64 d) { return (u32)(d & 0x3FFF) << 4; }
+inline u32 nv_emu_lbo(u64 d) { return (u32)((d >> 16) & 0x3FFF) << 4; }
+inline u32 nv_emu_sbo(u64 d) { return (u32)((d >> 32) & 0x3FFF) << 4; }
+// D (64 × N) += A (64 × 16) · B (16 × N) for the calling warpgroup; `a_of(m, k)` and
+// `b_of(k, n)` give the operands.
+template <int N, typename FA, typename FB> inline void nv_emu_wgmma(float* d, FA a_of, FB b_of) {
+  const int wg = threadIdx.x >> 7, me = threadIdx.x & 127;
+  nv_emu_wg[wg]->arrive_and_wait();
+  const int w = me >> 5, l = me & 31, g = l / 4, t = l % 4;
+  for (int j = 0; j < N / 8; ++j)
+    for (int e = 0; e < 4; ++e) {
+      const int m = 16 * w + g + 8 * (e >> 1), n = 8 * j + 2 * t + (e & 1);
+      double s = 0;
+      for (int k = 0; k < 16; ++k) s += (double)a_of(m, k) * b_of(k, n);
+      d[4 * j + e] = (float)(d[4 * j + e] + s);
+    }
+  nv_emu_wg[wg]->arrive_and_wait();
+}
+template <typename T> struct NvWg {
+  template <int N> static void ss(float* d, u64 da, u64 db) {
+    const u32 sa = nv_emu_start(da), ba = nv_emu_sbo(da), sb = nv_emu_start(db), bb = nv_emu_sbo(db);
+    nv_emu_wgmma<N>(
+        d, [&](int m, int k) { return nv_emu_smem_at<T>(sa + (m / 8) * ba + (m % 8) * 128 + 2 * k); },
+        [&](int k, int n) { return nv_emu_smem_at<T>(sb + (n / 8) * bb + (n % 8) * 128 + 2 * k); });
+  }
+  template <int N> static void rs(float* d, const u32* a, u64 db) {
+    const int wg = threadIdx.x >> 7, me = threadIdx.x & 127;
+    for (int i = 0; i < 4; ++i) nv_emu_wg_a[wg][me][i] = a[i];
+    const u32 sb = nv_emu_start(db), lb = nv_emu_lbo(db), bb = nv_emu_sbo(db);
+    nv_emu_wgmma<N>(
+        d,
+        [&](int m, int k) {
+          const u32 word = nv_emu_wg_a[wg][(m / 16) * 32 + (m % 8) * 4 + (k % 8) / 2][(m % 16 >= 8) + 2 * (k >= 8)];
+          return nv_emu_half<T>(word, k % 2);
+        },
+        [&](int k, int n) {
+          return nv_emu_smem_at<T>(sb + (n / 64) * lb + (k / 8) * bb + (k % 8) * 128 + 2 * (n % 64));
+        });
+  }
+};
+
+// flash_tma.cu's: shared-memory barriers with their phases and transaction counts, TMA as an
+// immediate copy of the box (the tensor map here is the test's own: base, sizes and byte
+// strides of [B, H, L, D], the box's rows), named barriers for the consumers' turns.
+struct NvEmuMbar {
+  int count = 0, pending = 0;
+  long tx = 0;
+  unsigned phase = 0;
+};
+inline std::mutex nv_emu_mbar_mu;
+inline std::condition_variable nv_emu_mbar_cv;
+inline std::map<u32, NvEmuMbar> nv_emu_mbars;
+inline void nv_emu_mbar_done(NvEmuMbar& m) {
+  if (m.pending == 0 && m.tx == 0) {
+    ++m.phase;
+    m.pending = m.count;
+    nv_emu_mbar_cv.notify_all();
+  }
+}
+inline void nv_bar_init(u32 bar, u32 count) {
+  std::lock_guard<std::mutex> g(nv_emu_mbar_mu);
+  nv_emu_mbars[bar] = NvEmuMbar{(int)count, (int)count, 0, 0};
+}
+inline void nv_bar_arrive(u32 bar) {
+  std::lock_guard<std::mutex> g(nv_emu_mbar_mu);
+  NvEmuMbar& m = nv_emu_mbars[bar];
+  --m.pending;
+  nv_emu_mbar_done(m);
+}
+inline void nv_bar_expect(u32 bar, u32 bytes) {
+  std::lock_guard<std::mutex> g(nv_emu_mbar_mu);
+  NvEmuMbar& m = nv_emu_mbars[bar];
+  m.tx += bytes;
+  --m.pending;
+  nv_emu_mbar_done(m);
+}
+inline void nv_bar_wait(u32 bar, u32 parity) {
+  std::unique_lock<std::mutex> g(nv_emu_mbar_mu);
+  nv_emu_mbar_cv.wait(g, [&] { return (nv_emu_mbars[bar].phase & 1u) != parity; });
+}
+// (A template, so that the tensor map's type, defined later in flash_tma.cu, is complete
+// where it is used.)
+template <typename Map> inline void nv_tma4(u32 dst, const Map* map, int c0, int c1, int c2, int c3, u32 bar) {
+  const u64* v = map->v;
+  const unsigned char* base = reinterpret_cast<const unsigned char*>(v[0]);
+  const int d = (int)v[1], len = (int)v[2], rows = (int)v[8];
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < 8; ++j) {
+      unsigned char* to = nv_emu_smem_base + dst + r * 128 + ((j ^ (r % 8)) << 4);
+      if (c1 + r < len && c0 + 8 * j < d)
+        std::memcpy(to, base + (c1 + r) * v[5] + c2 * v[6] + c3 * v[7] + 2 * (c0 + 8 * j), 16);
+      else
+        std::memset(to, 0, 16);
+    }
+  std::lock_guard<std::mutex> g(nv_emu_mbar_mu);
+  NvEmuMbar& m = nv_emu_mbars[bar];
+  m.tx -= 128l * rows;
+  nv_emu_mbar_done(m);
+}
+// The knob flash_tma.cu reads (the command line may set it first).
+#ifndef NV_T_PINGPONG
+#define NV_T_PINGPONG 0
+#endif
+inline void nv_turn_wait(int consumer) {
+  if (NV_T_PINGPONG) nv_emu_named[1 + consumer]->arrive_and_wait();
+}
+inline void nv_turn_pass(int consumer, int consumers) {
+  if (NV_T_PINGPONG) (void)nv_emu_named[1 + (consumer + 1) % consumers]->arrive();
+}

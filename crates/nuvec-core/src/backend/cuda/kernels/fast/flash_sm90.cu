@@ -17,6 +17,7 @@
 #define NV_H_BM 128
 #define NV_H_BN 128
 
+// nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
 // Matrix descriptor of a 128-byte swizzled operand at shared address `addr`: `lbo` bytes
 // between column blocks of 64 elements (N-major operands), `sbo` bytes between groups of 8
 // rows.
@@ -127,6 +128,7 @@ template <> struct NvWg<f16> {
     if (N == 64) nv_wgmma_rs_f16_n64(d, a, b); else nv_wgmma_rs_f16_n128(d, a, b);
   }
 };
+// } nuvec-emulation
 
 // Rows [0, ROWS) × D elements of a tile (rows past `valid` zeros) into the swizzled layout at
 // shared byte address `base` (1,024-aligned): column block c of ROWS × 128 bytes each.

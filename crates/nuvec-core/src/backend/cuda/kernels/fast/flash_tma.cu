@@ -31,6 +31,7 @@ struct alignas(64) NvTmap {
 #define NV_T_CONSUMERS 2
 #endif
 
+// nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
 __device__ __forceinline__ void nv_bar_init(u32 bar, u32 count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
@@ -72,6 +73,7 @@ __device__ __forceinline__ void nv_turn_pass(int consumer, int consumers) {
   if (NV_T_PINGPONG)
     asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (consumer + 1) % consumers) : "memory");
 }
+// } nuvec-emulation
 
 template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS, int NC>
 __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* vm,
@@ -104,12 +106,16 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
       nv_bar_init(k_free(s), 4 * NC);  // lane 0 of each consumer warp
       nv_bar_init(v_free(s), 4 * NC);
     }
+// nuvec-emulation: device only (a hint, nothing to stand in for) {
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+// } nuvec-emulation
   }
   __syncthreads();
 
   if (wg == 0) {
+// nuvec-emulation: device only (a hint, nothing to stand in for) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+// } nuvec-emulation
     if (threadIdx.x == 0) {
       const int b = (int)blk.b, h = (int)blk.h, kvh = (int)blk.kvh;
       nv_bar_expect(q_full, BM * D * 2);
@@ -132,9 +138,13 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
 
   // The registers the producer gave up: 240 a thread for two consumers, 160 for three.
   if constexpr (NC == 2) {
+// nuvec-emulation: device only (a hint, nothing to stand in for) {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+// } nuvec-emulation
   } else {
+// nuvec-emulation: device only (a hint, nothing to stand in for) {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n");
+// } nuvec-emulation
   }
   const bool lead = (threadIdx.x & 31) == 0;
   const int me = wg - 1;
