@@ -7,7 +7,8 @@
 #include <random>
 
 template <int D>
-static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, int nsplit, unsigned seed) {
+static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, int nsplit,
+                       unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   const int hq = hkv * group, rows = group * lq, nchunks = (rows + 7) / 8, bs = 16;
@@ -16,7 +17,8 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
     for (auto& e : v) e = nv_down<bf16>(u(rng));
     return v;
   };
-  auto q = fill((size_t)B * hq * lq * D), k = fill((size_t)B * hkv * lk * D), v = fill((size_t)B * hkv * lk * D);
+  auto q = fill((size_t)B * hq * lq * D), k = fill((size_t)B * hkv * lk * D),
+       v = fill((size_t)B * hkv * lk * D);
   NvAttn a{};
   a.q_strides[0] = (i64)hq * lq * D;
   a.q_strides[1] = (i64)lq * D;
@@ -37,15 +39,16 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
   const size_t outs = (size_t)B * hq * lq;
   std::vector<bf16> out(outs * D), pout(outs * D);
   std::vector<float> part_o(outs * nsplit * D), part_ml(outs * nsplit * 2);
-  auto run = [&](auto paged, const bf16* kk, const bf16* vv, const i32* table, const i32* lens, const NvAttn& at,
-                 bf16* o) {
+  auto run = [&](auto paged, const bf16* kk, const bf16* vv, const i32* table, const i32* lens,
+                 const NvAttn& at, bf16* o) {
     constexpr bool P = decltype(paged)::value;
     nv_emu_launch({(unsigned)(nchunks * nsplit), (unsigned)hkv, (unsigned)B}, NV_ATTN_THREADS, [&] {
       nv_attention_mma<bf16, D, P, true>(q.data(), kk, vv, table, lens, o, part_o.data(),
                                          reinterpret_cast<float2*>(part_ml.data()), at);
     });
     nv_emu_launch({(unsigned)outs, 1, 1}, NvAttnCombine<D>::THREADS, [&] {
-      nv_attention_combine<bf16, D, P>(lens, o, part_o.data(), reinterpret_cast<const float2*>(part_ml.data()), at);
+      nv_attention_combine<bf16, D, P>(lens, o, part_o.data(),
+                                       reinterpret_cast<const float2*>(part_ml.data()), at);
     });
   };
   run(std::false_type{}, k.data(), v.data(), nullptr, nullptr, a, out.data());
@@ -96,14 +99,16 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
         for (int j = 0; j <= last; ++j) {
           double dot = 0;
           for (int d = 0; d < D; ++d)
-            dot += (double)nv_up(q[(((size_t)b * hq + h) * lq + i) * D + d]) * nv_up(k[(((size_t)b * hkv + kvh) * lk + j) * D + d]);
+            dot += (double)nv_up(q[(((size_t)b * hq + h) * lq + i) * D + d]) *
+                   nv_up(k[(((size_t)b * hkv + kvh) * lk + j) * D + d]);
           s[j] = dot * scale;
           m = std::max(m, s[j]);
         }
         for (int j = 0; j <= last; ++j) den += std::exp(s[j] - m);
         for (int d = 0; d < D; ++d) {
           double o = 0;
-          for (int j = 0; j <= last; ++j) o += std::exp(s[j] - m) * nv_up(v[(((size_t)b * hkv + kvh) * lk + j) * D + d]);
+          for (int j = 0; j <= last; ++j)
+            o += std::exp(s[j] - m) * nv_up(v[(((size_t)b * hkv + kvh) * lk + j) * D + d]);
           o /= den;
           const size_t at = (((size_t)b * hq + h) * lq + i) * D + d;
           worst = std::max(worst, std::abs(o - nv_up(out[at])));
@@ -111,8 +116,10 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
           unequal += out[at].b != pout[at].b;
         }
       }
-  std::printf("decode D %d B %d hkv %d group %d lq %d lk %d causal %d splits %d: rel err %.3g, paged unequal %d\n",
-              D, B, hkv, group, lq, lk, causal, nsplit, worst / top, unequal);
+  std::printf(
+      "decode D %d B %d hkv %d group %d lq %d lk %d causal %d splits %d: rel err %.3g, paged "
+      "unequal %d\n",
+      D, B, hkv, group, lq, lk, causal, nsplit, worst / top, unequal);
   return (worst / top < 1.0 / 64 && unequal == 0) ? 0 : 1;
 }
 

@@ -31,13 +31,19 @@
 #define __launch_bounds__(...)
 #define __grid_constant__
 
-struct Dim3 { unsigned x, y, z; };
+struct Dim3 {
+  unsigned x, y, z;
+};
 thread_local Dim3 threadIdx, blockIdx;
 Dim3 blockDim, gridDim;
 
 // Half types: the bits, converted through float.
-struct __nv_bfloat16 { unsigned short b; };
-struct __half { unsigned short b; };
+struct __nv_bfloat16 {
+  unsigned short b;
+};
+struct __half {
+  unsigned short b;
+};
 inline float __bfloat162float(__nv_bfloat16 x) {
   const unsigned u = (unsigned)x.b << 16;
   float f;
@@ -62,18 +68,25 @@ inline __half __float2half_rn(float f) {
   return r;
 }
 inline __half __ushort_as_half(unsigned short b) { return __half{b}; }
-struct __nv_bfloat162 { __nv_bfloat16 x, y; };
-struct __half2 { __half x, y; };
+struct __nv_bfloat162 {
+  __nv_bfloat16 x, y;
+};
+struct __half2 {
+  __half x, y;
+};
 inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) {
   return {__float2bfloat16_rn(a), __float2bfloat16_rn(b)};
 }
-inline __half2 __floats2half2_rn(float a, float b) { return {__float2half_rn(a), __float2half_rn(b)}; }
+inline __half2 __floats2half2_rn(float a, float b) {
+  return {__float2half_rn(a), __float2half_rn(b)};
+}
 inline float nv_emu_up(__nv_bfloat16 x) { return __bfloat162float(x); }
 inline float nv_emu_up(__half x) { return __half2float(x); }
 inline void nv_emu_down(float f, __nv_bfloat16& x) { x = __float2bfloat16_rn(f); }
 inline void nv_emu_down(float f, __half& x) { x = __float2half_rn(f); }
 // Pair arithmetic, each result the exact one rounded once to the half type.
-template <typename P> inline P nv_emu_pair(P a, P b, P c, int op) {
+template <typename P>
+inline P nv_emu_pair(P a, P b, P c, int op) {
   auto one = [&](auto x, auto y, auto z) {
     const double r = op == 0   ? (double)nv_emu_up(x) * nv_emu_up(y) + nv_emu_up(z)
                      : op == 1 ? (double)nv_emu_up(x) - nv_emu_up(y)
@@ -85,19 +98,35 @@ template <typename P> inline P nv_emu_pair(P a, P b, P c, int op) {
   };
   return {one(a.x, b.x, c.x), one(a.y, b.y, c.y)};
 }
-inline __nv_bfloat162 __hfma2(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162 c) { return nv_emu_pair(a, b, c, 0); }
-inline __nv_bfloat162 __hsub2(__nv_bfloat162 a, __nv_bfloat162 b) { return nv_emu_pair(a, b, b, 1); }
-inline __nv_bfloat162 __hmul2(__nv_bfloat162 a, __nv_bfloat162 b) { return nv_emu_pair(a, b, b, 2); }
-inline __nv_bfloat162 __hadd2(__nv_bfloat162 a, __nv_bfloat162 b) { return nv_emu_pair(a, b, b, 3); }
+inline __nv_bfloat162 __hfma2(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162 c) {
+  return nv_emu_pair(a, b, c, 0);
+}
+inline __nv_bfloat162 __hsub2(__nv_bfloat162 a, __nv_bfloat162 b) {
+  return nv_emu_pair(a, b, b, 1);
+}
+inline __nv_bfloat162 __hmul2(__nv_bfloat162 a, __nv_bfloat162 b) {
+  return nv_emu_pair(a, b, b, 2);
+}
+inline __nv_bfloat162 __hadd2(__nv_bfloat162 a, __nv_bfloat162 b) {
+  return nv_emu_pair(a, b, b, 3);
+}
 inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) { return nv_emu_pair(a, b, c, 0); }
 inline __half2 __hsub2(__half2 a, __half2 b) { return nv_emu_pair(a, b, b, 1); }
 inline __half2 __hmul2(__half2 a, __half2 b) { return nv_emu_pair(a, b, b, 2); }
 inline __half2 __hadd2(__half2 a, __half2 b) { return nv_emu_pair(a, b, b, 3); }
 
-struct uint2 { unsigned x, y; };
-struct uint4 { unsigned x, y, z, w; };
-struct float2 { float x, y; };
-struct alignas(16) float4 { float x, y, z, w; };
+struct uint2 {
+  unsigned x, y;
+};
+struct uint4 {
+  unsigned x, y, z, w;
+};
+struct float2 {
+  float x, y;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
 inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return {a, b, c, d}; }
 inline float2 make_float2(float a, float b) { return {a, b}; }
@@ -136,10 +165,19 @@ inline unsigned __float_as_uint(float f) {
   std::memcpy(&u, &f, 4);
   return u;
 }
-template <typename T> inline T __ldg(const T* p) { return *p; }
+template <typename T>
+inline T __ldg(const T* p) {
+  return *p;
+}
 // CUDA's overloaded min and max of mixed integer types.
-template <typename A, typename B> inline auto min(A a, B b) { return a < b ? a : b; }
-template <typename A, typename B> inline auto max(A a, B b) { return a < b ? b : a; }
+template <typename A, typename B>
+inline auto min(A a, B b) {
+  return a < b ? a : b;
+}
+template <typename A, typename B>
+inline auto max(A a, B b) {
+  return a < b ? b : a;
+}
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   const unsigned long long v = ((unsigned long long)y << 32) | x;
   unsigned r = 0;
@@ -164,7 +202,9 @@ inline float nv_emu_shfl(float v, int src) {
   nv_emu_warp_sync();
   return r;
 }
-inline float __shfl_xor_sync(unsigned, float v, int m) { return nv_emu_shfl(v, (threadIdx.x & 31) ^ m); }
+inline float __shfl_xor_sync(unsigned, float v, int m) {
+  return nv_emu_shfl(v, (threadIdx.x & 31) ^ m);
+}
 inline float __shfl_sync(unsigned, float v, int src) { return nv_emu_shfl(v, src); }
 
 // Runs `body` for every thread of every block of `grid`, one block at a time.
@@ -175,8 +215,10 @@ inline void nv_emu_launch(Dim3 grid, unsigned threads, const std::function<void(
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         nv_emu_block = std::make_unique<std::barrier<>>(threads);
-        for (unsigned w = 0; w < threads / 32; ++w) nv_emu_warp[w] = std::make_unique<std::barrier<>>(32);
-        for (unsigned w = 0; w < threads / 128; ++w) nv_emu_wg[w] = std::make_unique<std::barrier<>>(128);
+        for (unsigned w = 0; w < threads / 32; ++w)
+          nv_emu_warp[w] = std::make_unique<std::barrier<>>(32);
+        for (unsigned w = 0; w < threads / 128; ++w)
+          nv_emu_wg[w] = std::make_unique<std::barrier<>>(128);
         for (int i = 1; i < 16; ++i) nv_emu_named[i] = std::make_unique<std::barrier<>>(256);
         std::vector<std::thread> ts;
         for (unsigned t = 0; t < threads; ++t)

@@ -32,7 +32,8 @@ static int tma_case(int B, int HQ, int HKV, int LQ, int LK, unsigned seed) {
     for (auto& x : v) x = nv_down<bf16>(u(rng));
     return v;
   };
-  auto q = fill((size_t)B * HQ * LQ * D), k = fill((size_t)B * HKV * LK * D), v = fill((size_t)B * HKV * LK * D);
+  auto q = fill((size_t)B * HQ * LQ * D), k = fill((size_t)B * HKV * LK * D),
+       v = fill((size_t)B * HKV * LK * D);
   auto mask = fill((size_t)B * HQ * LQ * LK), sinks = fill(HQ);
   std::vector<unsigned char> keep((size_t)LQ * LK);
   for (size_t i = 0; i < keep.size(); ++i) keep[i] = i >= (size_t)LK && u(rng) > -0.4f;
@@ -65,12 +66,14 @@ static int tma_case(int B, int HQ, int HKV, int LQ, int LK, unsigned seed) {
   const float scale = 0.7f / std::sqrt((float)D);
   a.scale = scale * NV_FLASH_LOG2E;
   constexpr int BM = 64 * NC;
-  const NvTmap qm = map_of(q.data(), D, LQ, HQ, B, BM), km = map_of(k.data(), D, LK, HKV, B, NV_H_BN),
+  const NvTmap qm = map_of(q.data(), D, LQ, HQ, B, BM),
+               km = map_of(k.data(), D, LK, HKV, B, NV_H_BN),
                vm = map_of(v.data(), D, LK, HKV, B, NV_H_BN);
   std::vector<bf16> out((size_t)B * HQ * LQ * D);
   nv_emu_smem_base = nv_t_smem;
   nv_emu_launch({(unsigned)((LQ + BM - 1) / BM), (unsigned)HQ, (unsigned)B}, 128 * (NC + 1), [&] {
-    nv_flash_tma<bf16, D, D, MASK, CAUSAL, SINKS, NC>(&qm, &km, &vm, mptr, sinks.data(), out.data(), a);
+    nv_flash_tma<bf16, D, D, MASK, CAUSAL, SINKS, NC>(&qm, &km, &vm, mptr, sinks.data(), out.data(),
+                                                      a);
   });
   const double L2E = 1.4426950408889634;
   double worst = 0, top = 0;
@@ -83,7 +86,8 @@ static int tma_case(int B, int HQ, int HKV, int LQ, int LK, unsigned seed) {
         for (int j = 0; j < LK; ++j) {
           double dot = 0;
           for (int f = 0; f < D; ++f)
-            dot += (double)nv_up(q[(((size_t)b * HQ + h) * LQ + i) * D + f]) * nv_up(k[(((size_t)b * HKV + kvh) * LK + j) * D + f]);
+            dot += (double)nv_up(q[(((size_t)b * HQ + h) * LQ + i) * D + f]) *
+                   nv_up(k[(((size_t)b * HKV + kvh) * LK + j) * D + f]);
           double s2 = dot * scale * L2E;
           if (MASK == 1 && !keep[(size_t)i * LK + j]) s2 = NV_FLASH_HIDDEN;
           if (MASK == 2) s2 += nv_up(mask[(((size_t)b * HQ + h) * LQ + i) * LK + j]) * L2E;
@@ -96,7 +100,8 @@ static int tma_case(int B, int HQ, int HKV, int LQ, int LK, unsigned seed) {
         for (int j = 0; j < LK; ++j) {
           const double w = std::exp2(x[j] - m);
           den += w;
-          for (int f = 0; f < D; ++f) o[f] += w * nv_up(v[(((size_t)b * HKV + kvh) * LK + j) * D + f]);
+          for (int f = 0; f < D; ++f)
+            o[f] += w * nv_up(v[(((size_t)b * HKV + kvh) * LK + j) * D + f]);
         }
         for (int f = 0; f < D; ++f) {
           const double want = o[f] / den, got = nv_up(out[(((size_t)b * HQ + h) * LQ + i) * D + f]);
@@ -104,8 +109,10 @@ static int tma_case(int B, int HQ, int HKV, int LQ, int LK, unsigned seed) {
           top = std::max(top, std::abs(want));
         }
       }
-  std::printf("tma D %d consumers %d mask %d causal %d sinks %d B %d HQ %d HKV %d LQ %d LK %d: rel err %.3g\n", D, NC,
-              MASK, CAUSAL, SINKS, B, HQ, HKV, LQ, LK, worst / top);
+  std::printf(
+      "tma D %d consumers %d mask %d causal %d sinks %d B %d HQ %d HKV %d LQ %d LK %d: rel err "
+      "%.3g\n",
+      D, NC, MASK, CAUSAL, SINKS, B, HQ, HKV, LQ, LK, worst / top);
   return worst / top < 1.0 / 64 ? 0 : 1;
 }
 

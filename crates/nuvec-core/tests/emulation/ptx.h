@@ -1,5 +1,5 @@
-// Stand-ins for the inline-PTX helpers of flash.cu, softmax.cu and quantized_tiled.cu (the regions marked
-// `nuvec-emulation: device only` there): cp.async copies at once (so the wait counts are not
+// Stand-ins for the inline-PTX helpers of flash.cu, softmax.cu and quantized_tiled.cu (the regions
+// marked `nuvec-emulation: device only` there): cp.async copies at once (so the wait counts are not
 // checked), ldmatrix and mma.sync m16n8k16 as warp-collective operations with the PTX
 // fragment layouts. Needs cuda.h and common.cuh first.
 #pragma once
@@ -31,7 +31,8 @@ inline void nv_emu_ldsm4(unsigned* r, const void* p, bool trans) {
   }
   nv_emu_warp_sync();
 }
-template <typename T> inline float nv_emu_half(unsigned w, int hi) {
+template <typename T>
+inline float nv_emu_half(unsigned w, int hi) {
   T x;
   x.b = (unsigned short)(hi ? w >> 16 : w & 0xffffu);
   return nv_up<T>(x);
@@ -39,7 +40,8 @@ template <typename T> inline float nv_emu_half(unsigned w, int hi) {
 // mma.sync m16n8k16, row.col: A rows g and g + 8 (registers 0, 1 columns 2t..; 2, 3 columns
 // 8 + 2t..), B columns g (registers 0, 1: rows 2t.. and 8 + 2t..), C rows g and g + 8,
 // columns 2t and 2t + 1.
-template <typename T> inline void nv_emu_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
+template <typename T>
+inline void nv_emu_mma(float* c, const unsigned* a, unsigned b0, unsigned b1) {
   const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
   for (int i = 0; i < 4; ++i) nv_emu_a[w][l][i] = a[i];
   nv_emu_b[w][l][0] = b0;
@@ -50,7 +52,8 @@ template <typename T> inline void nv_emu_mma(float* c, const unsigned* a, unsign
     const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
     double s = 0;
     for (int k = 0; k < 16; ++k) {
-      const float av = nv_emu_half<T>(nv_emu_a[w][(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k % 2);
+      const float av = nv_emu_half<T>(
+          nv_emu_a[w][(row % 8) * 4 + (k % 8) / 2][(row >= 8) + 2 * (k >= 8)], k % 2);
       const float bv = nv_emu_half<T>(nv_emu_b[w][col * 4 + (k % 8) / 2][k >= 8], k % 2);
       s += (double)av * bv;
     }
@@ -60,20 +63,26 @@ template <typename T> inline void nv_emu_mma(float* c, const unsigned* a, unsign
 }
 
 // flash.cu's helpers.
-template <typename T> struct NvMma {
+template <typename T>
+struct NvMma {
   static void run(float* c, const u32* a, u32 b0, u32 b1) { nv_emu_mma<T>(c, a, b0, b1); }
   static u32 pack(float lo, float hi) {
     const T a = nv_down<T>(lo), b = nv_down<T>(hi);
     return (u32)a.b | ((u32)b.b << 16);
   }
 };
-inline u32 nv_smem(const void* p) { return (u32)(static_cast<const unsigned char*>(p) - nv_emu_smem_base); }
+inline u32 nv_smem(const void* p) {
+  return (u32)(static_cast<const unsigned char*>(p) - nv_emu_smem_base);
+}
 inline void nv_cp16(void* dst, const void* src, bool valid) {
-  if (valid) std::memcpy(dst, src, 16);
-  else std::memset(dst, 0, 16);
+  if (valid)
+    std::memcpy(dst, src, 16);
+  else
+    std::memset(dst, 0, 16);
 }
 inline void nv_cp_commit() {}
-template <int N> inline void nv_cp_wait() {}
+template <int N>
+inline void nv_cp_wait() {}
 inline void nv_ldsm4(u32* r, const void* p) { nv_emu_ldsm4(r, p, false); }
 inline void nv_ldsm4_t(u32* r, const void* p) { nv_emu_ldsm4(r, p, true); }
 inline float nv_flash_exp2(float x) { return std::exp2(x); }
@@ -82,22 +91,28 @@ inline float nv_flash_exp2(float x) { return std::exp2(x); }
 inline float nv_exp2(float x) { return std::exp2(x); }
 
 // quantized_tiled.cu's helpers.
-template <typename T> struct NvqMma {
+template <typename T>
+struct NvqMma {
   static void run(float* c, const u32* a, u32 b0, u32 b1) { nv_emu_mma<T>(c, a, b0, b1); }
 };
 inline u32 nvq_smem(const void*) { return 0; }
-template <int V> inline void nvq_cp(void* dst, const void* src, bool valid) {
-  if (valid) std::memcpy(dst, src, V);
-  else std::memset(dst, 0, V);
+template <int V>
+inline void nvq_cp(void* dst, const void* src, bool valid) {
+  if (valid)
+    std::memcpy(dst, src, V);
+  else
+    std::memset(dst, 0, V);
 }
 inline void nvq_cp_commit() {}
-template <int N> inline void nvq_cp_wait() {}
+template <int N>
+inline void nvq_cp_wait() {}
 inline void nvq_ldsm4(u32* r, const void* p) { nv_emu_ldsm4(r, p, false); }
 inline void nvq_ldsm4_t(u32* r, const void* p) { nv_emu_ldsm4(r, p, true); }
 
 // attention.cu's.
 inline float nv_attn_exp2(float x) { return std::exp2(x); }
-template <typename T, bool VEC> inline uint4 nv_attn_chunk(const T* p) {
+template <typename T, bool VEC>
+inline uint4 nv_attn_chunk(const T* p) {
   uint4 r;
   std::memcpy(&r, p, 16);
   return r;
@@ -108,7 +123,8 @@ inline void nv_attn_mma16(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0,
   nv_emu_mma<T>(d, a, b0, b1);
 }
 // mma.sync m16n8k8: A rows g and g + 8 (columns 2t, 2t + 1), B column g (rows 2t, 2t + 1).
-template <typename T> inline void nv_attn_mma8(float (&d)[4], u32 a0, u32 a1, u32 b0) {
+template <typename T>
+inline void nv_attn_mma8(float (&d)[4], u32 a0, u32 a1, u32 b0) {
   const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
   nv_emu_a[w][l][0] = a0;
   nv_emu_a[w][l][1] = a1;
@@ -142,7 +158,8 @@ inline u32 nv_attn_trans(u32 x) {
   nv_emu_warp_sync();
   return y;
 }
-template <typename T> inline u32 nv_attn_pack2(float lo, float hi) {
+template <typename T>
+inline u32 nv_attn_pack2(float lo, float hi) {
   const T a = nv_down<T>(lo), b = nv_down<T>(hi);
   return (u32)a.b | ((u32)b.b << 16);
 }
@@ -151,28 +168,38 @@ template <typename T> inline u32 nv_attn_pack2(float lo, float hi) {
 // aligned, so the swizzle sees the address bits the device does), the asynchronous products
 // run at once (the kernel reads no accumulator and writes no operand between a product and
 // its wait), and wgmma's register form as a warpgroup-collective operation.
-inline u32 nvqw_smem(const void* p) { return (u32)(static_cast<const unsigned char*>(p) - nvqw_raw); }
+inline u32 nvqw_smem(const void* p) {
+  return (u32)(static_cast<const unsigned char*>(p) - nvqw_raw);
+}
 inline void nvqw_cp16(u32 dst, const void* src, bool valid) {
-  if (valid) std::memcpy(nvqw_raw + dst, src, 16);
-  else std::memset(nvqw_raw + dst, 0, 16);
+  if (valid)
+    std::memcpy(nvqw_raw + dst, src, 16);
+  else
+    std::memset(nvqw_raw + dst, 0, 16);
 }
 inline void nvqw_cp_commit() {}
-template <int N> inline void nvqw_cp_wait() {}
+template <int N>
+inline void nvqw_cp_wait() {}
 inline u64 nvqw_desc(u32 addr, u32 lbo, u32 sbo) {
-  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) | (1ull << 62);
+  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) |
+         (1ull << 62);
 }
 inline void nvqw_fence() {}
 inline void nvqw_commit() {}
-template <int N> inline void nvqw_wait() {}
+template <int N>
+inline void nvqw_wait() {}
 inline void nvqw_proxy_fence() {}
-template <int N> inline void nvqw_pin(float*) {}
+template <int N>
+inline void nvqw_pin(float*) {}
 inline void nvqw_pin_frags(u32 (&)[4][4]) {}
-template <typename P> inline P nvqw_as(u32 u) {
+template <typename P>
+inline P nvqw_as(u32 u) {
   P p;
   std::memcpy(&p, &u, 4);
   return p;
 }
-template <typename P> inline u32 nvqw_bits(P p) {
+template <typename P>
+inline u32 nvqw_bits(P p) {
   u32 u;
   std::memcpy(&u, &p, 4);
   return u;
@@ -183,7 +210,8 @@ inline u32 nv_emu_wg_a[8][128][4];
 // descriptor: element (n, k) at start + (n / 8) SBO + (n % 8) 128 + 2 k, bits 4-6 of the
 // address XOR-ed with bits 7-9. Thread (warp w, lane 4g + t) holds D rows 16 w + g and
 // 16 w + g + 8, columns 8 j + 2 t and 8 j + 2 t + 1 in d[4 j ..].
-template <typename T, int N> inline void nv_emu_wgmma_rs(float* d, const u32* a, u64 desc) {
+template <typename T, int N>
+inline void nv_emu_wgmma_rs(float* d, const u32* a, u64 desc) {
   const int wg = threadIdx.x >> 7, me = threadIdx.x & 127;
   for (int i = 0; i < 4; ++i) nv_emu_wg_a[wg][me][i] = a[i];
   nv_emu_wg[wg]->arrive_and_wait();
@@ -201,38 +229,52 @@ template <typename T, int N> inline void nv_emu_wgmma_rs(float* d, const u32* a,
       const int r = g + 8 * (e >> 1), col = 8 * j + 2 * t + (e & 1);
       double s = 0;
       for (int k = 0; k < 16; ++k) {
-        const u32 word = nv_emu_wg_a[wg][w * 32 + (r % 8) * 4 + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)];
+        const u32 word =
+            nv_emu_wg_a[wg][w * 32 + (r % 8) * 4 + (k % 8) / 2][(r >= 8) + 2 * (k >= 8)];
         s += (double)nv_emu_half<T>(word, k % 2) * b_at(col, k);
       }
       d[4 * j + e] = (float)(d[4 * j + e] + s);
     }
   nv_emu_wg[wg]->arrive_and_wait();
 }
-template <typename T> struct NvqwT;
-template <> struct NvqwT<bf16> {
+template <typename T>
+struct NvqwT;
+template <>
+struct NvqwT<bf16> {
   typedef __nv_bfloat162 P;
   static constexpr u32 magic = 0x43004300u;
-  template <int N> static void rs(float* d, const u32* a, u64 b) { nv_emu_wgmma_rs<bf16, N>(d, a, b); }
+  template <int N>
+  static void rs(float* d, const u32* a, u64 b) {
+    nv_emu_wgmma_rs<bf16, N>(d, a, b);
+  }
 };
-template <> struct NvqwT<f16> {
+template <>
+struct NvqwT<f16> {
   typedef __half2 P;
   static constexpr u32 magic = 0x64006400u;
-  template <int N> static void rs(float* d, const u32* a, u64 b) { nv_emu_wgmma_rs<f16, N>(d, a, b); }
+  template <int N>
+  static void rs(float* d, const u32* a, u64 b) {
+    nv_emu_wgmma_rs<f16, N>(d, a, b);
+  }
 };
 
 // flash_sm90.cu's: the asynchronous products run at once; A and B K-major through
 // descriptors (the `ss` form) or A from the warpgroup's registers and B N-major (the `rs` form
-// with B transposed: element (k, n) at start + (n / 64) LBO + (k / 8) SBO + (k % 8) 128 + 2 (n % 64)),
-// every address swizzled as in quantized_wgmma's stand-in.
+// with B transposed: element (k, n) at start + (n / 64) LBO + (k / 8) SBO + (k % 8) 128 + 2 (n %
+// 64)), every address swizzled as in quantized_wgmma's stand-in.
 inline u64 nv_wg_desc(u32 addr, u32 lbo, u32 sbo) {
-  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) | (1ull << 62);
+  return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) |
+         (1ull << 62);
 }
 inline void nv_wg_arrive() {}
 inline void nv_wg_commit() {}
-template <int N> inline void nv_wg_wait() {}
-template <int N> inline void nv_wg_pin(float*) {}
+template <int N>
+inline void nv_wg_wait() {}
+template <int N>
+inline void nv_wg_pin(float*) {}
 inline void nv_proxy_fence() {}
-template <typename T> inline float nv_emu_smem_at(u32 addr) {
+template <typename T>
+inline float nv_emu_smem_at(u32 addr) {
   addr ^= ((addr >> 7) & 7) << 4;
   T v;
   std::memcpy(&v.b, nv_emu_smem_base + addr, 2);
@@ -243,7 +285,8 @@ inline u32 nv_emu_lbo(u64 d) { return (u32)((d >> 16) & 0x3FFF) << 4; }
 inline u32 nv_emu_sbo(u64 d) { return (u32)((d >> 32) & 0x3FFF) << 4; }
 // D (64 × N) += A (64 × 16) · B (16 × N) for the calling warpgroup; `a_of(m, k)` and
 // `b_of(k, n)` give the operands.
-template <int N, typename FA, typename FB> inline void nv_emu_wgmma(float* d, FA a_of, FB b_of) {
+template <int N, typename FA, typename FB>
+inline void nv_emu_wgmma(float* d, FA a_of, FB b_of) {
   const int wg = threadIdx.x >> 7, me = threadIdx.x & 127;
   nv_emu_wg[wg]->arrive_and_wait();
   const int w = me >> 5, l = me & 31, g = l / 4, t = l % 4;
@@ -256,25 +299,32 @@ template <int N, typename FA, typename FB> inline void nv_emu_wgmma(float* d, FA
     }
   nv_emu_wg[wg]->arrive_and_wait();
 }
-template <typename T> struct NvWg {
-  template <int N> static void ss(float* d, u64 da, u64 db) {
-    const u32 sa = nv_emu_start(da), ba = nv_emu_sbo(da), sb = nv_emu_start(db), bb = nv_emu_sbo(db);
+template <typename T>
+struct NvWg {
+  template <int N>
+  static void ss(float* d, u64 da, u64 db) {
+    const u32 sa = nv_emu_start(da), ba = nv_emu_sbo(da), sb = nv_emu_start(db),
+              bb = nv_emu_sbo(db);
     nv_emu_wgmma<N>(
-        d, [&](int m, int k) { return nv_emu_smem_at<T>(sa + (m / 8) * ba + (m % 8) * 128 + 2 * k); },
+        d,
+        [&](int m, int k) { return nv_emu_smem_at<T>(sa + (m / 8) * ba + (m % 8) * 128 + 2 * k); },
         [&](int k, int n) { return nv_emu_smem_at<T>(sb + (n / 8) * bb + (n % 8) * 128 + 2 * k); });
   }
-  template <int N> static void rs(float* d, const u32* a, u64 db) {
+  template <int N>
+  static void rs(float* d, const u32* a, u64 db) {
     const int wg = threadIdx.x >> 7, me = threadIdx.x & 127;
     for (int i = 0; i < 4; ++i) nv_emu_wg_a[wg][me][i] = a[i];
     const u32 sb = nv_emu_start(db), lb = nv_emu_lbo(db), bb = nv_emu_sbo(db);
     nv_emu_wgmma<N>(
         d,
         [&](int m, int k) {
-          const u32 word = nv_emu_wg_a[wg][(m / 16) * 32 + (m % 8) * 4 + (k % 8) / 2][(m % 16 >= 8) + 2 * (k >= 8)];
+          const u32 word = nv_emu_wg_a[wg][(m / 16) * 32 + (m % 8) * 4 + (k % 8) / 2]
+                                      [(m % 16 >= 8) + 2 * (k >= 8)];
           return nv_emu_half<T>(word, k % 2);
         },
         [&](int k, int n) {
-          return nv_emu_smem_at<T>(sb + (n / 64) * lb + (k / 8) * bb + (k % 8) * 128 + 2 * (n % 64));
+          return nv_emu_smem_at<T>(sb + (n / 64) * lb + (k / 8) * bb + (k % 8) * 128 +
+                                   2 * (n % 64));
         });
   }
 };
@@ -320,7 +370,8 @@ inline void nv_bar_wait(u32 bar, u32 parity) {
 }
 // (A template, so that the tensor map's type, defined later in flash_tma.cu, is complete
 // where it is used.)
-template <typename Map> inline void nv_tma4(u32 dst, const Map* map, int c0, int c1, int c2, int c3, u32 bar) {
+template <typename Map>
+inline void nv_tma4(u32 dst, const Map* map, int c0, int c1, int c2, int c3, u32 bar) {
   const u64* v = map->v;
   const unsigned char* base = reinterpret_cast<const unsigned char*>(v[0]);
   const int d = (int)v[1], len = (int)v[2], rows = (int)v[8];

@@ -12,7 +12,8 @@ struct Problem {
   std::vector<i32> offs;
 };
 
-static Problem make(int E, int X, int mrows, int N, int K, int gs, int P, bool sorted, unsigned seed) {
+static Problem make(int E, int X, int mrows, int N, int K, int gs, int P, bool sorted,
+                    unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   std::uniform_int_distribution<u32> wd;
@@ -44,10 +45,12 @@ static double check(const Problem& p, const std::vector<bf16>& y) {
       for (int n = 0; n < p.N; ++n) {
         double acc = 0;
         const size_t xo = ((size_t)p.lhs[i] * p.mrows + r) * p.K;
-        const size_t wo = ((size_t)p.rhs[i] * p.N + n) * wrow, so = ((size_t)p.rhs[i] * p.N + n) * groups;
+        const size_t wo = ((size_t)p.rhs[i] * p.N + n) * wrow,
+                     so = ((size_t)p.rhs[i] * p.N + n) * groups;
         for (int k = 0; k < p.K; ++k) {
           const u32 q = (p.w[wo + k / 8] >> (4 * (k % 8))) & 15u;
-          acc += (double)nv_up(p.x[xo + k]) * ((double)q * nv_up(p.s[so + k / p.gs]) + nv_up(p.b[so + k / p.gs]));
+          acc += (double)nv_up(p.x[xo + k]) *
+                 ((double)q * nv_up(p.s[so + k / p.gs]) + nv_up(p.b[so + k / p.gs]));
         }
         err = std::max(err, std::abs(acc - nv_up(y[((size_t)i * p.mrows + r) * p.N + n])));
         top = std::max(top, std::abs(acc));
@@ -74,10 +77,11 @@ static int gqmv_case(bool sorted, int mrows, unsigned seed) {
   a.sorted = sorted;
   std::vector<bf16> y((size_t)p.P * mrows * p.N);
   const int R = NvqRows<M>::v;
-  nv_emu_launch({(unsigned)((p.N + NVQ_WARPS * R - 1) / (NVQ_WARPS * R)), 1, (unsigned)a.chunks}, NVQ_WARPS * 32, [&] {
-    nvq_gqmv<bf16, 4, M>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(), p.lhs.data(), p.rhs.data(),
-                         p.offs.data(), a);
-  });
+  nv_emu_launch({(unsigned)((p.N + NVQ_WARPS * R - 1) / (NVQ_WARPS * R)), 1, (unsigned)a.chunks},
+                NVQ_WARPS * 32, [&] {
+                  nvq_gqmv<bf16, 4, M>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(),
+                                       p.lhs.data(), p.rhs.data(), p.offs.data(), a);
+                });
   const double e = check(p, y);
   std::printf("gqmv M %d sorted %d mrows %d: rel err %.3g\n", M, sorted, mrows, e);
   return e < 2e-2 ? 0 : 1;
@@ -106,8 +110,8 @@ static int tiled_case(int mode, int mrows, unsigned seed) {
   std::vector<bf16> y((size_t)a.m * p.N);
   const unsigned gy = mode == 1 ? (unsigned)((mrows + S::BM - 1) / S::BM) : (unsigned)a.slots;
   nv_emu_launch({(unsigned)((p.N + 255) / 256), gy, mode == 1 ? (unsigned)p.P : 1u}, 256, [&] {
-    nvq_qmm<bf16, 4, true, 2, 16>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(), p.lhs.data(),
-                                  p.rhs.data(), p.offs.data(), a);
+    nvq_qmm<bf16, 4, true, 2, 16>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(),
+                                  p.lhs.data(), p.rhs.data(), p.offs.data(), a);
   });
   const double e = check(p, y);
   std::printf("tiled gather mode %d mrows %d: rel err %.3g\n", mode, mrows, e);

@@ -20,28 +20,46 @@ int run(int M, int N, int K, int gs, unsigned seed) {
   for (auto& e : s) e = __float2bfloat16_rn(u(rng) * 0.05f);
   for (auto& e : b) e = __float2bfloat16_rn(u(rng) * 0.1f);
   NvQmm a{};
-  a.m = M; a.n = N; a.xmats = 1; a.experts = 1; a.indices = 1; a.k = K; a.wrow = wrow; a.groups = groups;
-  a.gs_shift = __builtin_ctz(gs / 32); a.wvec = V; a.mrows = M; a.mode = 0;
+  a.m = M;
+  a.n = N;
+  a.xmats = 1;
+  a.experts = 1;
+  a.indices = 1;
+  a.k = K;
+  a.wrow = wrow;
+  a.groups = groups;
+  a.gs_shift = __builtin_ctz(gs / 32);
+  a.wvec = V;
+  a.mrows = M;
+  a.mode = 0;
   std::vector<bf16> y((size_t)M * N);
   typedef NvqTile<bf16, B, TRANS, MT> S;
   nv_emu_launch({(unsigned)((N + 255) / 256), (unsigned)((M + S::BM - 1) / S::BM), 1}, 256, [&] {
-    nvq_qmm<bf16, B, TRANS, MT, V>(x.data(), w.data(), s.data(), b.data(), y.data(), nullptr, nullptr, nullptr, a);
+    nvq_qmm<bf16, B, TRANS, MT, V>(x.data(), w.data(), s.data(), b.data(), y.data(), nullptr,
+                                   nullptr, nullptr, a);
   });
   auto deq = [&](int r, int c) {  // value c of row r of w
     const u32* p = w.data() + (size_t)r * wrow + (c / 32) * B;
-    u32 pk[B]; for (int i = 0; i < B; ++i) pk[i] = p[i];
+    u32 pk[B];
+    for (int i = 0; i < B; ++i) pk[i] = p[i];
     const int j = c % 32, at = j * B / 32, off = j * B % 32;
-    u32 q = pk[at] >> off; if (off + B > 32) q |= pk[at + 1] << (32 - off); q &= (1u << B) - 1u;
+    u32 q = pk[at] >> off;
+    if (off + B > 32) q |= pk[at + 1] << (32 - off);
+    q &= (1u << B) - 1u;
     const int gi = r * groups + c / gs;
     return (double)q * nv_up(s[gi]) + nv_up(b[gi]);
   };
   double err = 0, top = 0;
-  for (int m = 0; m < M; ++m) for (int n = 0; n < N; ++n) {
-    double acc = 0;
-    for (int k = 0; k < K; ++k) acc += (double)nv_up(x[(size_t)m * K + k]) * (TRANS ? deq(n, k) : deq(k, n));
-    err = std::max(err, std::abs(acc - nv_up(y[(size_t)m * N + n]))); top = std::max(top, std::abs(acc));
-  }
-  std::printf("B %d TRANS %d MT %d V %d M %d N %d K %d g %d: rel err %.3g\n", B, TRANS, MT, V, M, N, K, gs, err / top);
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int k = 0; k < K; ++k)
+        acc += (double)nv_up(x[(size_t)m * K + k]) * (TRANS ? deq(n, k) : deq(k, n));
+      err = std::max(err, std::abs(acc - nv_up(y[(size_t)m * N + n])));
+      top = std::max(top, std::abs(acc));
+    }
+  std::printf("B %d TRANS %d MT %d V %d M %d N %d K %d g %d: rel err %.3g\n", B, TRANS, MT, V, M, N,
+              K, gs, err / top);
   return err / top < 2e-2 ? 0 : 1;
 }
 

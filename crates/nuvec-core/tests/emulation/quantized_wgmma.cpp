@@ -27,9 +27,8 @@ static int wgmma_case(int M, int N, int K, int gs, unsigned seed) {
   a.groups = groups;
   a.gs_shift = __builtin_ctz(gs / 32);
   std::vector<T> y((size_t)M * N);
-  nv_emu_launch({(unsigned)((N + 127) / 128), (unsigned)((M + BX - 1) / BX), 1}, 256, [&] {
-    nvqw_qmm<T, BX, S>(x.data(), w.data(), s.data(), b.data(), y.data(), a);
-  });
+  nv_emu_launch({(unsigned)((N + 127) / 128), (unsigned)((M + BX - 1) / BX), 1}, 256,
+                [&] { nvqw_qmm<T, BX, S>(x.data(), w.data(), s.data(), b.data(), y.data(), a); });
   double err = 0, top = 0;
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
@@ -42,7 +41,8 @@ static int wgmma_case(int M, int N, int K, int gs, unsigned seed) {
       err = std::max(err, std::abs(acc - nv_up(y[(size_t)m * N + n])));
       top = std::max(top, std::abs(acc));
     }
-  std::printf("wgmma BX %d S %d M %d N %d K %d g %d: rel err %.3g\n", BX, S, M, N, K, gs, err / top);
+  std::printf("wgmma BX %d S %d M %d N %d K %d g %d: rel err %.3g\n", BX, S, M, N, K, gs,
+              err / top);
   return err / top < 2e-2 ? 0 : 1;
 }
 

@@ -1,6 +1,6 @@
-// norms.cu's and softmax.cu's row kernels and the norms' gradients in the emulation (bf16; a warp a row, and a block of
-// four warps a row; whole packs and element by element; a grid of fewer blocks than rows, so
-// that each block loops, which the prefetching forms need): the norms against the CPU
+// norms.cu's and softmax.cu's row kernels and the norms' gradients in the emulation (bf16; a warp a
+// row, and a block of four warps a row; whole packs and element by element; a grid of fewer blocks
+// than rows, so that each block loops, which the prefetching forms need): the norms against the CPU
 // kernels' formula and roundings in float, softmax and log-sum-exp against double. Built and
 // run by tests/kernel_emulation.rs, once as the kernels are and once with their prefetching
 // forms.
@@ -57,18 +57,19 @@ static int norm_case(int nrows, int n, int lanes, unsigned seed) {
   const unsigned grid = (unsigned)std::min(3, (nrows + groups - 1) / groups);
   const float eps = 1e-5f;
   nv_emu_launch({grid, 1, 1}, block, [&] {
-    nv_norm_pack_rows<bf16, P, packed, res, centre>(x.data(), rows, 1, res ? r.data() : nullptr, rows, 1,
-                                                    w.data(), 1, centre ? b.data() : nullptr, 1, y.data(),
-                                                    res ? h.data() : nullptr, nrows, n, eps, lanes);
+    nv_norm_pack_rows<bf16, P, packed, res, centre>(
+        x.data(), rows, 1, res ? r.data() : nullptr, rows, 1, w.data(), 1,
+        centre ? b.data() : nullptr, 1, y.data(), res ? h.data() : nullptr, nrows, n, eps, lanes);
   });
   int off = 0;
   double worst = 0;
   for (int t = 0; t < nrows; ++t) {
-    norm_ref(&x[(size_t)t * n], res ? &r[(size_t)t * n] : nullptr, w.data(), centre ? b.data() : nullptr, n,
-             eps, centre, &ry[(size_t)t * n], &rh[(size_t)t * n]);
+    norm_ref(&x[(size_t)t * n], res ? &r[(size_t)t * n] : nullptr, w.data(),
+             centre ? b.data() : nullptr, n, eps, centre, &ry[(size_t)t * n], &rh[(size_t)t * n]);
     for (int i = 0; i < n; ++i) {
       const size_t at = (size_t)t * n + i;
-      const double d = std::abs(up(y[at]) - up(ry[at])), scale = std::max(1.0f, std::abs(up(ry[at])));
+      const double d = std::abs(up(y[at]) - up(ry[at])),
+                   scale = std::max(1.0f, std::abs(up(ry[at])));
       worst = std::max(worst, d / scale);
       if (d > scale / 64) ++off;
       if (res && h[at].b != rh[at].b) ++off;
@@ -109,8 +110,8 @@ static int softmax_case(int nrows, int n, int lanes, unsigned seed) {
       }
     }
   }
-  std::printf("%s P %d packed %d rows %d n %d lanes %d: worst rel %.3g\n", lse ? "logsumexp" : "softmax",
-              P, packed, nrows, n, lanes, worst);
+  std::printf("%s P %d packed %d rows %d n %d lanes %d: worst rel %.3g\n",
+              lse ? "logsumexp" : "softmax", P, packed, nrows, n, lanes, worst);
   return worst < 1.0 / 64 ? 0 : 1;
 }
 
@@ -132,10 +133,13 @@ static int vjp_case(int nrows, int n, int lanes, unsigned seed) {
   const float eps = 1e-5f;
   nv_emu_launch({grid, 1, 1}, block, [&] {
     nv_norm_vjp_packs<bf16, P, packed, lay>(x.data(), w.data(), g.data(), dx.data(), pw.data(),
-                                             lay ? pb.data() : nullptr, nrows, n, eps, lanes);
+                                            lay ? pb.data() : nullptr, nrows, n, eps, lanes);
   });
-  nv_emu_launch({(unsigned)((n + 31) / 32), 1, 1}, 256, [&] { nv_sum_parts<bf16>(pw.data(), parts, n, dw.data()); });
-  if (lay) nv_emu_launch({(unsigned)((n + 31) / 32), 1, 1}, 256, [&] { nv_sum_parts<bf16>(pb.data(), parts, n, db.data()); });
+  nv_emu_launch({(unsigned)((n + 31) / 32), 1, 1}, 256,
+                [&] { nv_sum_parts<bf16>(pw.data(), parts, n, dw.data()); });
+  if (lay)
+    nv_emu_launch({(unsigned)((n + 31) / 32), 1, 1}, 256,
+                  [&] { nv_sum_parts<bf16>(pb.data(), parts, n, db.data()); });
   std::vector<double> rw(n, 0.0), rb(n, 0.0);
   double worst = 0, top = 0;
   for (int t = 0; t < nrows; ++t) {
@@ -174,8 +178,8 @@ static int vjp_case(int nrows, int n, int lanes, unsigned seed) {
       ptop = std::max(ptop, std::abs(rb[i]));
     }
   }
-  std::printf("%s vjp P %d packed %d rows %d n %d lanes %d: dx rel %.3g, params rel %.3g\n", lay ? "layer" : "rms", P,
-              packed, nrows, n, lanes, worst / top, pworst / ptop);
+  std::printf("%s vjp P %d packed %d rows %d n %d lanes %d: dx rel %.3g, params rel %.3g\n",
+              lay ? "layer" : "rms", P, packed, nrows, n, lanes, worst / top, pworst / ptop);
   return (worst / top < 1.0 / 64 && pworst / ptop < 1.0 / 64) ? 0 : 1;
 }
 
