@@ -28,6 +28,7 @@ S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
 echo "== sdpa tma"; timeout 60 $B --device gpu --budget 1 --json $OUT/tma.json $S 2>&1 | tail -5
 echo "== sdpa pingpong"; NUVEC_FLASH_PINGPONG=1 timeout 60 $B --device gpu --budget 1 --json $OUT/pp.json $S 2>&1 | tail -5
 echo "== sdpa pp stages3"; NUVEC_FLASH_PINGPONG=1 NUVEC_FLASH_STAGES=3 timeout 60 $B --device gpu --budget 1 $S 2>&1 | tail -5
+echo "== sdpa causal, L2-grouped order"; NUVEC_FLASH_ORDER=l2 timeout 60 $B --device gpu --budget 1 sdpa_causal_4k sdpa_causal_8k_d64 sdpa_causal_16k 2>&1 | tail -3
 echo "== d64 three consumers"; NUVEC_FLASH_CONSUMERS=3 timeout 40 $B --device gpu --budget 1 sdpa_causal_8k_d64 2>&1 | tail -1
 echo "== d64 three consumers pingpong"; NUVEC_FLASH_CONSUMERS=3 NUVEC_FLASH_PINGPONG=1 timeout 40 $B --device gpu --budget 1 sdpa_causal_8k_d64 2>&1 | tail -1
 echo "== gated split"; timeout 60 $B --device gpu --budget 1 --json $OUT/gd.json gated_delta_prefill gated_delta_decode 2>&1 | tail -3

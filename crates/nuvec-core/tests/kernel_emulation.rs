@@ -267,6 +267,10 @@ fn hopper_tma_prefill_matches_attention_in_double() {
             ("flash_tma.cu", FLASH_TMA),
         ],
         include_str!("emulation/flash_tma.cpp"),
-        &[&[], &["NV_T_PINGPONG=1"]],
+        &[
+            &[],
+            &["NV_T_PINGPONG=1"],
+            &["NV_H_ORDER=1", "NV_H_L2_BYTES=100000"],
+        ],
     );
 }

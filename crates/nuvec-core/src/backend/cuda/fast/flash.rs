@@ -22,8 +22,9 @@
 //! `NUVEC_FLASH_PINGPONG=1` makes the TMA form's consumers take turns at the tensor cores
 //! (FlashAttention-3's ping-pong schedule; not yet run on a GPU) and
 //! `NUVEC_FLASH_STAGES` (2 to 4, where they fit) sets its key and value stages;
-//! `NUVEC_FLASH_CONSUMERS=3` gives head size 64 three consumers (192 query rows a block; not
-//! yet run on a GPU).
+//! `NUVEC_FLASH_CONSUMERS=3` gives head size 64 three consumers (192 query rows a block) and
+//! `NUVEC_FLASH_ORDER=l2` starts causal blocks in FlashAttention-3's order (not yet run on a
+//! GPU).
 
 use std::sync::OnceLock;
 
@@ -90,6 +91,14 @@ const HOPPER_SHARED: usize = 227 * 1024;
 fn tma_shared(bm: usize, d: usize, dv: usize, stages: usize) -> usize {
     let bn = SM90_TILE.1;
     (bm * d + stages * bn * (d + dv)) * 2 + 1024 + 128
+}
+
+/// Whether causal blocks on Hopper start in FlashAttention-3's order (`NUVEC_FLASH_ORDER=l2`:
+/// heads in groups whose keys and values fit in L2, the blocks with the most keys first within
+/// a group; `NV_H_ORDER` in `flash_sm90.cu`; not yet run on a GPU).
+fn grouped_order() -> bool {
+    static GROUPED: OnceLock<bool> = OnceLock::new();
+    *GROUPED.get_or_init(|| std::env::var("NUVEC_FLASH_ORDER").is_ok_and(|v| v == "l2"))
 }
 
 /// Consumer warpgroups of the TMA form (64 query rows each): 2, or 3 for head size 64 with
@@ -210,12 +219,17 @@ fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, family: &str
         }
         "flashtma" => format!(
             "#define NV_T_STAGES {}\n#define NV_T_PINGPONG {}\n#define NV_T_CONSUMERS {}\n\
-             {COMMON}\n{FLASH}\n{FLASH_SM90}\n{FLASH_TMA}\nNV_FLASH_TMA{args}\n",
+             #define NV_H_ORDER {}\n{COMMON}\n{FLASH}\n{FLASH_SM90}\n{FLASH_TMA}\n\
+             NV_FLASH_TMA{args}\n",
             tma_stages(d, dv),
             u32::from(pingpong()),
-            consumers(d, dv)
+            consumers(d, dv),
+            u32::from(grouped_order())
         ),
-        "flash90" => format!("{COMMON}\n{FLASH}\n{FLASH_SM90}\nNV_FLASH_SM90{args}\n"),
+        "flash90" => format!(
+            "#define NV_H_ORDER {}\n{COMMON}\n{FLASH}\n{FLASH_SM90}\nNV_FLASH_SM90{args}\n",
+            u32::from(grouped_order())
+        ),
         _ => format!("#define NV_FLASH_WARPS {w}\n{COMMON}\n{FLASH}\nNV_FLASH{args}\n"),
     }
 }

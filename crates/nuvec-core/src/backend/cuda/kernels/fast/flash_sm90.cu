@@ -334,14 +334,42 @@ struct NvHBlock {
   i64 b, h, kvh;
   int m0, ntiles;
 };
+// Tunable: the order causal blocks start in. 0: each head's blocks together, the most keys
+// first. 1 (FlashAttention-3's): the heads in groups whose keys and values fit in
+// NV_H_L2_BYTES of L2, and within a group the blocks with the most keys first over all its
+// heads, so each wave takes the heaviest blocks left while its heads' keys stay in L2.
+#ifndef NV_H_ORDER
+#define NV_H_ORDER 0
+#endif
+#ifndef NV_H_L2_BYTES
+#define NV_H_L2_BYTES (24 << 20)
+#endif
+
+// `row_bytes`: the bytes of one key row and one value row (for NV_H_ORDER).
 template <bool CAUSAL, int BN, int BM = NV_H_BM>
-__device__ __forceinline__ NvHBlock nv_h_block(const NvFlash& a) {
+__device__ __forceinline__ NvHBlock nv_h_block(const NvFlash& a, int row_bytes) {
   NvHBlock k;
   const int mtiles = gridDim.x;
   // Causal blocks with the most keys go first.
-  const int mt = CAUSAL ? mtiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
+  int mt = CAUSAL ? mtiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
   k.h = blockIdx.y;
   k.b = blockIdx.z;
+  if (CAUSAL && NV_H_ORDER) {
+    // Blocks start in launch order (x fastest): rank them (group, key tiles, head).
+    const i64 heads = (i64)gridDim.y * gridDim.z;  // (batch, query head), heads fastest
+    const i64 kv = (i64)a.lk * row_bytes;
+    i64 g = (i64)NV_H_L2_BYTES / (kv > 0 ? kv : 1);
+    g = (g > 1 ? g : 1) * a.group;
+    g = g < heads ? g : heads;
+    const i64 lin = blockIdx.x + (i64)gridDim.x * (blockIdx.y + (i64)gridDim.y * blockIdx.z);
+    const i64 gi = lin / (g * mtiles), first = gi * g;
+    const i64 size = heads - first < g ? heads - first : g;
+    const i64 r = lin - first * mtiles;
+    const i64 head = first + r % size;
+    mt = mtiles - 1 - (int)(r / size);
+    k.h = head % gridDim.y;
+    k.b = head / gridDim.y;
+  }
   k.kvh = k.h / a.group;
   k.m0 = mt * BM;
   int kend = a.lk;
@@ -374,7 +402,7 @@ __device__ void nv_flash_sm90(const T* __restrict__ q, const T* __restrict__ k,
   unsigned char* ks = qs + BM * D * 2;
   unsigned char* vs = ks + 2 * KT;
   const u32 ka = nv_smem(ks), va = nv_smem(vs);
-  const NvHBlock blk = nv_h_block<CAUSAL, BN>(a);
+  const NvHBlock blk = nv_h_block<CAUSAL, BN>(a, (D + DV) * (int)sizeof(T));
   const int ntiles = blk.ntiles;
   const T* qg = q + a.q_offset + blk.b * a.q_strides[0] + blk.h * a.q_strides[1] +
                 (i64)blk.m0 * a.q_strides[2];
