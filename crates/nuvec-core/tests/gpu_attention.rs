@@ -61,6 +61,11 @@ fn attention_matches_the_cpu() {
         (1, 6, 2, 1, 77, 96),
         (1, 3, 3, 5, 40, 256),
         (1, 8, 8, 1, 1030, 256),
+        // Head size 512 (the block's warps split the features): MLX's shape, one pass and
+        // split; two row chunks.
+        (1, 8, 1, 1, 1100, 512),
+        (1, 16, 1, 1, 4000, 512),
+        (2, 16, 2, 2, 300, 512),
     ];
     for &(b, hq, hkv, lq, lk, d) in shapes {
         for dtype in TYPES {
@@ -186,6 +191,7 @@ fn paged_attention_equals_contiguous_attention_bitwise() {
         (2, 4, 1, 4, 64, 16, &[4, 77]),
         (2, 8, 2, 16, 128, 16, &[16, 200]),
         (2, 2, 2, 1, 256, 8, &[9, 513]),
+        (2, 8, 1, 1, 512, 16, &[30, 1000]),
         (2, 4, 2, 1, 96, 16, &[100, 1023]),
         // Long sequences: split passes (tolerance), with a short one that stays exact.
         (3, 8, 2, 1, 128, 32, &[1500, 3000, 700]),
@@ -310,7 +316,7 @@ fn unaligned_rows_give_the_bits_of_aligned_ones() {
     }
 }
 
-/// Paged attention takes every head size that is a multiple of 32 up to 256, also those
+/// Paged attention takes every head size that is a multiple of 32 up to 256 (and 512), also those
 /// that no contiguous kernel takes (so there is nothing to compare bits with): against the
 /// fallback on the CPU, in float32.
 #[test]
@@ -326,6 +332,7 @@ fn paged_attention_of_every_head_size_matches_the_cpu() {
         (1, 4, 1, 3, 160, 5, &[70]),
         (2, 6, 3, 2, 192, 8, &[33, 1100]),
         (1, 2, 2, 16, 224, 16, &[300]),
+        (2, 8, 1, 1, 512, 16, &[1500, 20]),
     ];
     for &(b, hq, hkv, lq, d, bs, lengths) in cases {
         let n = *lengths.iter().max().unwrap();

@@ -1,20 +1,41 @@
-// attention.cu's decoding kernel (tensor cores, bf16) in the emulation: contiguous keys
-// against attention in double (one pass, and split with the merge kernel; causal or not;
-// one and two query rows over grouped heads, head sizes 64, 128 and 256), and the paged
-// kernel over a shuffled block table equal to the contiguous one bit for bit. Built and run by
-// tests/kernel_emulation.rs (as the kernel is, and with NV_ATTN_PREFETCH=0).
+// attention.cu's decoding kernels in the emulation: contiguous keys against attention in
+// double (one pass, and split with the merge kernel; causal or not; one and two query rows over
+// grouped heads; bf16 on the tensor cores at head sizes 64, 128 and 256, and past 256 with the
+// features split over the warps; f32 on the FMA units at 512), and the paged kernel over a
+// shuffled block table equal to the contiguous one bit for bit. Built and run by
+// tests/kernel_emulation.rs (as the kernels are, and with NV_ATTN_PREFETCH=0).
 #include <algorithm>
+#include <cstring>
 #include <random>
+#include <type_traits>
 
-template <int D>
+// The kernel attention.rs launches for T and D, R query rows a block.
+template <typename T, int D, int R, bool P>
+static void decode_kernel(const T* q, const T* k, const T* v, const i32* table, const i32* lens,
+                          T* o, float* part_o, float2* part_ml, const NvAttn& a) {
+  if constexpr (std::is_same_v<T, float>)
+    nv_attention_lanes<T, D, R, P, true>(q, k, v, table, lens, o, part_o, part_ml, a);
+  else if constexpr (D > 256)
+    nv_attention_mma_wide<T, D, P, true>(q, k, v, table, lens, o, part_o, part_ml, a);
+  else
+    nv_attention_mma<T, D, P, true>(q, k, v, table, lens, o, part_o, part_ml, a);
+}
+
+template <typename T> static unsigned bits_of(T x) {
+  unsigned u = 0;
+  std::memcpy(&u, &x, sizeof(T));
+  return u;
+}
+
+template <typename T, int D, int R = 8>
 static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, int nsplit,
                        unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  const int hq = hkv * group, rows = group * lq, nchunks = (rows + 7) / 8, bs = 16;
+  const int hq = hkv * group, rows = group * lq, nchunks = (rows + R - 1) / R, bs = 16;
   auto fill = [&](size_t n) {
-    std::vector<bf16> v(n);
-    for (auto& e : v) e = nv_down<bf16>(u(rng));
+    std::vector<T> v(n);
+    for (auto& e : v) e = nv_down<T>(u(rng));
     return v;
   };
   auto q = fill((size_t)B * hq * lq * D), k = fill((size_t)B * hkv * lk * D),
@@ -37,17 +58,17 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
   const float scale = 1.0f / std::sqrt((float)D);
   a.scale = scale * 1.4426950408889634f;
   const size_t outs = (size_t)B * hq * lq;
-  std::vector<bf16> out(outs * D), pout(outs * D);
+  std::vector<T> out(outs * D), pout(outs * D);
   std::vector<float> part_o(outs * nsplit * D), part_ml(outs * nsplit * 2);
-  auto run = [&](auto paged, const bf16* kk, const bf16* vv, const i32* table, const i32* lens,
-                 const NvAttn& at, bf16* o) {
+  auto run = [&](auto paged, const T* kk, const T* vv, const i32* table, const i32* lens,
+                 const NvAttn& at, T* o) {
     constexpr bool P = decltype(paged)::value;
     nv_emu_launch({(unsigned)(nchunks * nsplit), (unsigned)hkv, (unsigned)B}, NV_ATTN_THREADS, [&] {
-      nv_attention_mma<bf16, D, P, true>(q.data(), kk, vv, table, lens, o, part_o.data(),
-                                         reinterpret_cast<float2*>(part_ml.data()), at);
+      decode_kernel<T, D, R, P>(q.data(), kk, vv, table, lens, o, part_o.data(),
+                                reinterpret_cast<float2*>(part_ml.data()), at);
     });
     nv_emu_launch({(unsigned)outs, 1, 1}, NvAttnCombine<D>::THREADS, [&] {
-      nv_attention_combine<bf16, D, P>(lens, o, part_o.data(),
+      nv_attention_combine<T, D, P>(lens, o, part_o.data(),
                                        reinterpret_cast<const float2*>(part_ml.data()), at);
     });
   };
@@ -58,7 +79,7 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
   std::vector<i32> order(nblocks), table((size_t)B * entries), lens(B, lk);
   for (int i = 0; i < nblocks; ++i) order[i] = i;
   std::shuffle(order.begin(), order.end(), rng);
-  std::vector<bf16> kc((size_t)nblocks * hkv * bs * D), vc(kc.size());
+  std::vector<T> kc((size_t)nblocks * hkv * bs * D), vc(kc.size());
   for (int b = 0; b < B; ++b)
     for (int e = 0; e < entries; ++e) {
       const int blk = order[b * entries + e];
@@ -113,23 +134,32 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
           const size_t at = (((size_t)b * hq + h) * lq + i) * D + d;
           worst = std::max(worst, std::abs(o - nv_up(out[at])));
           top = std::max(top, std::abs(o));
-          unequal += out[at].b != pout[at].b;
+          unequal += bits_of(out[at]) != bits_of(pout[at]);
         }
       }
   std::printf(
-      "decode D %d B %d hkv %d group %d lq %d lk %d causal %d splits %d: rel err %.3g, paged "
+      "decode %s D %d B %d hkv %d group %d lq %d lk %d causal %d splits %d: rel err %.3g, paged "
       "unequal %d\n",
-      D, B, hkv, group, lq, lk, causal, nsplit, worst / top, unequal);
-  return (worst / top < 1.0 / 64 && unequal == 0) ? 0 : 1;
+      sizeof(T) == 4 ? "f32" : "bf16", D, B, hkv, group, lq, lk, causal, nsplit, worst / top,
+      unequal);
+  const double tol = sizeof(T) == 4 ? 1e-5 : 1.0 / 64;
+  return (worst / top < tol && unequal == 0) ? 0 : 1;
 }
 
 int main() {
   int bad = 0;
-  bad += decode_case<128>(1, 2, 4, 1, 300, false, 1, 1);
-  bad += decode_case<128>(2, 1, 4, 2, 301, true, 1, 2);
-  bad += decode_case<128>(1, 2, 4, 1, 2100, false, 3, 3);
-  bad += decode_case<64>(1, 1, 8, 1, 1500, true, 2, 4);
-  bad += decode_case<256>(1, 1, 2, 1, 1100, false, 2, 5);
+  bad += decode_case<bf16, 128>(1, 2, 4, 1, 300, false, 1, 1);
+  bad += decode_case<bf16, 128>(2, 1, 4, 2, 301, true, 1, 2);
+  bad += decode_case<bf16, 128>(1, 2, 4, 1, 2100, false, 3, 3);
+  bad += decode_case<bf16, 64>(1, 1, 8, 1, 1500, true, 2, 4);
+  bad += decode_case<bf16, 256>(1, 1, 2, 1, 1100, false, 2, 5);
+  // Head size 512: MLX's shape (one row of 8 query heads a key head), split and not; two
+  // row chunks; causal rows past one step; a sequence shorter than a step.
+  bad += decode_case<bf16, 512>(1, 1, 8, 1, 1100, false, 3, 6);
+  bad += decode_case<bf16, 512>(2, 1, 8, 2, 203, true, 1, 7);
+  bad += decode_case<bf16, 512>(1, 2, 3, 1, 9, false, 1, 8);
+  bad += decode_case<float, 512, 4>(1, 1, 8, 1, 1030, false, 2, 9);
+  bad += decode_case<float, 512, 2>(1, 2, 1, 2, 77, true, 1, 10);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;
 }

@@ -4,9 +4,9 @@
 //! gets the very bits the same keys give laid out contiguously.
 //!
 //! The kernel takes f32, f16 and bf16 (f32 accumulation, online softmax), head sizes that
-//! are multiples of 32 up to 256 with equal key and value sizes, 1 to [`MAX_ROWS`] query rows
-//! per head, any grouping of query heads over key heads, and no mask or the causal one
-//! aligned with the last keys, up to 65,535 sequences and key heads (the grid's limits).
+//! are multiples of 32 up to 256, and 512, with equal key and value sizes, 1 to [`MAX_ROWS`]
+//! query rows per head, any grouping of query heads over key heads, and no mask or the causal
+//! one aligned with the last keys, up to 65,535 sequences and key heads (the grid's limits).
 //! Inputs whose features are not contiguous are copied first.
 //!
 //! `FastOp::Attention` records a fused node for every shape MLX sends to a kernel (the seeds
@@ -19,7 +19,8 @@
 //! bandwidth: one block per (sequence, key head, chunk of the group's query rows, split of
 //! the keys), so a key row is read once for all the query heads that share it; lanes read
 //! 16-byte chunks straight into registers; f16 and bf16 multiply on the tensor cores (8 query
-//! rows a block), f32 on the FMA units (1, 2 or 4 rows a block). `attention.cu` says how.
+//! rows a block; past head size 256 the block's warps split the features), f32 on the FMA
+//! units (1, 2 or 4 rows a block). `attention.cu` says how.
 //!
 //! Sequences of at least [`SINGLE`] keys may be split over several blocks (enough to give
 //! every multiprocessor several, with whole waves) and merged by a second kernel; the paged
@@ -87,7 +88,10 @@ impl CudaKernel for Attention {
     ) -> Result<Vec<ArrayData>> {
         let shapes: Vec<&[usize]> = inputs.iter().map(|d| d.layout.shape.as_slice()).collect();
         let dtype = inputs[0].dtype();
-        let decodes = !self.mask && !self.sinks && covers(&shapes, dtype, self.causal);
+        let decodes = !self.mask
+            && !self.sinks
+            && covers(&shapes, dtype, self.causal)
+            && built_for(place, dtype, shapes[0][3]);
         let form = flash::Form {
             scale: self.scale,
             causal: self.causal,
@@ -168,6 +172,9 @@ impl CudaKernel for PagedAttention {
         inputs: &mut [ArrayData],
         outputs: &[OutputSpec],
     ) -> Result<Vec<ArrayData>> {
+        if !built_for(place, inputs[0].dtype(), inputs[0].layout.shape[3]) {
+            return nested(place, self, inputs, outputs);
+        }
         with_copies(place, "paged_attention", inputs, |i| {
             paged(place, self.scale, i, outputs)
         })
@@ -191,6 +198,8 @@ const MIN_SPLIT_KEYS: usize = 128;
 const MAX_SPLITS: usize = 256;
 /// The types with a kernel.
 const TYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+/// The head sizes with a kernel (key and value rows alike).
+const HEADS: [usize; 9] = [32, 64, 96, 128, 160, 192, 224, 256, 512];
 
 /// The kernel's arguments (`NvAttn` in `attention.cu`).
 #[repr(C)]
@@ -239,7 +248,8 @@ fn block_rows(dtype: DType, rows: usize) -> usize {
 /// `NvAttnLanes`): the unit the splits of a sequence are made of.
 fn warp_keys(dtype: DType, d: usize) -> usize {
     if dtype != DType::F32 {
-        return if d <= 128 { 16 } else { 8 };
+        // Past head size 256 the step is the block's (`nv_attention_mma_wide`).
+        return if d <= 128 || d > 256 { 16 } else { 8 };
     }
     let chunks = d / 4;
     let lanes = chunks.next_power_of_two().clamp(4, 32);
@@ -265,8 +275,10 @@ fn source(dtype: DType, d: usize) -> String {
         [1, 2, 4]
             .map(|r| format!("NV_ATTENTION_LANES({ct}, {tn}, {d}, {r})\n"))
             .concat()
-    } else {
+    } else if d <= 256 {
         format!("NV_ATTENTION_MMA({ct}, {tn}, {d})\n")
+    } else {
+        format!("NV_ATTENTION_MMA_WIDE({ct}, {tn}, {d})\n")
     };
     format!("{COMMON}\n{ATTENTION}\n{kernels}NV_ATTENTION_COMBINE({ct}, {tn}, {d})\n")
 }
@@ -360,11 +372,13 @@ struct Job {
 
 /// The head size and dtype checks both entry points share.
 fn takes(dtype: DType, d: usize, dv: usize, lq: usize) -> bool {
-    TYPES.contains(&dtype)
-        && d == dv
-        && d.is_multiple_of(32)
-        && (32..=256).contains(&d)
-        && lq <= MAX_ROWS
+    TYPES.contains(&dtype) && d == dv && HEADS.contains(&d) && lq <= MAX_ROWS
+}
+
+/// Whether the device has this head size's kernel: the half types past head size 256 need the
+/// tensor cores' bf16 and f16 products (Ampere on).
+fn built_for(place: &Place, dtype: DType, d: usize) -> bool {
+    dtype == DType::F32 || d <= 256 || place.gpu.props.arch.major >= 8
 }
 
 /// `FastOp::Attention` without mask array or sinks: `(q, k, v)`, `[B, H, L, D]` each.
@@ -604,7 +618,7 @@ fn launch(
 pub(super) fn all_sources() -> Vec<(String, String)> {
     let mut out = Vec::new();
     for dtype in TYPES {
-        for d in (32..=256).step_by(32) {
+        for d in HEADS {
             out.push((
                 format!("attention_{}_d{d}", type_names(dtype).expect("float").1),
                 source(dtype, d),
@@ -679,6 +693,8 @@ mod tests {
         assert_eq!(warp_keys(DType::F32, 256), 2);
         assert_eq!(warp_keys(DType::F16, 128), 16);
         assert_eq!(warp_keys(DType::BF16, 256), 8);
+        assert_eq!(warp_keys(DType::BF16, 512), 16);
+        assert_eq!(warp_keys(DType::F32, 512), 2);
     }
 
     /// Every symbol a launch may name is in its module.
@@ -689,7 +705,13 @@ mod tests {
             eprintln!("skipped: NVRTC (libnvrtc) was not found");
             return;
         }
-        for (dtype, d) in [(DType::F32, 96), (DType::BF16, 128), (DType::F16, 256)] {
+        for (dtype, d) in [
+            (DType::F32, 96),
+            (DType::BF16, 128),
+            (DType::F16, 256),
+            (DType::F32, 512),
+            (DType::BF16, 512),
+        ] {
             let tn = type_names(dtype).expect("float").1;
             let ptx = crate::backend::cuda::jit::compile("attention", &source(dtype, d), "sm_90")
                 .expect("compiles");
