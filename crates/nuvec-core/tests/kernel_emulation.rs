@@ -193,6 +193,19 @@ fn quantized_tiled_kernel_matches_the_product_in_double() {
 }
 
 #[test]
+fn gather_mm_tiles_match_the_gathered_products_in_double() {
+    emulate(
+        "gather_mm",
+        &[
+            ("quantized.cu", QUANTIZED),
+            ("quantized_tiled.cu", QUANTIZED_TILED),
+        ],
+        include_str!("emulation/gather_mm.cpp"),
+        &[&[]],
+    );
+}
+
+#[test]
 fn row_kernels_match_their_references() {
     emulate(
         "rows",

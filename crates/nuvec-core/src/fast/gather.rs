@@ -349,6 +349,10 @@ impl Fused for GatherMm {
     fn fallback(&self, inputs: &[Array]) -> Result<Vec<Array>> {
         Ok(vec![gather_mm_graph(inputs)?])
     }
+
+    fn cuda(&self) -> Option<&dyn CudaKernel> {
+        Some(self)
+    }
 }
 
 impl Fused for GatherQmm {

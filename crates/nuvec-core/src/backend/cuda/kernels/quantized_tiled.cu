@@ -20,6 +20,11 @@
 // matrix rhs[z] (z itself without rhs); mode 2, rows sorted by matrix, where matrix e's rows
 // are [offs[e], offs[e + 1]) times mrows and blockIdx.y counts the tiles of every matrix's rows
 // in turn. Indices past the end are clamped to the last matrix.
+//
+// B = NVQ_PLAIN (16) is gather_mm's form: w holds values of T (row stride `wrow` values,
+// matrices `w_batch` words apart), no scales or biases; its tiles go by cp.async straight into
+// NVQT_PLAIN_STAGES buffers of the layout the dequantized tiles have, so a step waits for its
+// own tile, not the next one.
 
 // Fixed (not a tunable of NUVEC_KERNEL_DEFINES): the host sizes the shared memory from it.
 #define NVQT_STAGES 4
@@ -28,19 +33,22 @@
 #define NVQT_BK 64
 // The most matrices of w mode 2 walks (their offsets are kept in shared memory).
 #define NVQT_MAX_EXPERTS 1024
+// The "width" of plain (unquantized) weights, and their stages (tiles of x and w buffered).
+#define NVQ_PLAIN 16
+#define NVQT_PLAIN_STAGES 3
 
 // Mirrors `TiledArgs` in `quantized/tiled.rs` (repr(C)): the 64-bit fields first.
 struct NvQmm {
   i64 m;        // rows of the product (every gathered row)
   i64 n;        // outputs
-  i64 w_batch;  // words between matrices of w
+  i64 w_batch;  // words between matrices of w (plain: half the values)
   i64 s_batch;  // scales (and biases) between matrices of w
   i64 xmats;    // matrices of x (gathered), for clamping lhs
   i64 experts;  // matrices of w, for clamping rhs and walking offs
   i64 indices;  // gathered index positions (m / mrows)
   i64 slots;    // mode 2: tiles blockIdx.y walks at most
   i32 k;        // the inner axis
-  i32 wrow;     // words a row of w
+  i32 wrow;     // words a row of w (plain: values)
   i32 groups;   // scales a row of w
   i32 gs_shift; // log2(group size / 32)
   i32 wvec;     // bytes one cp.async of packed words moves (the kernel's V; unused)
@@ -120,6 +128,8 @@ __device__ __forceinline__ void nvq_ldsm4_t(u32* r, const void* p) {
 
 // The tile shapes: sizes in elements of T (x, dequantized w) or words (packed w).
 template <typename T, int B, bool TRANS, int MT> struct NvqTile {
+  static constexpr bool PLAIN = B == NVQ_PLAIN;
+  static constexpr int STAGES = PLAIN ? NVQT_PLAIN_STAGES : NVQT_STAGES;
   static constexpr int BM = 32 * MT;
   static constexpr int BN = NVQT_BN;
   static constexpr int BK = NVQT_BK;
@@ -130,10 +140,12 @@ template <typename T, int B, bool TRANS, int MT> struct NvqTile {
   // are read down the rows (x · w) so that those rows fall in distinct banks.
   static constexpr int WQS = TRANS ? 2 * B : 8 * B + 4;
   static constexpr int X_STAGE = BM * XS;
-  static constexpr int WQ_STAGE = WQ_ROWS * WQS;
+  static constexpr int WQ_STAGE = PLAIN ? 0 : WQ_ROWS * WQS;
   static constexpr int DQ = WQ_ROWS * WS;
+  // Plain weights: a tile buffer a stage; packed ones: two, dequantized from the stages.
+  static constexpr int DQ_BUFFERS = PLAIN ? STAGES : 2;
   static constexpr int SHARED =
-      NVQT_STAGES * (X_STAGE * (int)sizeof(T) + WQ_STAGE * 4) + 2 * DQ * (int)sizeof(T);
+      STAGES * (X_STAGE * (int)sizeof(T) + WQ_STAGE * 4) + DQ_BUFFERS * DQ * (int)sizeof(T);
 };
 
 // One pack (32 values of B bits, from shared memory) dequantized into 32 values of T at `dst`
@@ -212,6 +224,34 @@ __device__ __forceinline__ void nvq_load_w(u32* dst, const u32* __restrict__ w, 
   }
 }
 
+// Plain tile t of w (values of T) into `dst`, in the dequantized tiles' layout: TRANS, rows
+// n0.. of w and values 64·t..; else rows 64·t.. and values n0... Row lengths (k with TRANS,
+// else n) are multiples of 8, so a 16-byte copy is whole or past the end (zeros).
+template <typename T, bool TRANS>
+__device__ __forceinline__ void nvq_load_plain(T* dst, const T* __restrict__ w, const NvQmm& a,
+                                               i64 n0, int t) {
+  constexpr int ROWS = TRANS ? NVQT_BN : NVQT_BK;
+  constexpr int COLS = TRANS ? NVQT_BK : NVQT_BN;
+  constexpr int CPR = COLS / 8;               // copies a tile row
+  constexpr int RSTEP = NVQT_THREADS / CPR;   // rows between one thread's copies
+  constexpr int WS = COLS + 8;
+  const i64 row0 = TRANS ? n0 : (i64)NVQT_BK * t;
+  const i64 col0 = TRANS ? (i64)NVQT_BK * t : n0;
+  const i64 rows = TRANS ? a.n - row0 : (i64)a.k - row0;
+  const i64 cols = TRANS ? (i64)a.k : a.n;
+  // A thread copies one column of chunks, every RSTEP-th row: one address and one step.
+  const int c = (int)threadIdx.x % CPR, r0 = (int)threadIdx.x / CPR;
+  const i64 col = col0 + 8 * c;
+  const T* src = w + (row0 + r0) * a.wrow + col;
+  const i64 step = (i64)RSTEP * a.wrow;
+  T* d = dst + r0 * WS + 8 * c;
+#pragma unroll
+  for (int i = 0; i < ROWS / RSTEP; ++i) {
+    const bool ok = col < cols && r0 + RSTEP * i < rows;
+    nvq_cp<16>(d + RSTEP * i * WS, ok ? src + i * step : w, ok);
+  }
+}
+
 // One block's rows [v0, v1) of the product (with matrix w, scales and biases counted from
 // their matrix) by outputs n0 .. n0 + 256.
 template <typename T, int B, bool TRANS, int MT, int V>
@@ -220,7 +260,8 @@ __device__ __forceinline__ void nvq_qmm_tile(const T* __restrict__ x, const u32*
                                              T* __restrict__ y, const u32* __restrict__ lhs, const NvQmm& a,
                                              i64 v0, i64 v1, i64 n0, unsigned char* smem) {
   typedef NvqTile<T, B, TRANS, MT> S;
-  constexpr int BK = S::BK, XS = S::XS, WS = S::WS, WQS = S::WQS, STAGES = NVQT_STAGES;
+  constexpr int BK = S::BK, XS = S::XS, WS = S::WS, WQS = S::WQS, STAGES = S::STAGES;
+  constexpr bool PLAIN = S::PLAIN;
   T* xs = reinterpret_cast<T*>(smem);
   u32* wq = reinterpret_cast<u32*>(smem + STAGES * S::X_STAGE * sizeof(T));
   T* dq = reinterpret_cast<T*>(wq + STAGES * S::WQ_STAGE);
@@ -258,7 +299,10 @@ __device__ __forceinline__ void nvq_qmm_tile(const T* __restrict__ x, const u32*
         const bool ok = xv[j] && kin;
         nvq_cp<16>(xd + 32 * j * XS, ok ? (const void*)(xp[j] + k0) : (const void*)x, ok);
       }
-      nvq_load_w<B, TRANS, V>(wq + stage * S::WQ_STAGE, w, a, n0, t);
+      if constexpr (PLAIN)
+        nvq_load_plain<T, TRANS>(dq + stage * S::DQ, reinterpret_cast<const T*>(w), a, n0, t);
+      else
+        nvq_load_w<B, TRANS, V>(wq + stage * S::WQ_STAGE, w, a, n0, t);
     }
     nvq_cp_commit();
   };
@@ -274,7 +318,7 @@ __device__ __forceinline__ void nvq_qmm_tile(const T* __restrict__ x, const u32*
   }
   T sr[2], br[2];
   auto prefetch = [&](int t) {
-    if (t >= tiles) return;
+    if (PLAIN || t >= tiles) return;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       i64 at = -1;
@@ -293,10 +337,13 @@ __device__ __forceinline__ void nvq_qmm_tile(const T* __restrict__ x, const u32*
     }
   };
   auto dequant = [&](int t) {
-    const u32* src = wq + (t % STAGES) * S::WQ_STAGE;
-    T* dst = dq + (t & 1) * S::DQ;
+    if constexpr (!PLAIN) {
+      const u32* src = wq + (t % STAGES) * S::WQ_STAGE;
+      T* dst = dq + (t & 1) * S::DQ;
 #pragma unroll
-    for (int i = 0; i < 2; ++i) nvq_dq_pack<T, B>(src + pr[i] * WQS + pc[i] * B, dst + pr[i] * WS + pc[i] * 32, sr[i], br[i]);
+      for (int i = 0; i < 2; ++i)
+        nvq_dq_pack<T, B>(src + pr[i] * WQS + pc[i] * B, dst + pr[i] * WS + pc[i] * 32, sr[i], br[i]);
+    }
   };
 
   float acc[MT][8][4];
@@ -312,22 +359,28 @@ __device__ __forceinline__ void nvq_qmm_tile(const T* __restrict__ x, const u32*
 
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) load(s);
-  prefetch(0);
-  nvq_cp_wait<STAGES - 2>();
-  __syncthreads();
-  dequant(0);
-  prefetch(1);
+  if constexpr (!PLAIN) {
+    prefetch(0);
+    nvq_cp_wait<STAGES - 2>();
+    __syncthreads();
+    dequant(0);
+    prefetch(1);
+  }
   for (int t = 0; t < tiles; ++t) {
-    // Tile t + 1 has landed; every warp is past tile t - 1, whose buffers are free again.
-    nvq_cp_wait<STAGES - 3>();
+    // Packed: tile t + 1 has landed (t was dequantized a step ago); plain: tile t has. Every
+    // warp is past tile t - 1, whose buffers are free again.
+    if constexpr (PLAIN)
+      nvq_cp_wait<STAGES - 2>();
+    else
+      nvq_cp_wait<STAGES - 3>();
     __syncthreads();
     load(t + STAGES - 1);
-    if (t + 1 < tiles) {
+    if (!PLAIN && t + 1 < tiles) {
       dequant(t + 1);
       prefetch(t + 2);
     }
     const T* xt = xs + (t % STAGES) * S::X_STAGE + (wm * 16 * MT + a_row) * XS + a_col;
-    const T* dt = dq + (t & 1) * S::DQ;
+    const T* dt = dq + (PLAIN ? t % STAGES : t & 1) * S::DQ;
 #pragma unroll
     for (int kk = 0; kk < BK / 16; ++kk) {
       u32 af[MT][4];

@@ -14,8 +14,8 @@
 //!
 //! What runs the fallback graph inside the node: `x · w` with an inner axis not a multiple of
 //! 8, and on devices whose blocks cannot have the tiled kernel's shared memory (`x · w` in f32
-//! is not taken: its fallback graph is recorded instead). `gather_mm` (unquantized) has no
-//! kernel: its fallback (`take` of the batches, then one batched `matmul`) runs on the device.
+//! is not taken: its fallback graph is recorded instead). `gather_mm` (unquantized) runs the
+//! tiled kernel with plain weights (`gather_mm.rs`).
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 

@@ -1,7 +1,8 @@
 //! Affine quantization on the GPU (`kernels/quantized.cu`): [`QuantizedOp::Dequantize`] and
 //! [`QuantizedOp::Quantize`] (f16, bf16, f32 and f64), and [`QuantizedOp::Matmul`] (f16, bf16
 //! and f32) for a 2-D `w`, in MLX's layout (2, 3, 4, 5, 6 or 8 bits, groups of 32, 64 or 128).
-//! `gather_qmm`'s fused node has its kernels in `gather.rs`.
+//! `gather_qmm`'s fused node has its kernels in `gather.rs`, `gather_mm`'s (plain weights
+//! through the same tiles) in `gather_mm.rs`.
 //!
 //! Every kernel works a pack of 32 values (`bits` words) at a time. Dequantization and
 //! quantization give the CPU's results bit for bit: the same operations in the same compute
@@ -31,6 +32,7 @@
 //! grids past the device's limits.
 
 pub(crate) mod gather;
+mod gather_mm;
 mod tiled;
 mod wgmma;
 

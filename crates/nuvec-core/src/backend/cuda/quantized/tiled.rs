@@ -14,6 +14,10 @@
 //! index position (mode 1) or a run of rows sorted by matrix, from the offsets (mode 2).
 //! Operands are row-major from 16-byte-aligned starts (`super::aligned`); the tiles need up to
 //! 212 KiB of shared memory, so devices that give a block less keep the other kernels.
+//!
+//! With [`PLAIN`] in place of the width, the same kernels multiply unquantized weights of the
+//! activation type (`gather_mm`, `gather_mm.rs`): their tiles go by `cp.async` straight into
+//! three stage buffers of the dequantized tiles' layout.
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
@@ -31,12 +35,16 @@ pub(super) const BN: usize = 256;
 const BK: usize = 64;
 /// Buffered tiles of `x` and packed `w` (`NVQT_STAGES`).
 const STAGES: usize = 4;
+/// Buffered tiles of `x` and plain `w` (`NVQT_PLAIN_STAGES`).
+const PLAIN_STAGES: usize = 3;
 /// Threads a block (`NVQT_THREADS`).
 const THREADS: u32 = 256;
 /// The most matrices of `w` mode 2 walks (`NVQT_MAX_EXPERTS`).
 pub(super) const MAX_EXPERTS: usize = 1024;
 /// The largest grid dimension y and z.
 const GRID_YZ: usize = 65_535;
+/// The width that stands for unquantized weights of the activation type (`NVQ_PLAIN`).
+pub(super) const PLAIN: u32 = 16;
 
 /// The kernels' arguments (`NvQmm` in `quantized_tiled.cu`).
 #[repr(C)]
@@ -94,9 +102,11 @@ pub(super) struct Operands {
 fn source(dtype: DType, bits: u32) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
     let mut s = format!("{COMMON}\n{QUANTIZED}\n{TILED}\n");
+    // Plain weights are copied 16 bytes at a time.
+    let widths: &[usize] = if bits == PLAIN { &[16] } else { &[4, 16] };
     for t in [0, 1] {
         for mt in [2, 4] {
-            for v in [4, 16] {
+            for &v in widths {
                 s.push_str(&format!("NV_QMM({ct}, {tn}, {bits}, {t}, {mt}, {v})\n"));
             }
         }
@@ -112,6 +122,7 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
         .flat_map(|d| {
             let tn = type_names(d).expect("a float type").1;
             BITS.into_iter()
+                .chain([PLAIN])
                 .map(move |b| (format!("quantized_tiled_{tn}_d{b}"), source(d, b)))
         })
         .collect()
@@ -132,14 +143,20 @@ fn shared_bytes(bits: u32, transpose: bool, mt: usize, sorted_experts: usize) ->
     } else {
         (BK, 8 * b + 4, BN + 8)
     };
-    STAGES * (x_stage + wq_rows * wq_stride * 4) + 2 * wq_rows * dq_stride * 2 + 4 * sorted_experts
+    let dq = wq_rows * dq_stride * 2;
+    let tiles = if bits == PLAIN {
+        PLAIN_STAGES * (x_stage + dq)
+    } else {
+        STAGES * (x_stage + wq_rows * wq_stride * 4) + 2 * dq
+    };
+    tiles + 4 * sorted_experts
 }
 
 /// Whether the tiled kernels take `dtype` on this device with `bits`, `transpose` and `mt`
 /// tiles of 16 rows a warp: a block's shared memory (with room for the most offsets) fits.
 pub(super) fn fits(place: &Place, dtype: DType, bits: u32, transpose: bool, mt: usize) -> bool {
     matches!(dtype, DType::F16 | DType::BF16)
-        && BITS.contains(&bits)
+        && (BITS.contains(&bits) || bits == PLAIN)
         && shared_bytes(bits, transpose, mt, MAX_EXPERTS)
             <= place.gpu.props.shared_per_block as usize
 }
@@ -158,6 +175,9 @@ pub(super) fn warp_tiles(rows: usize) -> usize {
 /// The bytes each copy of packed words moves: 16 where every copy starts on 16 bytes (rows of
 /// `w` and the tiles' pieces of them), else 4.
 fn copy_width(bits: u32, transpose: bool, wrow: usize) -> usize {
+    if bits == PLAIN {
+        return 16;
+    }
     let tile_row = if transpose { 8 } else { 32 } * bits as usize;
     if (wrow * 4).is_multiple_of(16) && tile_row.is_multiple_of(16) {
         16
@@ -190,7 +210,9 @@ pub(super) fn grid(rows: Rows, args: &TiledArgs, mt: usize) -> Option<(u32, u32,
 /// `ops` are device addresses of row-major operands from 16-byte-aligned starts: `x` with
 /// `xmats · mrows` (plain: `m`) rows of `k` values of `dtype`, `w` with `experts` matrices of
 /// `w_batch` words (rows of `wrow` words), the scales and biases `experts` matrices of
-/// `s_batch` values (rows of `groups`), `y` `m · n` values; `lhs`/`rhs` (when not 0)
+/// `s_batch` values (rows of `groups`), `y` `m · n` values; with [`PLAIN`] weights, rows of
+/// `wrow` values of `dtype` (a multiple of 8, as is the row length: `k` with `transpose`, else
+/// `n`), matrices `w_batch` words apart, and no scales or biases; `lhs`/`rhs` (when not 0)
 /// `indices` uint32 and `offs` (with [`Rows::Sorted`]) `experts` int32; all of them stay
 /// allocated until the stream passes this work.
 #[allow(clippy::too_many_arguments)]
