@@ -321,3 +321,63 @@ fn tiled_quantized_matmul_takes_long_and_exact_shapes() {
     tiled(&mut rng, DType::F16, (2, 128, true), (64, 256, 1024));
     tiled(&mut rng, DType::BF16, (4, 32, false), (33, 96, 100));
 }
+
+/// A batched `w` (its batch axes broadcast against `x`'s as the output's): one matrix of `w`
+/// over many of `x`, matrices of `w` paired with those of `x`, and `x` repeated over the
+/// matrices of `w`, for few rows (the gathered matrix-vector kernel) and many (the tiled
+/// kernel), both orientations; none on the host bridge. `w` repeated over part of the batch
+/// (the host bridge) gives the same values.
+#[test]
+fn quantized_matmul_takes_a_batched_w() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(23);
+    let (n, k, gs, bits) = (128, 64, 64, 4);
+    // (x's shape, w's batch axes, on the device's kernels)
+    let cases: &[(&[usize], &[usize], bool)] = &[
+        (&[3, 2, k], &[3], true),
+        (&[3, 20, k], &[3], true),
+        (&[2, 5, k], &[1], true),
+        (&[2, 3, 4, k], &[1, 1], true),
+        (&[4, k], &[2, 3], true),
+        (&[1, 12, k], &[2, 3], true),
+        (&[1, 3, 2, k], &[2, 1], false),
+    ];
+    for dtype in [DType::BF16, DType::F16, DType::F32] {
+        for transpose in [true, false] {
+            for &(xshape, wbatch, kernel) in cases {
+                let name =
+                    format!("batched qmm {dtype} transpose={transpose} {xshape:?} w{wbatch:?}");
+                let mut wshape = wbatch.to_vec();
+                wshape.extend(if transpose { [n, k] } else { [k, n] });
+                let w = weights(&mut rng, &wshape, dtype);
+                let (q, s, b) = on(Device::cpu(), || quantize(&w, gs, bits).unwrap());
+                let x = uniform(&mut rng, xshape, dtype);
+                let f = || quantized_matmul(&x, &q, &s, &b, transpose, gs, bits);
+                let cpu = on(Device::cpu(), || f().unwrap());
+                // f32 x · w has no gathered kernel (one matrix of w is a plain product).
+                let one = wbatch.iter().product::<usize>() == 1;
+                let taken = kernel && (transpose || dtype != DType::F32 || one);
+                let gpu = if taken {
+                    on_gpu(&name, || Ok(vec![f()?])).remove(0)
+                } else {
+                    on(Device::gpu(0), || {
+                        let y = f().unwrap();
+                        y.eval().unwrap();
+                        y
+                    })
+                };
+                assert_eq!(gpu.shape(), cpu.shape(), "{name}: shape");
+                let (g, c) = (values(&gpu), values(&cpu));
+                let scale = c.iter().fold(1.0f64, |a, v| a.max(v.abs()));
+                for (i, (a, e)) in g.iter().zip(&c).enumerate() {
+                    assert!(
+                        (a - e).abs() <= tol(dtype) * scale,
+                        "{name}[{i}]: gpu {a} vs cpu {e}"
+                    );
+                }
+            }
+        }
+    }
+}

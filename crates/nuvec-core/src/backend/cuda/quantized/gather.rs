@@ -89,26 +89,38 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
 
 /// The sizes of one gathered product.
 #[derive(Debug, Clone, Copy)]
-struct Dims {
+pub(super) struct Dims {
     /// Rows of each matrix of `x`, and its inner axis.
-    mrows: usize,
-    k: usize,
+    pub(super) mrows: usize,
+    pub(super) k: usize,
     /// Matrices of `x` and of `w`.
-    xmats: usize,
-    experts: usize,
+    pub(super) xmats: usize,
+    pub(super) experts: usize,
     /// Rows and words of each matrix of `w`, and its groups a row.
-    wrows: usize,
-    wrow: usize,
-    groups: usize,
+    pub(super) wrows: usize,
+    pub(super) wrow: usize,
+    pub(super) groups: usize,
     /// Outputs a row, and index positions.
-    n: usize,
-    indices: usize,
+    pub(super) n: usize,
+    pub(super) indices: usize,
 }
 
 impl GatherQmm {
     /// The sizes of inputs of these shapes, or `None` where no kernel takes them.
     fn dims(&self, shapes: &[&[usize]]) -> Option<Dims> {
-        let (x, w, s) = (shapes[0], shapes[1], shapes[2]);
+        let indices = shapes[4].iter().product();
+        self.dims_of(shapes[0], shapes[1], shapes[2], indices)
+    }
+
+    /// The sizes of a product of `x`, `w` and scales of these shapes over `indices` index
+    /// positions, or `None` where no kernel takes them.
+    pub(super) fn dims_of(
+        &self,
+        x: &[usize],
+        w: &[usize],
+        s: &[usize],
+        indices: usize,
+    ) -> Option<Dims> {
         let (xn, wn) = (x.len(), w.len());
         if xn < 2 || wn < 2 || s.len() != wn || !BITS.contains(&self.bits) {
             return None;
@@ -120,7 +132,6 @@ impl GatherQmm {
         let n = if self.transpose { wrows } else { unpacked };
         let xmats: usize = x[..xn - 2].iter().product();
         let experts: usize = w[..wn - 2].iter().product();
-        let indices: usize = shapes[4].iter().product();
         let big = |v: usize| v > i32::MAX as usize;
         if [mrows, k, n, xmats, experts, indices, groups].contains(&0)
             || big(k)
@@ -182,83 +193,106 @@ impl CudaKernel for GatherQmm {
         let Some(d) = self.dims(&shapes) else {
             return nested(place, self, inputs, outputs);
         };
-        let dtype = inputs[0].dtype();
-        let bits = self.bits;
-        let sorted = inputs.len() == 7 && d.experts <= MAX_EXPERTS;
-        let rows = d.indices * d.mrows;
-        // Rows a matrix of `w` on average, over the matrices the indices can pick.
-        let per_matrix = rows.div_ceil(d.experts.min(d.indices));
-        let tiled_ok = matches!(dtype, DType::F16 | DType::BF16) && tiled::inner_fits(d.k);
-        let mt = tiled::warp_tiles(if sorted { per_matrix } else { d.mrows });
-        let mt = [mt, 2]
-            .into_iter()
-            .find(|&mt| tiled::fits(place, dtype, bits, self.transpose, mt));
-        let tiles = match (tiled_ok, mt) {
-            (true, Some(mt)) => {
-                let many = if sorted {
-                    per_matrix >= TILED_ROWS
-                } else {
-                    d.mrows > ROWS_AT_ONCE
-                };
-                (many || !self.transpose).then_some(mt)
-            }
-            _ => None,
-        };
-        if tiles.is_none() && !self.transpose {
-            return nested(place, self, inputs, outputs);
+        let indices = Some((&inputs[4], &inputs[5]));
+        let offsets = inputs.get(6);
+        match product(place, self, &d, &inputs[..4], indices, offsets, outputs)? {
+            Some(out) => Ok(vec![out]),
+            None => nested(place, self, inputs, outputs),
         }
-        let (_x, x) = aligned(place, &inputs[0])?;
-        let (_w, w) = aligned(place, &inputs[1])?;
-        let (_s, scales) = aligned(place, &inputs[2])?;
-        let (_b, biases) = aligned(place, &inputs[3])?;
-        let (_l, lhs) = aligned(place, &inputs[4])?;
-        let (_r, rhs) = aligned(place, &inputs[5])?;
-        let offsets = match sorted {
-            true => Some(aligned(place, &inputs[6])?),
-            false => None,
-        };
-        let offs = offsets.as_ref().map_or(0, |o| o.1);
-        let (out, y) = place.output(dtype, &outputs[0].0)?;
-        let ops = Operands {
-            x,
-            w,
-            scales,
-            biases,
-            y,
-            lhs,
-            rhs,
-            offs,
-        };
-        match tiles {
-            Some(mt) => {
-                let args = TiledArgs {
-                    m: rows as i64,
-                    n: d.n as i64,
-                    w_batch: (d.wrows * d.wrow) as i64,
-                    s_batch: (d.wrows * d.groups) as i64,
-                    xmats: d.xmats as i64,
-                    experts: d.experts as i64,
-                    indices: d.indices as i64,
-                    k: d.k as i32,
-                    wrow: d.wrow as i32,
-                    groups: d.groups as i32,
-                    gs_shift: group_shift(self.group_size),
-                    mrows: d.mrows as i32,
-                    ..Default::default()
-                };
-                let how = if sorted { Rows::Sorted } else { Rows::PerIndex };
-                // SAFETY: `x` holds `xmats · mrows` rows of `k` values, `w` `experts` matrices
-                // of `wrows` rows of `wrow` words, the scales and biases `experts` matrices of
-                // `wrows · groups` values, the indices `indices` uint32 and the offsets
-                // `experts` int32 (when sorted), all row-major from 16-byte-aligned starts
-                // (`aligned`; the node's specs checked the shapes); `y` is a fresh block of
-                // `indices · mrows · n` values.
-                unsafe { tiled::launch(place, dtype, bits, self.transpose, how, mt, &ops, args)? };
-            }
-            None => gathered_rows(place, self, &d, sorted, &ops, dtype)?,
-        }
-        Ok(vec![out])
     }
+}
+
+/// The gathered product of `op` over `(x, w, scales, biases)` of sizes `d`: index position
+/// i multiplies matrix `lhs[i]` of `x` by matrix `rhs[i]` of `w` (matrix i of each when
+/// `indices` is `None`), rows sorted by matrix when `offsets` are given. `Ok(None)` where no
+/// kernel takes it (`x · w` beyond the tiled kernel's reach).
+pub(super) fn product(
+    place: &Place,
+    op: &GatherQmm,
+    d: &Dims,
+    operands: &[ArrayData],
+    indices: Option<(&ArrayData, &ArrayData)>,
+    offsets: Option<&ArrayData>,
+    outputs: &[OutputSpec],
+) -> Result<Option<ArrayData>> {
+    let dtype = operands[0].dtype();
+    let bits = op.bits;
+    let sorted = offsets.is_some() && d.experts <= MAX_EXPERTS;
+    let rows = d.indices * d.mrows;
+    // Rows a matrix of `w` on average, over the matrices the indices can pick.
+    let per_matrix = rows.div_ceil(d.experts.min(d.indices));
+    let tiled_ok = matches!(dtype, DType::F16 | DType::BF16) && tiled::inner_fits(d.k);
+    let mt = tiled::warp_tiles(if sorted { per_matrix } else { d.mrows });
+    let mt = [mt, 2]
+        .into_iter()
+        .find(|&mt| tiled::fits(place, dtype, bits, op.transpose, mt));
+    let tiles = match (tiled_ok, mt) {
+        (true, Some(mt)) => {
+            let many = if sorted {
+                per_matrix >= TILED_ROWS
+            } else {
+                d.mrows > ROWS_AT_ONCE
+            };
+            (many || !op.transpose).then_some(mt)
+        }
+        _ => None,
+    };
+    if tiles.is_none() && !op.transpose {
+        return Ok(None);
+    }
+    let (_x, x) = aligned(place, &operands[0])?;
+    let (_w, w) = aligned(place, &operands[1])?;
+    let (_s, scales) = aligned(place, &operands[2])?;
+    let (_b, biases) = aligned(place, &operands[3])?;
+    let (lhs, rhs) = match indices {
+        Some((l, r)) => (Some(aligned(place, l)?), Some(aligned(place, r)?)),
+        None => (None, None),
+    };
+    let offsets = match (sorted, offsets) {
+        (true, Some(o)) => Some(aligned(place, o)?),
+        _ => None,
+    };
+    let at = |a: &Option<(ArrayData, u64)>| a.as_ref().map_or(0, |a| a.1);
+    let (out, y) = place.output(dtype, &outputs[0].0)?;
+    let ops = Operands {
+        x,
+        w,
+        scales,
+        biases,
+        y,
+        lhs: at(&lhs),
+        rhs: at(&rhs),
+        offs: at(&offsets),
+    };
+    match tiles {
+        Some(mt) => {
+            let args = TiledArgs {
+                m: rows as i64,
+                n: d.n as i64,
+                w_batch: (d.wrows * d.wrow) as i64,
+                s_batch: (d.wrows * d.groups) as i64,
+                xmats: d.xmats as i64,
+                experts: d.experts as i64,
+                indices: d.indices as i64,
+                k: d.k as i32,
+                wrow: d.wrow as i32,
+                groups: d.groups as i32,
+                gs_shift: group_shift(op.group_size),
+                mrows: d.mrows as i32,
+                ..Default::default()
+            };
+            let how = if sorted { Rows::Sorted } else { Rows::PerIndex };
+            // SAFETY: `x` holds `xmats · mrows` rows of `k` values, `w` `experts` matrices of
+            // `wrows` rows of `wrow` words, the scales and biases `experts` matrices of
+            // `wrows · groups` values, the indices (when given) `indices` uint32 and the
+            // offsets `experts` int32 (when sorted), all row-major from 16-byte-aligned starts
+            // (`aligned`; the node's specs checked the shapes); `y` is a fresh block of
+            // `indices · mrows · n` values.
+            unsafe { tiled::launch(place, dtype, bits, op.transpose, how, mt, &ops, args)? };
+        }
+        None => gathered_rows(place, op, d, sorted, &ops, dtype)?,
+    }
+    Ok(Some(out))
 }
 
 /// The gathered matrix-vector kernel over every index position (`x · wᵀ`).

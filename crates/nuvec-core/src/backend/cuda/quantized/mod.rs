@@ -28,8 +28,9 @@
 //!   comparison.
 //!
 //! Operands are read row-major from 16-byte-aligned starts (copied on the device where they
-//! are not). What stays on the host bridge: other types, a batched `w`, empty products, and
-//! grids past the device's limits.
+//! are not). A batched `w` runs these kernels through `gather_qmm`'s (`batched_matmul`). What
+//! stays on the host bridge: other types, a `w` broadcast over part of the output's batch,
+//! empty products, and grids past the device's limits.
 
 pub(crate) mod gather;
 mod gather_mm;
@@ -41,8 +42,10 @@ use cudarc::driver::{DeviceRepr, LaunchConfig};
 use super::Place;
 use super::dtype::type_names;
 use super::elementwise::convert;
+use super::fast;
 use super::launch::{Kernel, symbol};
-use crate::array::ArrayData;
+use crate::array::{ArrayData, Layout};
+use crate::fast::gather::GatherQmm;
 use crate::ops::quantized::QuantizedOp;
 use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result};
@@ -295,7 +298,96 @@ fn splits(blocks: usize, want: usize, depth: usize, least: usize) -> usize {
         .clamp(1, GRID_YZ)
 }
 
-/// `quantized_matmul` on the device, for a 2-D `w`.
+/// `data` (`[..., r, c]`) as `[batch..., r, c]`: its batch axes broadcast to `batch` (which
+/// they broadcast to), a view with steps of 0 along the axes it repeats.
+fn broadcast_batch(data: &ArrayData, batch: &[usize]) -> ArrayData {
+    let l = &data.layout;
+    let nd = l.shape.len();
+    let own = nd - 2;
+    let mut shape = batch.to_vec();
+    let mut strides: Vec<isize> = batch
+        .iter()
+        .enumerate()
+        .map(|(i, &size)| {
+            // Axis i of the batch is axis i + own − batch.len() of `data`, where it has one.
+            let j = (i + own).checked_sub(batch.len());
+            match j {
+                Some(j) if l.shape[j] == size => l.strides[j],
+                _ => 0,
+            }
+        })
+        .collect();
+    shape.extend_from_slice(&l.shape[own..]);
+    strides.extend_from_slice(&l.strides[own..]);
+    data.view(Layout {
+        shape,
+        strides,
+        offset: l.offset,
+    })
+}
+
+/// `quantized_matmul` with a batched `w` (its scales and biases batched alike), the batch
+/// axes broadcast as the output's: one matrix of `w` (every batch axis of one element) is the
+/// 2-D product over every row of `x`; a `w` batched as the output is a gathered product with
+/// matrix i of `x` (broadcast to the output's batch, copied on the device where it repeats)
+/// and of `w` at index position i. `w` broadcast over part of the output's batch stays on the
+/// host bridge.
+fn batched_matmul(
+    place: &Place,
+    inputs: &[ArrayData],
+    (group_size, bits, transpose): (usize, u32, bool),
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    let shape = &outputs[0].0;
+    let (x, w) = (&inputs[0], &inputs[1]);
+    let nd = w.layout.shape.len();
+    let batch = &shape[..shape.len() - 2];
+    let wbatch: usize = w.layout.shape[..nd - 2].iter().product();
+    if wbatch == 1 {
+        // The last two axes of w, the scales and the biases as matrices.
+        let matrix = |d: &ArrayData| {
+            let l = &d.layout;
+            d.view(Layout {
+                shape: l.shape[nd - 2..].to_vec(),
+                strides: l.strides[nd - 2..].to_vec(),
+                offset: l.offset,
+            })
+        };
+        let xbatch: usize = x.layout.shape[..x.layout.shape.len() - 2].iter().product();
+        let xs = if xbatch == batch.iter().product::<usize>() {
+            x.clone()
+        } else {
+            fast::row_major(place, &broadcast_batch(x, batch))?
+        };
+        let flat = [xs, matrix(w), matrix(&inputs[2]), matrix(&inputs[3])];
+        return matmul(place, &flat, (group_size, bits, transpose), outputs);
+    }
+    // w's batch axes must be the output's (those of one element aside).
+    let padded = batch.len() - (nd - 2).min(batch.len());
+    let w_full = nd - 2 <= batch.len()
+        && w.layout.shape[..nd - 2]
+            .iter()
+            .zip(&batch[padded..])
+            .all(|(a, b)| a == b)
+        && wbatch == batch.iter().product::<usize>();
+    if !w_full {
+        return Ok(None);
+    }
+    let xs = fast::row_major(place, &broadcast_batch(x, batch))?;
+    let op = GatherQmm {
+        group_size,
+        bits,
+        transpose,
+    };
+    let (ws, ss) = (&w.layout.shape, &inputs[2].layout.shape);
+    let Some(d) = op.dims_of(&xs.layout.shape, ws, ss, wbatch) else {
+        return Ok(None);
+    };
+    let operands = [xs, w.clone(), inputs[2].clone(), inputs[3].clone()];
+    Ok(gather::product(place, &op, &d, &operands, None, None, outputs)?.map(|y| vec![y]))
+}
+
+/// `quantized_matmul` on the device (a batched `w` through [`batched_matmul`]).
 fn matmul(
     place: &Place,
     inputs: &[ArrayData],
@@ -305,8 +397,11 @@ fn matmul(
     let (shape, dtype) = (&outputs[0].0, outputs[0].1);
     let w = &inputs[1];
     let wshape = &w.layout.shape;
-    if !supported(dtype, bits, group_size, true) || wshape.len() != 2 {
+    if !supported(dtype, bits, group_size, true) || wshape.len() < 2 {
         return Ok(None);
+    }
+    if wshape.len() > 2 {
+        return batched_matmul(place, inputs, (group_size, bits, transpose), outputs);
     }
     let unpacked = wshape[1] * 32 / bits as usize;
     let (k, n) = if transpose {
