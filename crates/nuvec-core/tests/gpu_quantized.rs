@@ -191,6 +191,12 @@ fn quantized_matmul_takes_one_to_many_rows() {
             product(&mut rng, DType::F32, (3, 32, transpose), m);
         }
     }
+    // f32 past 128 rows: the dequantized weights in one f32 product.
+    for transpose in [true, false] {
+        for (bits, gs) in [(4, 64), (3, 32), (8, 128)] {
+            product(&mut rng, DType::F32, (bits, gs, transpose), 300);
+        }
+    }
 }
 
 #[test]

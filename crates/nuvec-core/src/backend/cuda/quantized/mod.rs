@@ -10,13 +10,15 @@
 //! go as in the CPU's pass in order.
 //!
 //! The product, by rows of `x`:
-//! - up to [`ROWS_AT_ONCE`] rows (decoding: one), and any number in f32, `x · wᵀ`
+//! - up to [`ROWS_AT_ONCE`] rows (decoding: one), and in f32 up to [`F32_GEMM_ROWS`], `x · wᵀ`
 //!   (`transpose`): each warp reads a few rows of `w` once, with 16-byte loads where the width
 //!   allows (8-byte ones for 2 and 6 bits, 4-byte ones for 3 and 5), dequantizes in registers
 //!   and sums in f32, [`ROWS_AT_ONCE`] rows of `x` at a time; when `w` has too few rows to fill
 //!   the device, the inner axis is split and the pieces' f32 sums are added in a second kernel,
 //!   in a fixed order. `x · w` runs a plain kernel (a thread a pack of 32 outputs, a row of `x`
 //!   a block), split the same way, for f32 and for few rows;
+//! - more rows in f32: `w` dequantized into a temporary f32 matrix (the CPU's weights bit for
+//!   bit), then one cuBLASLt product in f32;
 //! - more rows in f16 and bf16 (prefill), both orientations: the tiled tensor-core kernel
 //!   (`tiled.rs`), which dequantizes tiles of `w` into shared memory (each weight rounded once
 //!   to the activation type, where the CPU keeps it in f32: results agree within the type's
@@ -46,6 +48,7 @@ use super::fast;
 use super::launch::{Kernel, symbol};
 use crate::array::{ArrayData, Layout};
 use crate::fast::gather::GatherQmm;
+use crate::ops::linalg::MatmulOp;
 use crate::ops::quantized::QuantizedOp;
 use crate::primitive::OutputSpec;
 use crate::{DType, Error, Result};
@@ -57,6 +60,10 @@ const QUANTIZED: &str = include_str!("../kernels/quantized.cu");
 const BITS: [u32; 6] = [2, 3, 4, 5, 6, 8];
 /// Rows of `x` one product kernel takes at most (its instantiations: 1 to 8).
 const ROWS_AT_ONCE: usize = 8;
+/// Rows of `x` in f32 past which `w` is dequantized for one f32 product: the matrix-vector
+/// kernel reads the packed weights (about an eighth of f32 ones at 4 bits) once for every
+/// [`ROWS_AT_ONCE`] rows, the dequantized matrix is written and read once.
+const F32_GEMM_ROWS: usize = 128;
 /// Warps a block of the product kernel (`NVQ_WARPS`).
 const WARPS: usize = 4;
 /// Threads a block of the other kernels.
@@ -439,6 +446,15 @@ fn matmul(
     {
         return Ok(Some(out));
     }
+    if dtype == DType::F32 && m > F32_GEMM_ROWS {
+        return dequantized_matmul(
+            place,
+            inputs,
+            (group_size, bits, transpose),
+            (m, n, k),
+            outputs,
+        );
+    }
     let sms = place.gpu.props.sms as usize;
     let want = sms * BLOCKS_PER_SM;
     // The grid: blocks along the outputs, splits of the inner axis, blocks of rows of x.
@@ -522,6 +538,53 @@ fn matmul(
         unsafe { f.launch(&place.stream, flat(m * n), &params)? };
     }
     Ok(Some(vec![out]))
+}
+
+/// `quantized_matmul` in f32 of more than [`F32_GEMM_ROWS`] rows: `w` dequantized into a
+/// temporary f32 matrix (bit for bit the CPU's weights), then one cuBLASLt product in f32
+/// (the matrix-vector kernel would read the packed weights once for every 8 rows).
+fn dequantized_matmul(
+    place: &Place,
+    inputs: &[ArrayData],
+    (group_size, bits, transpose): (usize, u32, bool),
+    (m, n, k): (usize, usize, usize),
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    let (shape, dtype) = (&outputs[0].0, outputs[0].1);
+    let rows = inputs[1].layout.shape[0];
+    let unpacked = if transpose { k } else { n };
+    let spec = (vec![rows, unpacked], dtype);
+    let Some(mut dq) = dequantize(place, &inputs[1..4], group_size, bits, &[spec])? else {
+        return Ok(None);
+    };
+    let w = dq.remove(0);
+    // `w` as the `[k, n]` right operand: itself, or the transpose of its `[n, k]`.
+    let rhs = if transpose {
+        w.view(Layout {
+            shape: vec![k, n],
+            strides: vec![1, k as isize],
+            offset: 0,
+        })
+    } else {
+        w
+    };
+    let x = fast::row_major(place, &inputs[0])?;
+    let lhs = x.view(Layout {
+        shape: vec![m, k],
+        strides: vec![k as isize, 1],
+        offset: x.layout.offset,
+    });
+    let mut operands = [lhs, rhs];
+    let product = super::matmul::eval(
+        place,
+        &MatmulOp::Matmul,
+        &mut operands,
+        &[(vec![m, n], dtype)],
+    )?;
+    Ok(product.map(|mut y| {
+        let y = y.remove(0);
+        vec![y.view(Layout::contiguous(shape))]
+    }))
 }
 
 /// `quantized_matmul` of more than [`ROWS_AT_ONCE`] rows in f16 or bf16 on the tensor cores
