@@ -1,5 +1,6 @@
 //! `gather_mm`'s kernel (the tiled tensor-core kernel with plain weights) against its fallback
-//! graph on the CPU in f32: decoding (one row a matrix, unsorted and sorted), prefill (many
+//! graph on the CPU in f32: decoding (one row a matrix, unsorted, sorted, and unsorted positions
+//! grouped by expert on the device), prefill (many
 //! rows sorted by expert), index positions of many rows, `b` row-major and as transposed
 //! `[E, N, K]` weights, a misaligned view, indices out of range (clamped), and the shapes left
 //! to the fallback graph. Each kernel case checks that the fused node was recorded and ran
@@ -88,8 +89,10 @@ impl Case {
         let gpu = on(Device::gpu(0), || {
             let y = gather_mm(&a, &b, lhs.as_ref(), Some(&rhs), self.sorted)
                 .unwrap_or_else(|e| panic!("{name} on the GPU: {e}"));
-            let fused = matches!(y.primitive(), Some(Primitive::Fast(_)));
-            assert_eq!(fused, kernel, "{name}: fused node recorded");
+            // The fallback ends in a product; the kernel's node (or, for grouped positions,
+            // the take of its rows back into order) does not.
+            let fallback = matches!(y.primitive(), Some(Primitive::Matmul(_)));
+            assert_eq!(!fallback, kernel, "{name}: fused node recorded");
             y.eval()
                 .unwrap_or_else(|e| panic!("{name} on the GPU: {e}"));
             y
@@ -159,6 +162,20 @@ fn gather_mm_decodes_and_prefills_a_mixture_of_experts() {
                     true,
                 );
             }
+            // 16 tokens through 8 of 20 experts, unsorted (128 positions): grouped by expert
+            // on the device first.
+            let case = Case {
+                dtype,
+                x: vec![16, 1, 136],
+                experts: 20,
+                n: 72,
+                weights,
+                shape: vec![16, 8],
+                lhs: Some((0..128).map(|i| i / 8).collect()),
+                rhs: picks(&mut rng, 128, 20, false),
+                sorted: false,
+            };
+            case.run(&mut rng, &format!("{dtype} {weights:?} grouped"), true);
             // Prefill: 300 rows sorted by expert over 8 experts (about 37 rows each).
             let rhs = picks(&mut rng, 300, 8, true);
             let case = Case {

@@ -163,6 +163,22 @@ fn gather_qmm_decodes_with_unsorted_and_sorted_indices() {
                 true,
             );
         }
+        // 16 tokens through 8 of 20 experts, unsorted (128 positions): grouped by expert on
+        // the device before the kernel, the products taken back into the positions' order.
+        let case = Case {
+            x: vec![16, 1, 1, 256],
+            experts: 20,
+            shape: vec![16, 8],
+            lhs: Some((0..128).map(|i| i / 8).collect()),
+            rhs: picks(&mut rng, 128, 20, false),
+            sorted: false,
+            ..case
+        };
+        case.run(
+            &mut rng,
+            &format!("decode grouped {dtype} bits={bits}"),
+            true,
+        );
     }
 }
 

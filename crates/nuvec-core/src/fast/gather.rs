@@ -5,7 +5,7 @@ use super::{FastOp, Fused, check_inputs, integral};
 use crate::backend::cuda::fast::CudaKernel;
 use crate::error::invalid;
 use crate::primitive::{OutputSpec, Primitive};
-use crate::{Array, DType, Result, default_stream, promote_types};
+use crate::{Array, DType, DeviceKind, Result, default_stream, promote_types};
 
 /// Matrix products of batches picked by index, as MLX's `gather_mm`: with `a` of shape
 /// `[..., M, K]` and `b` of shape `[..., K, N]`, output `[i.., :, :]` is
@@ -214,12 +214,58 @@ pub fn gather_qmm(
     Ok(record(op, inputs, sorted_indices, w)?.swap_remove(0))
 }
 
+/// Index positions from which unsorted indices are grouped by weight batch on a GPU stream
+/// (with at least one position a batch on average): MLX's mixture-of-experts layer sorts from
+/// this many too.
+const GROUP_POSITIONS: usize = 64;
+
 /// The fused node of `op` where a kernel takes it (with the offsets of the weight batches'
-/// rows when the rows are sorted by `weights`' batch index), else its fallback.
-fn record(op: FastOp, mut inputs: Vec<Array>, sorted: bool, weights: &Array) -> Result<Vec<Array>> {
-    if !op.takes(default_stream().device.kind, &inputs) {
+/// rows when the rows are sorted by `weights`' batch index), else its fallback. Unsorted
+/// indices of [`GROUP_POSITIONS`] positions and more on a GPU stream are sorted first (their
+/// permutation recorded as `argsort` and `take` nodes, and the products taken back into the
+/// positions' order), so that the kernel reads each weight batch once for a run of rows
+/// rather than once a position; every product is the one the position asked for.
+fn record(op: FastOp, inputs: Vec<Array>, sorted: bool, weights: &Array) -> Result<Vec<Array>> {
+    let device = default_stream().device.kind;
+    if !op.takes(device, &inputs) {
         return op.fallback(&inputs);
     }
+    let n = inputs.len();
+    let positions = inputs[n - 1].size();
+    let batches: usize = weights.shape()[..weights.ndim() - 2].iter().product();
+    if sorted || device != DeviceKind::Gpu || positions < GROUP_POSITIONS || positions < batches {
+        return record_node(op, inputs, sorted, weights);
+    }
+    Ok(vec![grouped(op, inputs, weights)?])
+}
+
+/// The fused node of `op` over `inputs` with the index positions sorted by weight batch, its
+/// products taken back into the positions' order (see [`record`]).
+fn grouped(op: FastOp, inputs: Vec<Array>, weights: &Array) -> Result<Array> {
+    let n = inputs.len();
+    let shape = inputs[n - 1].shape().to_vec();
+    let flat = |a: &Array| crate::reshape(a, &[-1]);
+    let (lhs, rhs) = (flat(&inputs[n - 2])?, flat(&inputs[n - 1])?);
+    let order = crate::argsort(&rhs, Some(0))?;
+    let mut grouped = inputs;
+    grouped[n - 2] = crate::take(&lhs, &order, Some(0))?;
+    grouped[n - 1] = crate::take(&rhs, &order, Some(0))?;
+    let y = record_node(op, grouped, true, weights)?.swap_remove(0);
+    // Position i's product is row `inverse[i]` of the grouped ones.
+    let inverse = crate::argsort(&order, Some(0))?;
+    let back = crate::take(&y, &inverse, Some(0))?;
+    let mut out_shape = super::dims(&shape);
+    out_shape.extend(super::dims(&y.shape()[1..]));
+    crate::reshape(&back, &out_shape)
+}
+
+/// The fused node of `op` over `inputs` (a kernel takes them), with the offsets when sorted.
+fn record_node(
+    op: FastOp,
+    mut inputs: Vec<Array>,
+    sorted: bool,
+    weights: &Array,
+) -> Result<Vec<Array>> {
     if sorted {
         // Where each weight batch's rows start in the sorted rows.
         let rhs = &inputs[inputs.len() - 1];
@@ -416,5 +462,41 @@ impl Fused for GatherQmm {
 
     fn cuda(&self) -> Option<&dyn CudaKernel> {
         Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quantize;
+
+    /// Grouping the positions by weight batch gives every position its own product, in place.
+    #[test]
+    fn grouped_positions_give_the_products_of_the_unsorted_ones() {
+        let v: Vec<f32> = (0..5 * 8 * 32).map(|i| (i as f32 * 0.37).sin()).collect();
+        let w = Array::from_slice(&v, &[5, 8, 32]).unwrap();
+        let (q, s, b) = quantize(&w, 32, 4).unwrap();
+        let xv: Vec<f32> = (0..3 * 2 * 32).map(|i| (i as f32 * 0.11).cos()).collect();
+        let x = Array::from_slice(&xv, &[3, 2, 32]).unwrap();
+        let lhs = Array::from_slice(&[2u32, 0, 1, 1, 0, 2], &[2, 3]).unwrap();
+        let rhs = Array::from_slice(&[4u32, 0, 3, 0, 9, 1], &[2, 3]).unwrap();
+        let plain = gather_qmm(&x, &q, &s, &b, Some(&lhs), Some(&rhs), true, 32, 4, false).unwrap();
+        let op = FastOp::GatherQmm {
+            group_size: 32,
+            bits: 4,
+            transpose: true,
+        };
+        let y = grouped(op, vec![x, q.clone(), s, b, lhs, rhs], &q).unwrap();
+        assert_eq!(y.shape(), plain.shape());
+        assert_eq!(y.to_vec::<f32>().unwrap(), plain.to_vec::<f32>().unwrap());
+        // Plain weights alike.
+        let a = Array::from_slice(&xv, &[3, 2, 32]).unwrap();
+        let lhs = Array::from_slice(&[1u32, 2, 0, 0], &[4]).unwrap();
+        let rhs = Array::from_slice(&[3u32, 1, 3, 0], &[4]).unwrap();
+        let bt = crate::swapaxes(&w, -1, -2).unwrap();
+        let plain = gather_mm(&a, &bt, Some(&lhs), Some(&rhs), false).unwrap();
+        let y = grouped(FastOp::GatherMm, vec![a, bt.clone(), lhs, rhs], &bt).unwrap();
+        assert_eq!(y.shape(), plain.shape());
+        assert_eq!(y.to_vec::<f32>().unwrap(), plain.to_vec::<f32>().unwrap());
     }
 }
