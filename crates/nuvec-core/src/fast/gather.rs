@@ -13,7 +13,9 @@ use crate::{Array, DType, DeviceKind, Result, default_stream, promote_types};
 /// `a` and `b` in row-major order of their batch axes. Missing indices default to every
 /// batch in order (`arange` over the batch shape); the two index arrays (any integer type)
 /// broadcast to one shape, which leads the output's. `sorted_indices` promises that `rhs`
-/// is sorted, which lets a kernel group rows by weight. Out-of-range indices are clamped.
+/// is sorted, which lets a kernel group rows by weight; on a GPU stream, unsorted indices of
+/// 64 positions or more are sorted on the device first (the results come back in the
+/// positions' order). Out-of-range indices are clamped.
 ///
 /// ```
 /// use nuvec_core::{Array, gather_mm};
@@ -90,7 +92,9 @@ fn gather_mm_graph(inputs: &[Array]) -> Result<Array> {
 /// indices default to every batch in order, and the two index arrays (any integer type)
 /// broadcast to one shape, which leads the output's `[..., M, N]`. The result has the
 /// promoted float type of `x`, the scales and the biases. `sorted_indices` promises that
-/// `rhs` is sorted, which lets a kernel group rows by weight (mixtures of experts).
+/// `rhs` is sorted, which lets a kernel group rows by weight (mixtures of experts); on a GPU
+/// stream, unsorted indices of 64 positions or more are sorted on the device first (the
+/// results come back in the positions' order).
 ///
 /// ```
 /// use nuvec_core::{Array, gather_qmm, quantize, quantized_matmul, take};
