@@ -144,6 +144,10 @@ GPU_SPECS = [
     ("rope", "[4, 32, 2048, 128] transposed view", "bf16", "GB/s",
      2 * 4 * 32 * 2048 * 128 * BF16, 50, 3),
     ("norm_rope_cache", "[1, 8, 1, 128] into [1, 8, 4096, 128]", "bf16", "us", 1, 200, 5),
+    # decode-sized calls against one elementwise kernel on one element (the launch floor)
+    ("rms_norm_decode", "[1, 4096], weight [4096]", "bf16", "us", 1, 500, 20),
+    ("rope_decode", "[1, 32, 1, 128] at position 2000", "bf16", "us", 1, 500, 20),
+    ("launch_floor", "[1] + [1]", "f32", "us", 1, 500, 20),
     ("sdpa_causal_4k", "B4 H32 L4096 D128 causal", "bf16", "TFLOP/s",
      _sdpa_flops(4, 32, 4096, 128, True), 30, 3),
     ("sdpa_full_4k", "B4 H32 L4096 D128", "bf16", "TFLOP/s",

@@ -196,6 +196,30 @@ def norm_rope_cache():
     return prog(run)
 
 
+def rms_norm_decode():
+    x, w = rand(1, 4096), rand(4096, seed=1)
+    return prog(lambda: F.rms_norm(x, (4096,), w, EPS))
+
+
+def rope_decode():
+    x = rand(1, 32, 1, 128)
+    at, half = 2000, 64
+    theta = 10000.0 ** (-torch.arange(half, device=DEV, dtype=torch.float32) * 2 / 128)
+    ang = at * theta
+    c, s = ang.cos().to(BF), ang.sin().to(BF)
+
+    def run():
+        x1, x2 = x[..., :half], x[..., half:]
+        return torch.cat([x1 * c - x2 * s, x1 * s + x2 * c], -1)
+    return prog(run)
+
+
+def launch_floor():
+    a = torch.ones(1, device=DEV)
+    b = torch.full((1,), 2.0, device=DEV)
+    return prog(lambda: a + b)
+
+
 def sdpa(b, h, l, d, causal):
     def setup():
         q, k, v = (rand(b, h, l, d, seed=i) for i in range(3))
@@ -332,6 +356,7 @@ SETUPS = {
     "rms_norm": rms_norm, "add_rms_norm": add_rms_norm, "layer_norm": layer_norm,
     "rms_norm_vjp": rms_norm_vjp, "softmax": softmax, "logsumexp": logsumexp,
     "cross_entropy": cross_entropy, "rope": rope, "norm_rope_cache": norm_rope_cache,
+    "rms_norm_decode": rms_norm_decode, "rope_decode": rope_decode, "launch_floor": launch_floor,
     "sdpa_causal_4k": sdpa(4, 32, 4096, 128, True), "sdpa_full_4k": sdpa(4, 32, 4096, 128, False),
     "sdpa_causal_8k_d64": sdpa(2, 16, 8192, 64, True),
     "sdpa_causal_16k": sdpa(1, 32, 16384, 128, True),

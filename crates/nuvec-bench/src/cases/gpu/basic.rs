@@ -197,3 +197,18 @@ pub(super) fn tiny_op_chain() -> Result<Prepared, Skip> {
         }),
     })
 }
+
+/// One elementwise kernel on one element (`[1] + [1]`), built and evaluated: the floor a
+/// decode-sized call is measured against (a launch and the graph's bookkeeping).
+pub(super) fn launch_floor() -> Result<Prepared, Skip> {
+    let a = array(vec![1.0f32], &[1])?;
+    let b = array(vec![2.0f32], &[1])?;
+    Ok(Prepared {
+        work: 1.0,
+        build: Box::new(move || Ok(vec![nuvec_core::add(&a, &b)?])),
+        check: Box::new(|out| {
+            let got = read(out, 0, &[1], DType::F32)?;
+            near("launch_floor", 0, got[0], 3.0, 0.0, 0.0)
+        }),
+    })
+}

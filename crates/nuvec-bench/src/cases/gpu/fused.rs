@@ -337,3 +337,61 @@ pub(super) fn norm_rope_cache() -> Result<Prepared, Skip> {
         }),
     })
 }
+
+/// `rms_norm` of one decoding step's row (`[1, 4096]`): a decode-sized call's latency, to set
+/// beside `launch_floor`.
+pub(super) fn rms_norm_decode() -> Result<Prepared, Skip> {
+    let (sx, sw) = (220, 221);
+    let x = bf16_input(&[1, COLS], sx)?;
+    let w = bf16_input(&[COLS], sw)?;
+    Ok(Prepared {
+        work: 1.0,
+        build: Box::new(move || Ok(vec![fast::rms_norm(&x, Some(&w), EPS)?])),
+        check: Box::new(move |out| {
+            let got = read(out, 0, &[1, COLS], DType::BF16)?;
+            let x = row(sx, 0);
+            let n = inv_rms(&x);
+            for c in 0..COLS {
+                let want = round(x[c] * n) * bf(sw, c);
+                near("rms_norm_decode", c, got[c], want, BF16_REL, 1e-2)?;
+            }
+            Ok(())
+        }),
+    })
+}
+
+/// `rope` of one decoding step's queries (`[1, 32, 1, 128]` at position 2000): a decode-sized
+/// call's latency.
+pub(super) fn rope_decode() -> Result<Prepared, Skip> {
+    const H: usize = 32;
+    const D: usize = 128;
+    const AT: usize = 2000;
+    let sx = 222;
+    let x = bf16_input(&[1, H, 1, D], sx)?;
+    let offset = small(vec![AT as i32], &[])?;
+    Ok(Prepared {
+        work: 1.0,
+        build: Box::new(move || {
+            Ok(vec![fast::rope(
+                &x,
+                D,
+                false,
+                Some(1e4),
+                1.0,
+                &offset,
+                None,
+            )?])
+        }),
+        check: Box::new(move |out| {
+            let got = read(out, 0, &[1, H, 1, D], DType::BF16)?;
+            for h in 0..H {
+                let x: Vec<f64> = (0..D).map(|e| bf(sx, h * D + e)).collect();
+                for d in 0..D {
+                    let i = h * D + d;
+                    near("rope_decode", i, got[i], rotated(&x, d, AT), BF16_REL, 1e-2)?;
+                }
+            }
+            Ok(())
+        }),
+    })
+}
