@@ -19,11 +19,12 @@ t quant timeout 280 $T/gpu_quantized-* --test-threads=2 &
 t wgmma timeout 280 $T/gpu_qmm_wgmma-* --test-threads=2 &
 t wgmma_off env NUVEC_QMM_WGMMA=0 timeout 280 $T/gpu_qmm_wgmma-* --test-threads=2 &
 t gather timeout 280 $T/gpu_gather_qmm-* --test-threads=2 &
+t gather_mm timeout 280 $T/gpu_gather_mm-* --test-threads=2 &
 t norms timeout 280 $T/gpu_norms-* --test-threads=1 &
 t rows timeout 280 $T/gpu_rows-* --test-threads=1 &
 t seed timeout 280 $T/seed_fast-* --test-threads=2 &
 wait
-for f in flash flash_pp attn gdelta quant wgmma wgmma_off gather norms rows seed; do echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" $OUT/$f.log | head -12; done
+for f in flash flash_pp attn gdelta quant wgmma wgmma_off gather gather_mm norms rows seed; do echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" $OUT/$f.log | head -12; done
 S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
 echo "== sdpa tma"; timeout 60 $B --device gpu --budget 1 --json $OUT/tma.json $S 2>&1 | tail -5
 echo "== sdpa pingpong"; NUVEC_FLASH_PINGPONG=1 timeout 60 $B --device gpu --budget 1 --json $OUT/pp.json $S 2>&1 | tail -5
@@ -46,4 +47,5 @@ echo "== quantized"; timeout 90 $B --device gpu --budget 1 --json $OUT/q.json qm
 echo "== quantized tiled"; NUVEC_QMM_WGMMA=0 timeout 60 $B --device gpu --budget 1 qmm_512x14336x4096 qmm_4096x14336x4096 2>&1 | tail -2
 echo "== decode"; timeout 60 $B --device gpu --budget 1 --json $OUT/dec.json decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k 2>&1 | tail -5
 echo "== decode no prefetch"; NUVEC_KERNEL_DEFINES="NV_ATTN_PREFETCH=0" timeout 60 $B --device gpu --budget 1 decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k 2>&1 | tail -4
-echo "== torch"; timeout 120 python3 bench/peers/torch_bench.py --json $OUT/torch.json copy $S $R qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 2>&1 | tail -16
+echo "== decode-sized calls"; timeout 40 $B --device gpu --budget 1 rms_norm_decode rope_decode launch_floor 2>&1 | tail -3
+echo "== torch"; timeout 120 python3 bench/peers/torch_bench.py --json $OUT/torch.json copy $S $R qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 rms_norm_decode rope_decode launch_floor 2>&1 | tail -19
