@@ -71,6 +71,83 @@ __device__ __forceinline__ void nv_gdc_put2(T* p, float lo, float hi) {
   *reinterpret_cast<u32*>(p) = NvMma<T>::pack(lo, hi);
 }
 
+// Warp-tile products on the tensor cores, with f32 accumulators in mma.sync's fragments
+// (tile j of 8 columns: rows lane/4 and lane/4 + 8, columns 2(lane % 4) and the next). The
+// contraction goes 16 at a time in the outer loop, pairs of column tiles in the inner one, so
+// each accumulator takes its products in one fixed order whatever the helper.
+//
+// acc[i] += A_i B for the NA row tiles A_i (16 rows from a[i], row stride `as`, K columns) and
+// B given by the rows of its transpose (N rows of K from `bt`, stride `bs`): A_i share each
+// fragment of B.
+template <typename T, int K, int N, int NA>
+__device__ __forceinline__ void nv_gdc_mul_bt(float (&acc)[NA][N / 8][4], const T* const (&a)[NA],
+                                              int as, const T* bt, int bs, int lane) {
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+  const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
+#pragma unroll
+  for (int s = 0; s < K / 16; ++s) {
+    u32 af[NA][4];
+#pragma unroll
+    for (int i = 0; i < NA; ++i) nv_ldsm4(af[i], a[i] + a_row * as + s * 16 + a_col);
+#pragma unroll
+    for (int j = 0; j < N / 8; j += 2) {
+      u32 bf[4];
+      nv_ldsm4(bf, bt + (j * 8 + b_row) * bs + s * 16 + b_col);
+#pragma unroll
+      for (int i = 0; i < NA; ++i) {
+        NvMma<T>::run(acc[i][j], af[i], bf[0], bf[1]);
+        NvMma<T>::run(acc[i][j + 1], af[i], bf[2], bf[3]);
+      }
+    }
+  }
+}
+
+// acc += A B: A's 16 rows from `a` (stride `as`, K columns), B as K rows of N from `b`
+// (stride `bs`).
+template <typename T, int K, int N>
+__device__ __forceinline__ void nv_gdc_mul_b(float (&acc)[N / 8][4], const T* a, int as,
+                                             const T* b, int bs, int lane) {
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+#pragma unroll
+  for (int s = 0; s < K / 16; ++s) {
+    u32 af[4];
+    nv_ldsm4(af, a + a_row * as + s * 16 + a_col);
+#pragma unroll
+    for (int j = 0; j < N / 8; j += 2) {
+      u32 bf[4];
+      nv_ldsm4_t(bf, b + (s * 16 + a_row) * bs + j * 8 + a_col);
+      NvMma<T>::run(acc[j], af, bf[0], bf[1]);
+      NvMma<T>::run(acc[j + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
+// acc[mi] += A^T B for MI row tiles of 16: A stored as K rows of its MI · 16 columns (`at`,
+// stride `as`), B as K rows of N (`b`, stride `bs`).
+template <typename T, int K, int MI, int N>
+__device__ __forceinline__ void nv_gdc_mul_at_b(float (&acc)[MI][N / 8][4], const T* at, int as,
+                                                const T* b, int bs, int lane) {
+  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
+  // The transposed operand: rows k from bit 4 of the lane, columns m from bit 3.
+  const int t_row = (lane & 7) + ((lane >> 4) & 1) * 8, t_col = ((lane >> 3) & 1) * 8;
+#pragma unroll
+  for (int s = 0; s < K / 16; ++s) {
+    u32 af[MI][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) nv_ldsm4_t(af[mi], at + (s * 16 + t_row) * as + mi * 16 + t_col);
+#pragma unroll
+    for (int j = 0; j < N / 8; j += 2) {
+      u32 bf[4];
+      nv_ldsm4_t(bf, b + (s * 16 + a_row) * bs + j * 8 + a_col);
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi) {
+        NvMma<T>::run(acc[mi][j], af[mi], bf[0], bf[1]);
+        NvMma<T>::run(acc[mi][j + 1], af[mi], bf[2], bf[3]);
+      }
+    }
+  }
+}
+
 // C rows of D features of one head's sequence into shared memory (row stride `ds` elements of
 // T), from element `base` of `src` (of type code `type`; rows `rs`, features `fs` elements
 // apart); rows from `valid` on are zeros. With `vec`, src holds T with fs = 1 and every row
@@ -177,30 +254,18 @@ __device__ __forceinline__ void nv_gdc_prep(const void* __restrict__ q, const vo
   __syncthreads();
 
   // K K^T and Q K^T for this warp's 16 rows, all 64 columns.
-  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
-  const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
   const int row0 = warp * 16;
   {
-    float kk[C / 8][4], qk[C / 8][4];
+    // K K^T and Q K^T, this warp's 16 rows.
+    float prod[2][C / 8][4];
 #pragma unroll
     for (int j = 0; j < C / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) kk[j][e] = qk[j][e] = 0.0f;
-#pragma unroll
-    for (int s = 0; s < DK / 16; ++s) {
-      u32 ak[4], aq[4];
-      nv_ldsm4(ak, ks + (row0 + a_row) * KS + s * 16 + a_col);
-      nv_ldsm4(aq, qs + (row0 + a_row) * KS + s * 16 + a_col);
-#pragma unroll
-      for (int j = 0; j < C / 8; j += 2) {
-        u32 bf[4];
-        nv_ldsm4(bf, ks + (j * 8 + b_row) * KS + s * 16 + b_col);
-        NvMma<T>::run(kk[j], ak, bf[0], bf[1]);
-        NvMma<T>::run(kk[j + 1], ak, bf[2], bf[3]);
-        NvMma<T>::run(qk[j], aq, bf[0], bf[1]);
-        NvMma<T>::run(qk[j + 1], aq, bf[2], bf[3]);
-      }
-    }
+      for (int e = 0; e < 4; ++e) prod[0][j][e] = prod[1][j][e] = 0.0f;
+    const T* const rows[2] = {ks + row0 * KS, qs + row0 * KS};
+    nv_gdc_mul_bt<T, DK, C, 2>(prod, rows, KS, ks, KS, lane);
+    const auto& kk = prod[0];
+    const auto& qk = prod[1];
     // A (strictly lower) into shared memory; P (lower with the diagonal) to the workspace.
     T* pw = wsh + (bh * nt + n) * Ws::HALF + Ws::P;
 #pragma unroll
@@ -270,18 +335,7 @@ __device__ __forceinline__ void nv_gdc_prep(const void* __restrict__ q, const vo
     float acc[DK / 8][4];
 #pragma unroll
     for (int j = 0; j < DK / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-#pragma unroll
-    for (int s = 0; s < C / 16; ++s) {
-      u32 af[4];
-      nv_ldsm4(af, tw + (row0 + a_row) * PS + s * 16 + a_col);
-#pragma unroll
-      for (int j = 0; j < DK / 8; j += 2) {
-        u32 bf[4];
-        nv_ldsm4_t(bf, ks + (s * 16 + a_row) * KS + j * 8 + a_col);
-        NvMma<T>::run(acc[j], af, bf[0], bf[1]);
-        NvMma<T>::run(acc[j + 1], af, bf[2], bf[3]);
-      }
-    }
+    nv_gdc_mul_b<T, C, DK>(acc, tw + row0 * PS, PS, ks, KS, lane);
 #pragma unroll
     for (int j = 0; j < DK / 8; ++j) {
       const int r = row0 + gr, c = j * 8 + 2 * t4;
@@ -294,18 +348,7 @@ __device__ __forceinline__ void nv_gdc_prep(const void* __restrict__ q, const vo
     float acc[DV / 8][4];
 #pragma unroll
     for (int j = 0; j < DV / 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-#pragma unroll
-    for (int s = 0; s < C / 16; ++s) {
-      u32 af[4];
-      nv_ldsm4(af, tu + (row0 + a_row) * PS + s * 16 + a_col);
-#pragma unroll
-      for (int j = 0; j < DV / 8; j += 2) {
-        u32 bf[4];
-        nv_ldsm4_t(bf, vs + (s * 16 + a_row) * VS + j * 8 + a_col);
-        NvMma<T>::run(acc[j], af, bf[0], bf[1]);
-        NvMma<T>::run(acc[j + 1], af, bf[2], bf[3]);
-      }
-    }
+    nv_gdc_mul_b<T, C, DV>(acc, tu + row0 * PS, PS, vs, VS, lane);
 #pragma unroll
     for (int j = 0; j < DV / 8; ++j) {
       const int r = row0 + gr, c = j * 8 + 2 * t4;
@@ -359,10 +402,6 @@ __device__ __forceinline__ void nv_gdc_state(const S* __restrict__ state, S* __r
   const i64 slice = blockIdx.x % SLICES, bh = blockIdx.x / SLICES;
   const i64 h = bh % a.hv, b = bh / a.hv;
   const i64 r0 = slice * RV;
-  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
-  const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
-  // The transposed A operand (stored [k][m]): rows k from bit 4, columns m from bit 3.
-  const int t_row = (lane & 7) + ((lane >> 4) & 1) * 8, t_col = ((lane >> 3) & 1) * 8;
   const int row0 = warp * 16;  // this warp's steps in the chunk products
   const int col0 = warp * (DK / 4);  // this warp's state columns
 
@@ -414,26 +453,15 @@ __device__ __forceinline__ void nv_gdc_state(const S* __restrict__ state, S* __r
     const float total = us[C * US];
 
     // W S^T and Qg S^T: this warp's 16 steps, the block's 32 rows.
-    float vacc[RV / 8][4], yacc[RV / 8][4];
+    float prod[2][RV / 8][4];
 #pragma unroll
     for (int j = 0; j < RV / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) vacc[j][e] = yacc[j][e] = 0.0f;
-#pragma unroll
-    for (int s = 0; s < DK / 16; ++s) {
-      u32 aw[4], aq[4];
-      nv_ldsm4(aw, ws + (row0 + a_row) * KS + s * 16 + a_col);
-      nv_ldsm4(aq, qgs + (row0 + a_row) * KS + s * 16 + a_col);
-#pragma unroll
-      for (int j = 0; j < RV / 8; j += 2) {
-        u32 bf[4];
-        nv_ldsm4(bf, ss + (j * 8 + b_row) * KS + s * 16 + b_col);
-        NvMma<T>::run(vacc[j], aw, bf[0], bf[1]);
-        NvMma<T>::run(vacc[j + 1], aw, bf[2], bf[3]);
-        NvMma<T>::run(yacc[j], aq, bf[0], bf[1]);
-        NvMma<T>::run(yacc[j + 1], aq, bf[2], bf[3]);
-      }
-    }
+      for (int e = 0; e < 4; ++e) prod[0][j][e] = prod[1][j][e] = 0.0f;
+    const T* const rows[2] = {ws + row0 * KS, qgs + row0 * KS};
+    nv_gdc_mul_bt<T, DK, RV, 2>(prod, rows, KS, ss, KS, lane);
+    auto& vacc = prod[0];
+    auto& yacc = prod[1];
     // V' = U - W S^T, rounded to T into shared memory.
 #pragma unroll
     for (int j = 0; j < RV / 8; ++j)
@@ -446,18 +474,7 @@ __device__ __forceinline__ void nv_gdc_state(const S* __restrict__ state, S* __r
     __syncthreads();  // V' whole; S in T no longer read this chunk
 
     // Y = Qg S^T + P V', written for the steps inside the sequence.
-#pragma unroll
-    for (int s = 0; s < C / 16; ++s) {
-      u32 af[4];
-      nv_ldsm4(af, ps + (row0 + a_row) * PS + s * 16 + a_col);
-#pragma unroll
-      for (int j = 0; j < RV / 8; j += 2) {
-        u32 bf[4];
-        nv_ldsm4_t(bf, vsm + (s * 16 + a_row) * VS + j * 8 + a_col);
-        NvMma<T>::run(yacc[j], af, bf[0], bf[1]);
-        NvMma<T>::run(yacc[j + 1], af, bf[2], bf[3]);
-      }
-    }
+    nv_gdc_mul_b<T, C, RV>(yacc, ps + row0 * PS, PS, vsm, VS, lane);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const i64 t = (i64)n * C + row0 + gr + half * 8;
@@ -476,22 +493,7 @@ __device__ __forceinline__ void nv_gdc_state(const S* __restrict__ state, S* __r
       for (int j = 0; j < NTW; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) st[mi][j][e] *= total;
-#pragma unroll
-    for (int s = 0; s < C / 16; ++s) {
-      u32 af[2][4];
-#pragma unroll
-      for (int mi = 0; mi < 2; ++mi) nv_ldsm4_t(af[mi], vsm + (s * 16 + t_row) * VS + mi * 16 + t_col);
-#pragma unroll
-      for (int j = 0; j < NTW; j += 2) {
-        u32 bf[4];
-        nv_ldsm4_t(bf, kds + (s * 16 + a_row) * KS + col0 + j * 8 + a_col);
-#pragma unroll
-        for (int mi = 0; mi < 2; ++mi) {
-          NvMma<T>::run(st[mi][j], af[mi], bf[0], bf[1]);
-          NvMma<T>::run(st[mi][j + 1], af[mi], bf[2], bf[3]);
-        }
-      }
-    }
+    nv_gdc_mul_at_b<T, C, 2, 8 * NTW>(st, vsm, VS, kds + col0, KS, lane);
 #pragma unroll
     for (int mi = 0; mi < 2; ++mi)
 #pragma unroll
@@ -561,9 +563,6 @@ __device__ __forceinline__ void nv_gdc_walk(const S* __restrict__ state, S* __re
   const i64 slice = blockIdx.x % SLICES, bh = blockIdx.x / SLICES;
   const i64 h = bh % a.hv, b = bh / a.hv;
   const i64 r0 = slice * RV;
-  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
-  const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
-  const int t_row = (lane & 7) + ((lane >> 4) & 1) * 8, t_col = ((lane >> 3) & 1) * 8;
   const int row0 = warp * 16;        // this warp's steps in V'
   const int col0 = warp * (DK / 4);  // this warp's state columns
 
@@ -619,23 +618,14 @@ __device__ __forceinline__ void nv_gdc_walk(const S* __restrict__ state, S* __re
     }
 
     // V' = U - W S^T: this warp's 16 steps, the block's RV rows.
-    float vacc[RV / 8][4];
+    float prod[1][RV / 8][4];
 #pragma unroll
     for (int j = 0; j < RV / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) vacc[j][e] = 0.0f;
-#pragma unroll
-    for (int s = 0; s < DK / 16; ++s) {
-      u32 aw[4];
-      nv_ldsm4(aw, ws + (row0 + a_row) * KS + s * 16 + a_col);
-#pragma unroll
-      for (int j = 0; j < RV / 8; j += 2) {
-        u32 bf[4];
-        nv_ldsm4(bf, ss + (j * 8 + b_row) * KS + s * 16 + b_col);
-        NvMma<T>::run(vacc[j], aw, bf[0], bf[1]);
-        NvMma<T>::run(vacc[j + 1], aw, bf[2], bf[3]);
-      }
-    }
+      for (int e = 0; e < 4; ++e) prod[0][j][e] = 0.0f;
+    const T* const rows[1] = {ws + row0 * KS};
+    nv_gdc_mul_bt<T, DK, RV, 1>(prod, rows, KS, ss, KS, lane);
+    const auto& vacc = prod[0];
     {
       T* vd = vn + (bh * nt + n) * C * DV + r0;
 #pragma unroll
@@ -658,22 +648,7 @@ __device__ __forceinline__ void nv_gdc_walk(const S* __restrict__ state, S* __re
       for (int j = 0; j < NTW; ++j)
 #pragma unroll
         for (int e = 0; e < 4; ++e) st[mi][j][e] *= total;
-#pragma unroll
-    for (int s = 0; s < C / 16; ++s) {
-      u32 af[MI][4];
-#pragma unroll
-      for (int mi = 0; mi < MI; ++mi) nv_ldsm4_t(af[mi], vsm + (s * 16 + t_row) * VS + mi * 16 + t_col);
-#pragma unroll
-      for (int j = 0; j < NTW; j += 2) {
-        u32 bf[4];
-        nv_ldsm4_t(bf, kds + (s * 16 + a_row) * KS + col0 + j * 8 + a_col);
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi) {
-          NvMma<T>::run(st[mi][j], af[mi], bf[0], bf[1]);
-          NvMma<T>::run(st[mi][j + 1], af[mi], bf[2], bf[3]);
-        }
-      }
-    }
+    nv_gdc_mul_at_b<T, C, MI, 8 * NTW>(st, vsm, VS, kds + col0, KS, lane);
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -717,8 +692,6 @@ __device__ __forceinline__ void nv_gdc_out(T* __restrict__ y, const T* __restric
   const int gr = lane >> 2, t4 = lane & 3;
   const i64 n = blockIdx.x % nt, bh = blockIdx.x / nt;
   const i64 h = bh % a.hv, b = bh / a.hv;
-  const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
-  const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
   const int row0 = warp * 16;
 
   const T* chunk = wsh + (bh * nt + n) * Ws::HALF;
@@ -730,35 +703,15 @@ __device__ __forceinline__ void nv_gdc_out(T* __restrict__ y, const T* __restric
   nv_cp_wait<0>();
   __syncthreads();
 
-  float yacc[DV / 8][4];
+  float prod[1][DV / 8][4];
 #pragma unroll
   for (int j = 0; j < DV / 8; ++j)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) yacc[j][e] = 0.0f;
-#pragma unroll
-  for (int s = 0; s < DK / 16; ++s) {
-    u32 aq[4];
-    nv_ldsm4(aq, qg + (row0 + a_row) * KS + s * 16 + a_col);
-#pragma unroll
-    for (int j = 0; j < DV / 8; j += 2) {
-      u32 bf[4];
-      nv_ldsm4(bf, sn + (j * 8 + b_row) * KS + s * 16 + b_col);
-      NvMma<T>::run(yacc[j], aq, bf[0], bf[1]);
-      NvMma<T>::run(yacc[j + 1], aq, bf[2], bf[3]);
-    }
-  }
-#pragma unroll
-  for (int s = 0; s < C / 16; ++s) {
-    u32 af[4];
-    nv_ldsm4(af, ps + (row0 + a_row) * PS + s * 16 + a_col);
-#pragma unroll
-    for (int j = 0; j < DV / 8; j += 2) {
-      u32 bf[4];
-      nv_ldsm4_t(bf, vv + (s * 16 + a_row) * YS + j * 8 + a_col);
-      NvMma<T>::run(yacc[j], af, bf[0], bf[1]);
-      NvMma<T>::run(yacc[j + 1], af, bf[2], bf[3]);
-    }
-  }
+    for (int e = 0; e < 4; ++e) prod[0][j][e] = 0.0f;
+  const T* const rows[1] = {qg + row0 * KS};
+  nv_gdc_mul_bt<T, DK, DV, 1>(prod, rows, KS, sn, KS, lane);
+  auto& yacc = prod[0];
+  nv_gdc_mul_b<T, C, DV>(yacc, ps + row0 * PS, PS, vv, YS, lane);
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const i64 t = n * C + row0 + gr + half * 8;
