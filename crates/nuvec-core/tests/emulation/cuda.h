@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <vector>
 #include <thread>
 #include <vector>
 
@@ -243,3 +244,11 @@ alignas(1024) unsigned char nvqw_raw[1 << 18];
 alignas(1024) unsigned char nv_t_smem[1 << 18];
 // What shared addresses (the u32 a kernel gives TMA, barriers and descriptors) count from.
 inline unsigned char* nv_emu_smem_base = nv_t_smem;
+
+// A running hash (FNV-1a) of the bits of every output a test mixes in, printed at its end, so
+// that a rewrite meant to keep the kernels' bits can be checked against the hash before it.
+inline unsigned long long nv_emu_bits = 1469598103934665603ull;
+template <typename V> inline void nv_emu_mix(const std::vector<V>& v) {
+  const unsigned char* p = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0; i < v.size() * sizeof(V); ++i) nv_emu_bits = (nv_emu_bits ^ p[i]) * 1099511628211ull;
+}

@@ -102,17 +102,11 @@ int run(int B, int T, int HK, int HV, int vec, unsigned seed) {
         d12 = std::max(d12, (double)std::abs(out1[si] - out2[si]));
       }
     }
-  // A hash of the outputs' bits, so that a rewrite meant to keep them can be checked.
-  unsigned long long bits = 1469598103934665603ull;
-  auto mix = [&](const void* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) bits = (bits ^ ((const unsigned char*)p)[i]) * 1099511628211ull;
-  };
-  mix(y1.data(), y1.size() * sizeof(y1[0]));
-  mix(out1.data(), out1.size() * sizeof(out1[0]));
+  nv_emu_mix(y1);
+  nv_emu_mix(out1);
   std::printf(
-      "DK %d DV %d RV %d T %d vec %d: y rel %.3g, state rel %.3g, split vs fused max diff %.3g, "
-      "bits %016llx\n",
-      DK, DV, RV, T, vec, ey / ty, es / ts, d12, bits);
+      "DK %d DV %d RV %d T %d vec %d: y rel %.3g, state rel %.3g, split vs fused max diff %.3g\n",
+      DK, DV, RV, T, vec, ey / ty, es / ts, d12);
   return (ey / ty < 3e-2 && es / ts < 3e-2 && d12 == 0) ? 0 : 1;
 }
 
@@ -122,6 +116,7 @@ int main() {
   bad += run<64, 64, 16>(1, 100, 1, 2, 0, 2);
   bad += run<128, 64, 32>(1, 130, 1, 1, 7, 3);
   bad += run<64, 128, 16>(2, 64, 2, 2, 0, 4);
+  std::printf("bits %016llx\n", nv_emu_bits);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;
 }

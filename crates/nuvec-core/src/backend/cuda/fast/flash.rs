@@ -95,7 +95,7 @@ fn tma_shared(bm: usize, d: usize, dv: usize, stages: usize) -> usize {
 
 /// Whether causal blocks on Hopper start in FlashAttention-3's order (`NUVEC_FLASH_ORDER=l2`:
 /// heads in groups whose keys and values fit in L2, the blocks with the most keys first within
-/// a group; `NV_H_ORDER` in `flash_sm90.cu`; not yet run on a GPU).
+/// a group; `NV_H_ORDER` in `flash.cu`; not yet run on a GPU).
 fn grouped_order() -> bool {
     static GROUPED: OnceLock<bool> = OnceLock::new();
     *GROUPED.get_or_init(|| std::env::var("NUVEC_FLASH_ORDER").is_ok_and(|v| v == "l2"))

@@ -128,6 +128,200 @@ __device__ __forceinline__ void nv_flash_tile(T* s, int ss, const T* g, i64 gs, 
   }
 }
 
+// The block's place, shared by every prefill kernel: (batch, query head, its key head, first
+// query row, key tiles to visit) from blockIdx, BM query rows a block, BN keys a tile.
+struct NvFlashBlock {
+  i64 b, h, kvh;
+  int m0, ntiles;
+};
+// Tunable: the order causal blocks start in. 0: each head's blocks together, the most keys
+// first. 1 (FlashAttention-3's): the heads in groups whose keys and values fit in
+// NV_H_L2_BYTES of L2, and within a group the blocks with the most keys first over all its
+// heads, so each wave takes the heaviest blocks left while its heads' keys stay in L2.
+#ifndef NV_H_ORDER
+#define NV_H_ORDER 0
+#endif
+#ifndef NV_H_L2_BYTES
+#define NV_H_L2_BYTES (24 << 20)
+#endif
+
+// `row_bytes`: the bytes of one key row and one value row (for NV_H_ORDER).
+template <bool CAUSAL, int BN, int BM>
+__device__ __forceinline__ NvFlashBlock nv_flash_block(const NvFlash& a, int row_bytes) {
+  NvFlashBlock k;
+  const int mtiles = gridDim.x;
+  // Causal blocks with the most keys go first.
+  int mt = CAUSAL ? mtiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
+  k.h = blockIdx.y;
+  k.b = blockIdx.z;
+  if (CAUSAL && NV_H_ORDER) {
+    // Blocks start in launch order (x fastest): rank them (group, key tiles, head).
+    const i64 heads = (i64)gridDim.y * gridDim.z;  // (batch, query head), heads fastest
+    const i64 kv = (i64)a.lk * row_bytes;
+    i64 g = (i64)NV_H_L2_BYTES / (kv > 0 ? kv : 1);
+    g = (g > 1 ? g : 1) * a.group;
+    g = g < heads ? g : heads;
+    const i64 lin = blockIdx.x + (i64)gridDim.x * (blockIdx.y + (i64)gridDim.y * blockIdx.z);
+    const i64 gi = lin / (g * mtiles), first = gi * g;
+    const i64 size = heads - first < g ? heads - first : g;
+    const i64 r = lin - first * mtiles;
+    const i64 head = first + r % size;
+    mt = mtiles - 1 - (int)(r / size);
+    k.h = head % gridDim.y;
+    k.b = head / gridDim.y;
+  }
+  k.kvh = k.h / a.group;
+  k.m0 = mt * BM;
+  int kend = a.lk;
+  if (CAUSAL) {
+    // Row i sees keys 0..=i + lk − lq.
+    const int last = (k.m0 + BM < a.lq ? k.m0 + BM : a.lq) - 1;
+    const int see = last + (a.lk - a.lq) + 1;
+    kend = see < a.lk ? see : a.lk;
+  }
+  k.ntiles = (kend + BN - 1) / BN;
+  return k;
+}
+
+// The online softmax (base 2) of the two query rows a lane holds in the tensor cores'
+// accumulator layout (mma.sync's, and each warp's part of wgmma's): rows r0 and r0 + 8, tile j
+// of 8 keys at s[4j ..]: (r0, 2 t4), (r0, 2 t4 + 1), (r1, 2 t4), (r1, 2 t4 + 1), t4 = lane % 4.
+// The four lanes of a row meet by shuffles. The arguments the steps read are copied by value:
+// a reference to the kernel's parameter would make the compiler copy it to local memory.
+template <typename T, int NT, int MASK, bool CAUSAL, bool SINKS>
+struct NvFlashRows {
+  float m_run[2], l_run[2], alpha[2];
+  float sink2;
+  int r0, r1, t4, m0, off, lq, lk;
+  float scale;
+  i64 mrow, mcol;
+  const char* mbase;
+
+  // Rows r0_ and r0_ + 8 of (b, h), in a block whose first row is m0_.
+  __device__ __forceinline__ void init(const NvFlash& a, const void* mask, const T* sinks, i64 b,
+                                       i64 h, int m0_, int r0_) {
+    lq = a.lq;
+    lk = a.lk;
+    scale = a.scale;
+    mrow = a.m_strides[2];
+    mcol = a.m_strides[3];
+    t4 = threadIdx.x & 3;
+    m0 = m0_;
+    off = a.lk - a.lq;  // causal: row i sees keys 0..=i + off
+    r0 = r0_;
+    r1 = r0_ + 8;
+    sink2 = NV_FLASH_NEG_INF;
+    if (SINKS) sink2 = nv_up(sinks[a.s_offset + h * a.s_stride]) * NV_FLASH_LOG2E;
+    m_run[0] = m_run[1] = sink2;
+    l_run[0] = l_run[1] = 0.0f;
+    mbase = nullptr;
+    if (MASK) {
+      mbase = reinterpret_cast<const char*>(mask) +
+              (a.m_offset + b * a.m_strides[0] + h * a.m_strides[1]) * (MASK == 1 ? 1 : sizeof(T));
+    }
+  }
+
+  // Scales and masks the scores in s of the tile from key n0, updates the running statistics
+  // (alpha: the factor the output takes) and leaves the weights, in f32, in s.
+  __device__ __forceinline__ void exponentials(float* s, int n0) {
+    const int bn = NT * 8;
+    const bool edge = n0 + bn > lk || (CAUSAL && n0 + bn - 1 > m0 + off);
+    float mx[2] = {NV_FLASH_NEG_INF, NV_FLASH_NEG_INF};
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e < 2 ? r0 : r1;
+        const int c = n0 + j * 8 + 2 * t4 + (e & 1);
+        float x = s[j * 4 + e] * scale;
+        if (MASK && r < lq && c < lk) {
+          const i64 at = (i64)r * mrow + (i64)c * mcol;
+          if (MASK == 1) {
+            x = mbase[at] ? x : NV_FLASH_HIDDEN;
+          } else {
+            x += nv_up(reinterpret_cast<const T*>(mbase)[at]) * NV_FLASH_LOG2E;
+          }
+        }
+        if (edge && (c >= lk || (CAUSAL && c > r + off))) x = NV_FLASH_NEG_INF;
+        s[j * 4 + e] = x;
+        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+      }
+    }
+    float m_use[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
+      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+      const float m_new = fmaxf(m_run[i], mx[i]);
+      // A row that has seen only −∞ so far keeps weights of 0 (not NaN).
+      m_use[i] = m_new == NV_FLASH_NEG_INF ? 0.0f : m_new;
+      alpha[i] = nv_flash_exp2(m_run[i] - m_use[i]);
+      m_run[i] = m_new;
+      l_run[i] *= alpha[i];
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const float p0 = nv_flash_exp2(s[j * 4 + 0] - m_use[0]);
+      const float p1 = nv_flash_exp2(s[j * 4 + 1] - m_use[0]);
+      const float p2 = nv_flash_exp2(s[j * 4 + 2] - m_use[1]);
+      const float p3 = nv_flash_exp2(s[j * 4 + 3] - m_use[1]);
+      l_run[0] += p0 + p1;
+      l_run[1] += p2 + p3;
+      s[j * 4 + 0] = p0;
+      s[j * 4 + 1] = p1;
+      s[j * 4 + 2] = p2;
+      s[j * 4 + 3] = p3;
+    }
+  }
+
+  // The weights in s, rounded to T and packed as the A fragments of the value product.
+  __device__ __forceinline__ void pack(u32 (*p)[4], const float* s) const {
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      p[j >> 1][(j & 1) * 2 + 0] = NvMma<T>::pack(s[j * 4 + 0], s[j * 4 + 1]);
+      p[j >> 1][(j & 1) * 2 + 1] = NvMma<T>::pack(s[j * 4 + 2], s[j * 4 + 3]);
+    }
+  }
+
+  // The output accumulator (OT tiles of 8 features, o[4j ..] as s) times alpha.
+  template <int OT> __device__ __forceinline__ void rescale(float* o) const {
+#pragma unroll
+    for (int j = 0; j < OT; ++j) {
+      o[j * 4 + 0] *= alpha[0];
+      o[j * 4 + 1] *= alpha[0];
+      o[j * 4 + 2] *= alpha[1];
+      o[j * 4 + 3] *= alpha[1];
+    }
+  }
+
+  // The row sums over the four lanes of a row, the sink's weight, and the output rows of
+  // (b, h): the DV features of OT tiles (padding tiles past DV are not written).
+  template <int DV, int OT>
+  __device__ __forceinline__ void store(const float* o, T* out, i64 b, i64 h, int hq) {
+    float inv[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float l = l_run[i];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      if (SINKS) l += nv_flash_exp2(sink2 - (m_run[i] == NV_FLASH_NEG_INF ? 0.0f : m_run[i]));
+      inv[i] = 1.0f / l;
+    }
+    T* ob = out + ((b * hq + h) * lq) * (i64)DV;
+#pragma unroll
+    for (int j = 0; j < OT; ++j) {
+      const int c = j * 8 + 2 * t4;
+      if (c >= DV) continue;
+      if (r0 < lq)
+        *reinterpret_cast<u32*>(ob + (i64)r0 * DV + c) =
+            NvMma<T>::pack(o[j * 4 + 0] * inv[0], o[j * 4 + 1] * inv[0]);
+      if (r1 < lq)
+        *reinterpret_cast<u32*>(ob + (i64)r1 * DV + c) =
+            NvMma<T>::pack(o[j * 4 + 2] * inv[1], o[j * 4 + 3] * inv[1]);
+    }
+  }
+};
+
 // MASK: 0 none, 1 boolean (u8, true keeps), 2 additive (T).
 template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS>
 __device__ void nv_flash(const T* __restrict__ q, const T* __restrict__ k,
@@ -144,37 +338,22 @@ __device__ void nv_flash(const T* __restrict__ q, const T* __restrict__ k,
   T* vs = ks + 2 * BN * QS;        // two stages
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t4 = lane & 3;
-  const int mtiles = gridDim.x;
-  // Causal blocks with the most keys go first.
-  const int mt = CAUSAL ? mtiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
-  const i64 h = blockIdx.y, b = blockIdx.z;
-  const i64 kvh = h / a.group;
-  const int m0 = mt * BM;
-  const int off = a.lk - a.lq;  // causal: row i sees keys 0..=i + off
+  const NvFlashBlock blk = nv_flash_block<CAUSAL, BN, BM>(a, (D + DV) * (int)sizeof(T));
+  const i64 h = blk.h, b = blk.b, kvh = blk.kvh;
+  const int m0 = blk.m0, ntiles = blk.ntiles;
 
   const T* qg = q + a.q_offset + b * a.q_strides[0] + h * a.q_strides[1] + (i64)m0 * a.q_strides[2];
   const T* kg = k + a.k_offset + b * a.k_strides[0] + kvh * a.k_strides[1];
   const T* vg = v + a.v_offset + b * a.v_strides[0] + kvh * a.v_strides[1];
-
-  int kend = a.lk;
-  if (CAUSAL) {
-    const int last = (m0 + BM < a.lq ? m0 + BM : a.lq) - 1;
-    kend = last + off + 1 < a.lk ? last + off + 1 : a.lk;
-  }
-  const int ntiles = (kend + BN - 1) / BN;
 
   nv_flash_tile<T, BM, DP>(qs, QS, qg, a.q_strides[2], a.lq - m0, D);
   nv_flash_tile<T, BN, DP>(ks, QS, kg, a.k_strides[2], a.lk, D);
   nv_flash_tile<T, BN, DVP>(vs, VS, vg, a.v_strides[2], a.lk, DV);
   nv_cp_commit();
 
-  // Rows g and g + 8 of this warp's 16.
-  const int r0 = m0 + warp * 16 + g, r1 = r0 + 8;
-  float m_run[2], l_run[2] = {0.0f, 0.0f};
-  float sink2 = NV_FLASH_NEG_INF;
-  if (SINKS) sink2 = nv_up(sinks[a.s_offset + h * a.s_stride]) * NV_FLASH_LOG2E;
-  m_run[0] = m_run[1] = sink2;
+  // Rows lane / 4 and lane / 4 + 8 of this warp's 16.
+  NvFlashRows<T, NT, MASK, CAUSAL, SINKS> rows;
+  rows.init(a, mask, sinks, b, h, m0, m0 + warp * 16 + (lane >> 2));
   float o[OT][4];
 #pragma unroll
   for (int j = 0; j < OT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
@@ -185,12 +364,6 @@ __device__ void nv_flash(const T* __restrict__ q, const T* __restrict__ k,
   const int a_row = (lane & 7) + ((lane >> 3) & 1) * 8, a_col = (lane >> 4) * 8;
   const int b_row = (lane & 7) + (lane >> 4) * 8, b_col = ((lane >> 3) & 1) * 8;
   const T* qw = qs + (warp * 16 + a_row) * QS + a_col;
-
-  const char* mbase = nullptr;
-  if (MASK) {
-    mbase = reinterpret_cast<const char*>(mask) +
-            (a.m_offset + b * a.m_strides[0] + h * a.m_strides[1]) * (MASK == 1 ? 1 : sizeof(T));
-  }
 
   for (int t = 0; t < ntiles; ++t) {
     const int stage = t & 1;
@@ -236,61 +409,12 @@ __device__ void nv_flash(const T* __restrict__ q, const T* __restrict__ k,
       }
     }
 
-    // Scale, mask and the running statistics.
-    const bool edge = n0 + BN > a.lk || (CAUSAL && n0 + BN - 1 > m0 + off);
-    float mx[2] = {NV_FLASH_NEG_INF, NV_FLASH_NEG_INF};
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e < 2 ? r0 : r1;
-        const int c = n0 + j * 8 + 2 * t4 + (e & 1);
-        float x = s[j][e] * a.scale;
-        if (MASK && r < a.lq && c < a.lk) {
-          const i64 at = (i64)r * a.m_strides[2] + (i64)c * a.m_strides[3];
-          if (MASK == 1) {
-            x = mbase[at] ? x : NV_FLASH_HIDDEN;
-          } else {
-            x += nv_up(reinterpret_cast<const T*>(mbase)[at]) * NV_FLASH_LOG2E;
-          }
-        }
-        if (edge && (c >= a.lk || (CAUSAL && c > r + off))) x = NV_FLASH_NEG_INF;
-        s[j][e] = x;
-        mx[e >> 1] = fmaxf(mx[e >> 1], x);
-      }
-    }
-    float alpha[2], m_use[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-      const float m_new = fmaxf(m_run[i], mx[i]);
-      // A row that has seen only −∞ so far keeps weights of 0 (not NaN).
-      m_use[i] = m_new == NV_FLASH_NEG_INF ? 0.0f : m_new;
-      alpha[i] = nv_flash_exp2(m_run[i] - m_use[i]);
-      m_run[i] = m_new;
-      l_run[i] *= alpha[i];
-    }
-#pragma unroll
-    for (int j = 0; j < OT; ++j) {
-      o[j][0] *= alpha[0];
-      o[j][1] *= alpha[0];
-      o[j][2] *= alpha[1];
-      o[j][3] *= alpha[1];
-    }
-    // The weights, packed as A fragments of the value product.
+    // Scale, mask, the running statistics, and the weights packed as A fragments of the
+    // value product.
+    rows.exponentials(&s[0][0], n0);
+    rows.template rescale<OT>(&o[0][0]);
     u32 pf[NT / 2][4];
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const float p0 = nv_flash_exp2(s[j][0] - m_use[0]);
-      const float p1 = nv_flash_exp2(s[j][1] - m_use[0]);
-      const float p2 = nv_flash_exp2(s[j][2] - m_use[1]);
-      const float p3 = nv_flash_exp2(s[j][3] - m_use[1]);
-      l_run[0] += p0 + p1;
-      l_run[1] += p2 + p3;
-      pf[j >> 1][(j & 1) * 2 + 0] = NvMma<T>::pack(p0, p1);
-      pf[j >> 1][(j & 1) * 2 + 1] = NvMma<T>::pack(p2, p3);
-    }
+    rows.pack(pf, &s[0][0]);
     // Output += weights · values.
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
@@ -305,26 +429,7 @@ __device__ void nv_flash(const T* __restrict__ q, const T* __restrict__ k,
     __syncthreads();
   }
 
-  // The row sums over the four lanes of a row, the sink's weight, and the output.
-  float inv[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    float l = l_run[i];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    if (SINKS) l += nv_flash_exp2(sink2 - (m_run[i] == NV_FLASH_NEG_INF ? 0.0f : m_run[i]));
-    inv[i] = 1.0f / l;
-  }
-  T* ob = out + ((b * a.hq + h) * a.lq) * (i64)DV;
-#pragma unroll
-  for (int j = 0; j < OT; ++j) {
-    const int c = j * 8 + 2 * t4;
-    if (c >= DV) continue;
-    if (r0 < a.lq)
-      *reinterpret_cast<u32*>(ob + (i64)r0 * DV + c) = NvMma<T>::pack(o[j][0] * inv[0], o[j][1] * inv[0]);
-    if (r1 < a.lq)
-      *reinterpret_cast<u32*>(ob + (i64)r1 * DV + c) = NvMma<T>::pack(o[j][2] * inv[1], o[j][3] * inv[1]);
-  }
+  rows.template store<DV, OT>(&o[0][0], out, b, h, a.hq);
 }
 
 // One kernel: type, head sizes, mask kind, causal, sinks.

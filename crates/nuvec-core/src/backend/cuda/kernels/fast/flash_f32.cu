@@ -48,22 +48,13 @@ __device__ void nv_flash_f32(const float* __restrict__ q, const float* __restric
   float* vs = ks + BN * KS;      // [BN][DV]
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int mtiles = gridDim.x;
-  // Causal blocks with the most keys go first.
-  const int mt = CAUSAL ? mtiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
-  const i64 h = blockIdx.y, b = blockIdx.z;
-  const i64 kvh = h / a.group;
-  const int m0 = mt * BM;
+  const NvFlashBlock blk = nv_flash_block<CAUSAL, BN, BM>(a, (D + DV) * 4);
+  const i64 h = blk.h, b = blk.b, kvh = blk.kvh;
+  const int m0 = blk.m0, ntiles = blk.ntiles;
   const int off = a.lk - a.lq;  // causal: row i sees keys 0..=i + off
   const float* qg = q + a.q_offset + b * a.q_strides[0] + h * a.q_strides[1] + (i64)m0 * a.q_strides[2];
   const float* kg = k + a.k_offset + b * a.k_strides[0] + kvh * a.k_strides[1];
   const float* vg = v + a.v_offset + b * a.v_strides[0] + kvh * a.v_strides[1];
-  int kend = a.lk;
-  if (CAUSAL) {
-    const int last = (m0 + BM < a.lq ? m0 + BM : a.lq) - 1;
-    kend = last + off + 1 < a.lk ? last + off + 1 : a.lk;
-  }
-  const int ntiles = (kend + BN - 1) / BN;
   nv_f32_tile(qs, D, qg, a.q_strides[2], BM, a.lq - m0, D);
 
   const char* mbase = nullptr;

@@ -144,9 +144,10 @@ __device__ __forceinline__ void nv_h_tile(unsigned char* base, const T* g, i64 g
   }
 }
 
-// What a consumer warpgroup keeps for its 64 query rows: the scores of one tile, the
-// running statistics and the output accumulator, with the three steps of a tile. D and DV
-// are 64 or 128.
+// What a consumer warpgroup keeps for its 64 query rows: the scores of one tile, the output
+// accumulator, and the online softmax of `flash.cu` (NvFlashRows: each warp's part of a
+// wgmma accumulator is laid out as mma.sync's), with the three steps of a tile. D and DV are
+// 64 or 128.
 template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS, int BN_,
           int BM_ = NV_H_BM>
 struct NvHRows {
@@ -157,42 +158,16 @@ struct NvHRows {
 
   float s[NT * 4];
   float o[OT * 4];
-  float m_run[2], l_run[2], alpha[2];
-  float sink2;
-  int r0, r1, t4, m0, off;
+  NvFlashRows<T, NT, MASK, CAUSAL, SINKS> st;
   u32 qa;  // this warpgroup's 64 query rows in shared memory
-  const char* mbase;
-  // The arguments the steps read, by value: a reference to the kernel's parameter would
-  // make the compiler copy it to local memory.
-  int lq, lk;
-  float scale;
-  i64 mrow, mcol;
 
   __device__ __forceinline__ NvHRows(const NvFlash& a, const void* mask, const T* sinks, i64 b,
-                                     i64 h, int m0_, int wg, u32 q_addr) {
+                                     i64 h, int m0, int wg, u32 q_addr) {
     const int lane = threadIdx.x & 31, w4 = (threadIdx.x >> 5) & 3;
-    lq = a.lq;
-    lk = a.lk;
-    scale = a.scale;
-    mrow = a.m_strides[2];
-    mcol = a.m_strides[3];
-    t4 = lane & 3;
-    m0 = m0_;
-    off = a.lk - a.lq;
-    r0 = m0 + wg * 64 + w4 * 16 + (lane >> 2);
-    r1 = r0 + 8;
+    st.init(a, mask, sinks, b, h, m0, m0 + wg * 64 + w4 * 16 + (lane >> 2));
     qa = q_addr + wg * 64 * 128;
-    sink2 = NV_FLASH_NEG_INF;
-    if (SINKS) sink2 = nv_up(sinks[a.s_offset + h * a.s_stride]) * NV_FLASH_LOG2E;
-    m_run[0] = m_run[1] = sink2;
-    l_run[0] = l_run[1] = 0.0f;
 #pragma unroll
     for (int i = 0; i < OT * 4; ++i) o[i] = 0.0f;
-    mbase = nullptr;
-    if (MASK) {
-      mbase = reinterpret_cast<const char*>(mask) +
-              (a.m_offset + b * a.m_strides[0] + h * a.m_strides[1]) * (MASK == 1 ? 1 : sizeof(T));
-    }
   }
 
   // Issues the scores against the keys at shared address `kt` (one wgmma group).
@@ -232,155 +207,20 @@ struct NvHRows {
     pack(p);
   }
 
-  // Scales and masks tile t's scores, updates the running statistics (alpha: the factor the
-  // output takes) and leaves the weights, in f32, in s.
-  __device__ __forceinline__ void exponentials(int t) {
-    const int n0 = t * BN;
-    const bool edge = n0 + BN > lk || (CAUSAL && n0 + BN - 1 > m0 + off);
-    float mx[2] = {NV_FLASH_NEG_INF, NV_FLASH_NEG_INF};
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e < 2 ? r0 : r1;
-        const int c = n0 + j * 8 + 2 * t4 + (e & 1);
-        float x = s[j * 4 + e] * scale;
-        if (MASK && r < lq && c < lk) {
-          const i64 at = (i64)r * mrow + (i64)c * mcol;
-          if (MASK == 1) {
-            x = mbase[at] ? x : NV_FLASH_HIDDEN;
-          } else {
-            x += nv_up(reinterpret_cast<const T*>(mbase)[at]) * NV_FLASH_LOG2E;
-          }
-        }
-        if (edge && (c >= lk || (CAUSAL && c > r + off))) x = NV_FLASH_NEG_INF;
-        s[j * 4 + e] = x;
-        mx[e >> 1] = fmaxf(mx[e >> 1], x);
-      }
-    }
-    float m_use[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
-      mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
-      const float m_new = fmaxf(m_run[i], mx[i]);
-      // A row that has seen only −∞ so far keeps weights of 0 (not NaN).
-      m_use[i] = m_new == NV_FLASH_NEG_INF ? 0.0f : m_new;
-      alpha[i] = nv_flash_exp2(m_run[i] - m_use[i]);
-      m_run[i] = m_new;
-      l_run[i] *= alpha[i];
-    }
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const float p0 = nv_flash_exp2(s[j * 4 + 0] - m_use[0]);
-      const float p1 = nv_flash_exp2(s[j * 4 + 1] - m_use[0]);
-      const float p2 = nv_flash_exp2(s[j * 4 + 2] - m_use[1]);
-      const float p3 = nv_flash_exp2(s[j * 4 + 3] - m_use[1]);
-      l_run[0] += p0 + p1;
-      l_run[1] += p2 + p3;
-      s[j * 4 + 0] = p0;
-      s[j * 4 + 1] = p1;
-      s[j * 4 + 2] = p2;
-      s[j * 4 + 3] = p3;
-    }
-  }
+  // Scales and masks tile t's scores, updates the running statistics and leaves the weights,
+  // in f32, in s.
+  __device__ __forceinline__ void exponentials(int t) { st.exponentials(s, t * BN); }
 
   // The weights in s, rounded to T and packed as the A fragments of the value product.
-  __device__ __forceinline__ void pack(Weights& p) {
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      p[j >> 1][(j & 1) * 2 + 0] = NvMma<T>::pack(s[j * 4 + 0], s[j * 4 + 1]);
-      p[j >> 1][(j & 1) * 2 + 1] = NvMma<T>::pack(s[j * 4 + 2], s[j * 4 + 3]);
-    }
-  }
+  __device__ __forceinline__ void pack(Weights& p) { st.pack(p, s); }
 
-  __device__ __forceinline__ void rescale() {
-#pragma unroll
-    for (int j = 0; j < OT; ++j) {
-      o[j * 4 + 0] *= alpha[0];
-      o[j * 4 + 1] *= alpha[0];
-      o[j * 4 + 2] *= alpha[1];
-      o[j * 4 + 3] *= alpha[1];
-    }
-  }
+  __device__ __forceinline__ void rescale() { st.template rescale<OT>(o); }
 
-  // The row sums over the four lanes of a row, the sink's weight, and the output rows.
+  // The row sums, the sink's weight, and the output rows.
   __device__ __forceinline__ void store(T* out, i64 b, i64 h, int hq) {
-    float inv[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      float l = l_run[i];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      if (SINKS) l += nv_flash_exp2(sink2 - (m_run[i] == NV_FLASH_NEG_INF ? 0.0f : m_run[i]));
-      inv[i] = 1.0f / l;
-    }
-    T* ob = out + ((b * hq + h) * lq) * (i64)DV;
-#pragma unroll
-    for (int j = 0; j < OT; ++j) {
-      const int c = j * 8 + 2 * t4;
-      if (r0 < lq)
-        *reinterpret_cast<u32*>(ob + (i64)r0 * DV + c) =
-            NvMma<T>::pack(o[j * 4 + 0] * inv[0], o[j * 4 + 1] * inv[0]);
-      if (r1 < lq)
-        *reinterpret_cast<u32*>(ob + (i64)r1 * DV + c) =
-            NvMma<T>::pack(o[j * 4 + 2] * inv[1], o[j * 4 + 3] * inv[1]);
-    }
+    st.template store<DV, OT>(o, out, b, h, hq);
   }
 };
-
-// The block's place: (batch, query head, first query row, key tiles to visit).
-struct NvHBlock {
-  i64 b, h, kvh;
-  int m0, ntiles;
-};
-// Tunable: the order causal blocks start in. 0: each head's blocks together, the most keys
-// first. 1 (FlashAttention-3's): the heads in groups whose keys and values fit in
-// NV_H_L2_BYTES of L2, and within a group the blocks with the most keys first over all its
-// heads, so each wave takes the heaviest blocks left while its heads' keys stay in L2.
-#ifndef NV_H_ORDER
-#define NV_H_ORDER 0
-#endif
-#ifndef NV_H_L2_BYTES
-#define NV_H_L2_BYTES (24 << 20)
-#endif
-
-// `row_bytes`: the bytes of one key row and one value row (for NV_H_ORDER).
-template <bool CAUSAL, int BN, int BM = NV_H_BM>
-__device__ __forceinline__ NvHBlock nv_h_block(const NvFlash& a, int row_bytes) {
-  NvHBlock k;
-  const int mtiles = gridDim.x;
-  // Causal blocks with the most keys go first.
-  int mt = CAUSAL ? mtiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
-  k.h = blockIdx.y;
-  k.b = blockIdx.z;
-  if (CAUSAL && NV_H_ORDER) {
-    // Blocks start in launch order (x fastest): rank them (group, key tiles, head).
-    const i64 heads = (i64)gridDim.y * gridDim.z;  // (batch, query head), heads fastest
-    const i64 kv = (i64)a.lk * row_bytes;
-    i64 g = (i64)NV_H_L2_BYTES / (kv > 0 ? kv : 1);
-    g = (g > 1 ? g : 1) * a.group;
-    g = g < heads ? g : heads;
-    const i64 lin = blockIdx.x + (i64)gridDim.x * (blockIdx.y + (i64)gridDim.y * blockIdx.z);
-    const i64 gi = lin / (g * mtiles), first = gi * g;
-    const i64 size = heads - first < g ? heads - first : g;
-    const i64 r = lin - first * mtiles;
-    const i64 head = first + r % size;
-    mt = mtiles - 1 - (int)(r / size);
-    k.h = head % gridDim.y;
-    k.b = head / gridDim.y;
-  }
-  k.kvh = k.h / a.group;
-  k.m0 = mt * BM;
-  int kend = a.lk;
-  if (CAUSAL) {
-    const int last = (k.m0 + BM < a.lq ? k.m0 + BM : a.lq) - 1;
-    const int see = last + (a.lk - a.lq) + 1;
-    kend = see < a.lk ? see : a.lk;
-  }
-  k.ntiles = (kend + BN - 1) / BN;
-  return k;
-}
 
 // The 1,024-aligned start of the dynamic shared memory (the swizzle repeats every 1,024 bytes).
 __device__ __forceinline__ unsigned char* nv_h_base(unsigned char* smem) {
@@ -402,7 +242,7 @@ __device__ void nv_flash_sm90(const T* __restrict__ q, const T* __restrict__ k,
   unsigned char* ks = qs + BM * D * 2;
   unsigned char* vs = ks + 2 * KT;
   const u32 ka = nv_smem(ks), va = nv_smem(vs);
-  const NvHBlock blk = nv_h_block<CAUSAL, BN>(a, (D + DV) * (int)sizeof(T));
+  const NvFlashBlock blk = nv_flash_block<CAUSAL, BN, BM>(a, (D + DV) * (int)sizeof(T));
   const int ntiles = blk.ntiles;
   const T* qg = q + a.q_offset + blk.b * a.q_strides[0] + blk.h * a.q_strides[1] +
                 (i64)blk.m0 * a.q_strides[2];

@@ -94,7 +94,7 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
   auto k_free = [&](int s) { return bars + 8 * (1 + S + s); };
   auto v_full = [&](int s) { return bars + 8 * (1 + 2 * S + s); };
   auto v_free = [&](int s) { return bars + 8 * (1 + 3 * S + s); };
-  const NvHBlock blk = nv_h_block<CAUSAL, BN, BM>(a, (D + DV) * (int)sizeof(T));
+  const NvFlashBlock blk = nv_flash_block<CAUSAL, BN, BM>(a, (D + DV) * (int)sizeof(T));
   const int ntiles = blk.ntiles;
   const int wg = threadIdx.x >> 7;
 
