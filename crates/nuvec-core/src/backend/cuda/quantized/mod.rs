@@ -1,6 +1,6 @@
 //! Affine quantization on the GPU (`kernels/quantized.cu`): [`QuantizedOp::Dequantize`] and
 //! [`QuantizedOp::Quantize`] (f16, bf16, f32 and f64), and [`QuantizedOp::Matmul`] (f16, bf16
-//! and f32) for a 2-D `w`, in MLX's layout (2, 3, 4, 5, 6 or 8 bits, groups of 32, 64 or 128).
+//! and f32), in MLX's layout (2, 3, 4, 5, 6 or 8 bits, groups of 32, 64 or 128).
 //! `gather_qmm`'s fused node has its kernels in `gather.rs`, `gather_mm`'s (plain weights
 //! through the same tiles) in `gather_mm.rs`.
 //!
@@ -348,6 +348,9 @@ fn batched_matmul(
     let shape = &outputs[0].0;
     let (x, w) = (&inputs[0], &inputs[1]);
     let nd = w.layout.shape.len();
+    if x.layout.shape.len() < 2 || shape.len() < nd {
+        return Ok(None);
+    }
     let batch = &shape[..shape.len() - 2];
     let wbatch: usize = w.layout.shape[..nd - 2].iter().product();
     if wbatch == 1 {
