@@ -14,6 +14,7 @@ if [ "$part" = 1 ]; then
 t flash timeout 280 $T/gpu_flash-* --test-threads=3 &
 t flash_pp env NUVEC_FLASH_PINGPONG=1 NUVEC_FLASH_CONSUMERS=3 timeout 280 $T/gpu_flash-* --test-threads=3 &
 t attn timeout 280 $T/gpu_attention-* --test-threads=2 &
+t attn_merge env NUVEC_ATTN_MERGE=block timeout 280 $T/gpu_attention-* --test-threads=2 &
 t gdelta timeout 280 $T/gpu_gated_delta-* --test-threads=2 &
 t quant timeout 280 $T/gpu_quantized-* --test-threads=2 &
 t wgmma timeout 280 $T/gpu_qmm_wgmma-* --test-threads=2 &
@@ -24,7 +25,7 @@ t norms timeout 280 $T/gpu_norms-* --test-threads=1 &
 t rows timeout 280 $T/gpu_rows-* --test-threads=1 &
 t seed timeout 280 $T/seed_fast-* --test-threads=2 &
 wait
-for f in flash flash_pp attn gdelta quant wgmma wgmma_off gather gather_mm norms rows seed; do echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" $OUT/$f.log | head -12; done
+for f in flash flash_pp attn attn_merge gdelta quant wgmma wgmma_off gather gather_mm norms rows seed; do echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" $OUT/$f.log | head -12; done
 S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
 echo "== sdpa tma"; timeout 60 $B --device gpu --budget 1 --json $OUT/tma.json $S 2>&1 | tail -5
 echo "== sdpa pingpong"; NUVEC_FLASH_PINGPONG=1 timeout 60 $B --device gpu --budget 1 --json $OUT/pp.json $S 2>&1 | tail -5
@@ -46,6 +47,8 @@ echo "== lse minb2"; NUVEC_KERNEL_DEFINES="NV_LSE_MINB=2" timeout 30 $B --device
 echo "== quantized"; timeout 90 $B --device gpu --budget 1 --json $OUT/q.json qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64 2>&1 | tail -7
 echo "== quantized tiled"; NUVEC_QMM_WGMMA=0 timeout 60 $B --device gpu --budget 1 qmm_512x14336x4096 qmm_4096x14336x4096 2>&1 | tail -2
 echo "== decode"; timeout 60 $B --device gpu --budget 1 --json $OUT/dec.json decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k 2>&1 | tail -5
+echo "== decode merged in-block"; NUVEC_ATTN_MERGE=block timeout 60 $B --device gpu --budget 1 decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k 2>&1 | tail -5
+for n in 8 16 24 32 64; do echo "== decode b1 splits $n (merged in-block)"; NUVEC_ATTN_SPLITS=$n NUVEC_ATTN_MERGE=block timeout 20 $B --device gpu --budget 0.5 decode_b1_8k 2>&1 | tail -1; done
 echo "== decode no prefetch"; NUVEC_KERNEL_DEFINES="NV_ATTN_PREFETCH=0" timeout 60 $B --device gpu --budget 1 decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k 2>&1 | tail -4
 echo "== decode-sized calls"; timeout 40 $B --device gpu --budget 1 rms_norm_decode rope_decode launch_floor 2>&1 | tail -3
 echo "== torch"; timeout 120 python3 bench/peers/torch_bench.py --json $OUT/torch.json copy $S $R qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 rms_norm_decode rope_decode launch_floor 2>&1 | tail -19

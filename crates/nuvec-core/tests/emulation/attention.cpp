@@ -1,5 +1,6 @@
 // attention.cu's decoding kernels in the emulation: contiguous keys against attention in
-// double (one pass, and split with the merge kernel; causal or not; one and two query rows over
+// double (one pass, and split with the merge kernel or merged by each chunk's last split block;
+// causal or not; one and two query rows over
 // grouped heads; bf16 on the tensor cores at head sizes 64, 128 and 256, and past 256 with the
 // features split over the warps; f32 on the FMA units at 512), and the paged kernel over a
 // shuffled block table equal to the contiguous one bit for bit. Built and run by
@@ -29,7 +30,7 @@ template <typename T> static unsigned bits_of(T x) {
 
 template <typename T, int D, int R = 8>
 static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, int nsplit,
-                       unsigned seed) {
+                       unsigned seed, bool merge = false) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   const int hq = hkv * group, rows = group * lq, nchunks = (rows + R - 1) / R, bs = 16;
@@ -55,22 +56,30 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
   a.causal = causal;
   a.nsplit = nsplit;
   a.nchunks = nchunks;
+  a.merge = merge;
   const float scale = 1.0f / std::sqrt((float)D);
   a.scale = scale * 1.4426950408889634f;
   const size_t outs = (size_t)B * hq * lq;
   std::vector<T> out(outs * D), pout(outs * D);
   std::vector<float> part_o(outs * nsplit * D), part_ml(outs * nsplit * 2);
+  // One counter a row chunk, zero between launches (the last block of a chunk resets it).
+  std::vector<u32> counters((size_t)B * hkv * nchunks, 0u);
   auto run = [&](auto paged, const T* kk, const T* vv, const i32* table, const i32* lens,
                  const NvAttn& at, T* o) {
     constexpr bool P = decltype(paged)::value;
     nv_emu_launch({(unsigned)(nchunks * nsplit), (unsigned)hkv, (unsigned)B}, NV_ATTN_THREADS, [&] {
       decode_kernel<T, D, R, P>(q.data(), kk, vv, table, lens, o, part_o.data(),
                                 reinterpret_cast<float2*>(part_ml.data()), at);
+      nv_attn_merge_last<T, D, R, P>(lens, o, part_o.data(),
+                                     reinterpret_cast<const float2*>(part_ml.data()),
+                                     counters.data(), at);
     });
-    nv_emu_launch({(unsigned)outs, 1, 1}, NvAttnCombine<D>::THREADS, [&] {
-      nv_attention_combine<T, D, P>(lens, o, part_o.data(),
-                                       reinterpret_cast<const float2*>(part_ml.data()), at);
-    });
+    if (!at.merge) {
+      nv_emu_launch({(unsigned)outs, 1, 1}, NvAttnCombine<D>::THREADS, [&] {
+        nv_attention_combine<T, D, P>(lens, o, part_o.data(),
+                                      reinterpret_cast<const float2*>(part_ml.data()), at);
+      });
+    }
   };
   run(std::false_type{}, k.data(), v.data(), nullptr, nullptr, a, out.data());
 
@@ -137,10 +146,11 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
           unequal += bits_of(out[at]) != bits_of(pout[at]);
         }
       }
+  for (u32 c : counters) unequal += c != 0u;  // left for the next launch at zero
   std::printf(
-      "decode %s D %d B %d hkv %d group %d lq %d lk %d causal %d splits %d: rel err %.3g, paged "
+      "decode %s%s D %d B %d hkv %d group %d lq %d lk %d causal %d splits %d: rel err %.3g, paged "
       "unequal %d\n",
-      sizeof(T) == 4 ? "f32" : "bf16", D, B, hkv, group, lq, lk, causal, nsplit, worst / top,
+      sizeof(T) == 4 ? "f32" : "bf16", merge ? " merged in-block" : "", D, B, hkv, group, lq, lk, causal, nsplit, worst / top,
       unequal);
   const double tol = sizeof(T) == 4 ? 1e-5 : 1.0 / 64;
   return (worst / top < tol && unequal == 0) ? 0 : 1;
@@ -160,6 +170,11 @@ int main() {
   bad += decode_case<bf16, 512>(1, 2, 3, 1, 9, false, 1, 8);
   bad += decode_case<float, 512, 4>(1, 1, 8, 1, 1030, false, 2, 9);
   bad += decode_case<float, 512, 2>(1, 2, 1, 2, 77, true, 1, 10);
+  // The last split block of each row chunk merges the splits (no second kernel).
+  bad += decode_case<bf16, 128>(1, 2, 4, 1, 2100, false, 3, 11, true);
+  bad += decode_case<bf16, 128>(2, 2, 8, 2, 1500, true, 5, 12, true);
+  bad += decode_case<bf16, 512>(1, 1, 8, 1, 1100, false, 3, 13, true);
+  bad += decode_case<float, 128, 4>(1, 2, 4, 1, 1300, true, 4, 14, true);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;
 }

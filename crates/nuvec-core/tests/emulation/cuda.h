@@ -5,6 +5,7 @@
 // round to nearest even like the device's conversions; the products of the tensor-core
 // stand-ins sum in double, so results match the device's to rounding, not bit for bit.
 #pragma once
+#include <atomic>
 #include <barrier>
 #include <condition_variable>
 #include <map>
@@ -169,6 +170,16 @@ inline unsigned __float_as_uint(float f) {
 template <typename T>
 inline T __ldg(const T* p) {
   return *p;
+}
+template <typename T>
+inline T __ldcg(const T* p) {
+  return *p;
+}
+// Blocks run one at a time: a fence orders nothing more than program order does, and an
+// atomic needs only to be atomic among the block's threads.
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  return std::atomic_ref<unsigned>(*p).fetch_add(v);
 }
 // CUDA's overloaded min and max of mixed integer types.
 template <typename A, typename B>

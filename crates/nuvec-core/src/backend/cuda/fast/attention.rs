@@ -24,22 +24,27 @@
 //!
 //! Sequences of at least [`SINGLE`] keys may be split over several blocks (enough to give
 //! every multiprocessor several, with whole waves) and merged by a second kernel; the paged
-//! kernel decides per sequence on the device, from its length.
+//! kernel decides per sequence on the device, from its length. Tuning knobs, for the
+//! benchmarks: `NUVEC_ATTN_MERGE=block` has the last split block of each row chunk merge the
+//! splits (no second kernel; counters kept per stream, set back to zero by the kernel), and
+//! `NUVEC_ATTN_SPLITS=n` forces the splits of long sequences.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{LazyLock, Mutex, OnceLock};
 
+use cudarc::driver::result as driver_result;
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
 use super::{CudaKernel, Place, flash, nested, with_copies};
 use crate::array::ArrayData;
+use crate::backend::cuda::alloc::DeviceBuffer;
 use crate::backend::cuda::elementwise::type_names;
 use crate::backend::cuda::launch::{Kernel, KernelKey, symbol};
 use crate::fast::attention::Attention;
 use crate::fast::paged::PagedAttention;
 use crate::fast::{Arg, kernel_sized};
 use crate::primitive::OutputSpec;
-use crate::{DType, Result};
+use crate::{DType, Error, Result};
 
 impl CudaKernel for Attention {
     /// The shapes MLX sends to its kernels (its `has_fused_kernel` and `use_fallback` rules,
@@ -226,6 +231,7 @@ struct AttnArgs {
     causal: i32,
     nsplit: i32,
     nchunks: i32,
+    merge: i32,
     scale: f32,
 }
 
@@ -355,6 +361,52 @@ fn resident(key: &KernelKey, f: &Kernel) -> Result<usize> {
         m.insert(*key, n);
     }
     Ok(n)
+}
+
+/// Whether the last split block of each row chunk merges the splits (`NUVEC_ATTN_MERGE=block`),
+/// instead of a second kernel.
+fn merge_in_block() -> bool {
+    static MERGE: OnceLock<bool> = OnceLock::new();
+    *MERGE.get_or_init(|| std::env::var("NUVEC_ATTN_MERGE").is_ok_and(|v| v == "block"))
+}
+
+/// The splits of long sequences when forced (`NUVEC_ATTN_SPLITS`).
+fn forced_splits() -> Option<usize> {
+    static SPLITS: OnceLock<Option<usize>> = OnceLock::new();
+    *SPLITS.get_or_init(|| {
+        std::env::var("NUVEC_ATTN_SPLITS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(|n: usize| n.clamp(1, MAX_SPLITS))
+    })
+}
+
+/// Zeroed counters for the in-block merge, `n` at least, kept per (device, stream): the
+/// kernel's last block of a chunk sets its counter back to zero, so they are zeroed once, when
+/// allocated (on the stream, before the launch that uses them).
+fn counters(place: &Place, n: usize) -> Result<u64> {
+    static COUNTERS: LazyLock<Mutex<HashMap<(usize, usize), (DeviceBuffer, usize)>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let mut map = COUNTERS
+        .lock()
+        .map_err(|_| Error::Device("cuda: attention: the counters' lock is poisoned".into()))?;
+    let key = (place.gpu.ordinal, place.stream_id);
+    if let Some((buffer, len)) = map.get(&key)
+        && *len >= n
+    {
+        return Ok(buffer.ptr());
+    }
+    let len = n.next_power_of_two().max(1024);
+    let buffer = place.gpu.alloc.alloc(len * 4, place.stream_id)?;
+    // SAFETY: the block was just allocated with `len · 4` bytes for this stream; the memset is
+    // queued on it before any launch that reads the counters.
+    unsafe { driver_result::memset_d8_async(buffer.ptr(), 0, len * 4, place.stream.cu_stream()) }
+        .map_err(|e| Error::Device(format!("cuda: attention: zeroing counters: {e}")))?;
+    let ptr = buffer.ptr();
+    // A smaller block this replaces goes back to the allocator's cache for this stream, after
+    // the work queued on it.
+    map.insert(key, (buffer, len));
+    Ok(ptr)
 }
 
 /// What both entry points hand to [`launch`].
@@ -549,12 +601,21 @@ fn launch(
     let sizing = place.gpu.kernel(&sized, || source(dtype, d))?;
     let wave = resident(&sized, &sizing)? * place.gpu.props.sms as usize;
     let units = job.batch * hkv * nchunks;
-    let nsplit = splits(keys, units, wave, warp_keys(dtype, d));
+    let nsplit = match forced_splits() {
+        Some(n) if keys >= SINGLE => {
+            // Whole warp steps in every split (as `splits` keeps them).
+            let steps = keys.div_ceil(warp_keys(dtype, d));
+            steps.div_ceil(steps.div_ceil(n.min(steps)))
+        }
+        _ => splits(keys, units, wave, warp_keys(dtype, d)),
+    };
+    let merge = nsplit > 1 && merge_in_block();
     job.args.hkv = hkv as i32;
     job.args.group = group as i32;
     job.args.lq = lq as i32;
     job.args.nsplit = nsplit as i32;
     job.args.nchunks = nchunks as i32;
+    job.args.merge = i32::from(merge);
     let (out, out_ptr) = place.output(dtype, &outputs[0].0)?;
     let out_rows = job.batch * job.hq * lq;
     // Per row and split: the accumulator, then (max, sum).
@@ -568,6 +629,7 @@ fn launch(
         None
     };
     let (po, pml) = parts.as_ref().map_or((0, 0), |(o, m)| (o.ptr(), m.ptr()));
+    let counts = if merge { counters(place, units)? } else { 0 };
     let [q, k, v, table, lengths] = job.ptrs;
     let config = LaunchConfig {
         // Row chunks fastest: the chunks of one head and split run side by side and share
@@ -576,17 +638,19 @@ fn launch(
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: 0,
     };
-    let params: [&dyn DeviceRepr; 9] =
-        [&q, &k, &v, &table, &lengths, &out_ptr, &po, &pml, &job.args];
+    let params: [&dyn DeviceRepr; 10] = [
+        &q, &k, &v, &table, &lengths, &out_ptr, &po, &pml, &counts, &job.args,
+    ];
     // SAFETY: q, k and v are read at offsets their layouts give for indices inside their
     // shapes (keys below the sequence's length, which is clamped to the table's capacity;
     // paged rows through table entries clamped to the cache's blocks; query rows of the
     // chunk's padding are not read); the table and lengths are read inside their shapes; the
     // output holds B·Hq·Lq·D elements, the parts B·Hq·Lq·nsplit rows when there are several
-    // splits (and are not touched otherwise); the grid fits (`fits_grid`) and the arguments
-    // match the kernel's signature.
+    // splits (and are not touched otherwise); with the in-block merge, `counts` holds a zeroed
+    // counter for each of the `units` row chunks (left at zero again by the kernel); the grid
+    // fits (`fits_grid`) and the arguments match the kernel's signature.
     unsafe { f.launch(&place.stream, config, &params) }?;
-    if nsplit > 1 {
+    if nsplit > 1 && !merge {
         let side = if job.paged { "p" } else { "c" };
         let key = KernelKey {
             module,

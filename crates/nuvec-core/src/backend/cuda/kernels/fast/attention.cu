@@ -72,6 +72,7 @@ struct NvAttn {
   i32 causal;        // row i sees keys 0..=len − lq + i (else all keys)
   i32 nsplit;
   i32 nchunks;       // row chunks per key head
+  i32 merge;         // 1: the last split block of a chunk merges the splits (no second kernel)
   float scale;       // the score scale times log2(e)
 };
 
@@ -1006,24 +1007,87 @@ __device__ __forceinline__ void nv_attention_combine(const i32* __restrict__ len
   nv_attn_store4<T>(out + row * D + c4 * 4, y);
 }
 
+// With a.merge, the last of a row chunk's split blocks to finish (counted in `counters`, one
+// per chunk, which it sets back to 0 for the next launch) merges the splits' parts into the
+// output, in split order, as one online log-sum-exp: no second kernel. Every block's parts
+// are made visible device-wide before it counts itself (the threadfence pattern of CUDA's
+// samples), and the last block reads them through L2.
+template <typename T, int D, int R, bool PAGED>
+__device__ __forceinline__ void nv_attn_merge_last(const i32* __restrict__ lengths,
+                                                   T* __restrict__ out, const float* part_o,
+                                                   const float2* part_ml, u32* counters,
+                                                   const NvAttn& a) {
+  if (!a.merge || a.nsplit == 1) return;
+  const int chunk = (int)(blockIdx.x % (unsigned)a.nchunks);
+  const i64 kvh = blockIdx.y, b = blockIdx.z;
+  if (nv_attn_len<PAGED>(lengths, b, a) < NV_ATTN_SINGLE) return;  // split 0 wrote it
+  __shared__ int last;
+  __threadfence();
+  __syncthreads();
+  const i64 unit = (b * a.hkv + kvh) * a.nchunks + chunk;
+  if (threadIdx.x == 0) last = atomicAdd(counters + unit, 1u) == (u32)(a.nsplit - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const i64 rows = (i64)a.group * a.lq, hq = (i64)a.hkv * a.group;
+  for (int u = threadIdx.x; u < R * (D / 4); u += NV_ATTN_THREADS) {
+    const int r = u / (D / 4), c4 = u % (D / 4);
+    const i64 gr = (i64)chunk * R + r;
+    if (gr >= rows) continue;
+    const i64 h = kvh * a.group + gr / a.lq, i = gr % a.lq;
+    const i64 row = (b * hq + h) * a.lq + i;
+    const float2* ml = part_ml + row * a.nsplit;
+    const float4* po = reinterpret_cast<const float4*>(part_o + row * a.nsplit * D) + c4;
+    float mx = NV_ATTN_NEG_INF, sum = 0.0f;
+    float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int sp = 0; sp < a.nsplit; ++sp) {
+      const float2 x = __ldcg(ml + sp);
+      const float4 y = __ldcg(po + (i64)sp * (D / 4));
+      const float m_new = fmaxf(mx, x.x);
+      const float ref = m_new == NV_ATTN_NEG_INF ? 0.0f : m_new;
+      const float alpha = nv_attn_exp2(__fadd_rn(mx, -ref));
+      const float f = nv_attn_exp2(__fadd_rn(x.x, -ref));
+      sum = __fmaf_rn(x.y, f, __fmul_rn(sum, alpha));
+      o.x = __fmaf_rn(y.x, f, __fmul_rn(o.x, alpha));
+      o.y = __fmaf_rn(y.y, f, __fmul_rn(o.y, alpha));
+      o.z = __fmaf_rn(y.z, f, __fmul_rn(o.z, alpha));
+      o.w = __fmaf_rn(y.w, f, __fmul_rn(o.w, alpha));
+      mx = m_new;
+    }
+    if (sum > 0.0f) {
+      o.x = __fdiv_rn(o.x, sum);
+      o.y = __fdiv_rn(o.y, sum);
+      o.z = __fdiv_rn(o.z, sum);
+      o.w = __fdiv_rn(o.w, sum);
+    } else {
+      o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    nv_attn_store4<T>(out + row * D + c4 * 4, o);
+  }
+  if (threadIdx.x == 0) counters[unit] = 0u;
+}
+
 // Four forms of one kernel FN<ARGS..., PAGED, VEC>: contiguous or paged keys, 16-byte or
-// scalar loads. `BLOCKS`: the blocks a multiprocessor should hold (it caps the registers at
-// 65,536 / (128 · BLOCKS)).
-#define NV_ATTN_FORMS(NAME, BLOCKS, T, FN, ...)                           \
-  NV_ATTN_FORM(NAME##_cv, BLOCKS, T, FN, false, true, __VA_ARGS__)        \
-  NV_ATTN_FORM(NAME##_cs, BLOCKS, T, FN, false, false, __VA_ARGS__)       \
-  NV_ATTN_FORM(NAME##_pv, BLOCKS, T, FN, true, true, __VA_ARGS__)         \
-  NV_ATTN_FORM(NAME##_ps, BLOCKS, T, FN, true, false, __VA_ARGS__)
-#define NV_ATTN_FORM(NAME, BLOCKS, T, FN, PAGED, VEC, ...)                                      \
+// scalar loads, each followed by the in-block merge (a no-op unless a.merge). `BLOCKS`: the
+// blocks a multiprocessor should hold (it caps the registers at 65,536 / (128 · BLOCKS)); D
+// and R: the head size and the query rows a block.
+#define NV_ATTN_FORMS(NAME, BLOCKS, T, D, R, FN, ...)                        \
+  NV_ATTN_FORM(NAME##_cv, BLOCKS, T, D, R, FN, false, true, __VA_ARGS__)     \
+  NV_ATTN_FORM(NAME##_cs, BLOCKS, T, D, R, FN, false, false, __VA_ARGS__)    \
+  NV_ATTN_FORM(NAME##_pv, BLOCKS, T, D, R, FN, true, true, __VA_ARGS__)      \
+  NV_ATTN_FORM(NAME##_ps, BLOCKS, T, D, R, FN, true, false, __VA_ARGS__)
+#define NV_ATTN_FORM(NAME, BLOCKS, T, D, R, FN, PAGED, VEC, ...)                                \
   extern "C" __global__ void __launch_bounds__(NV_ATTN_THREADS, BLOCKS)                         \
       NAME(const T* q, const T* k, const T* v, const i32* table, const i32* lengths, T* out,    \
-           float* part_o, float2* part_ml, const NvAttn a) {                                    \
+           float* part_o, float2* part_ml, u32* counters, const NvAttn a) {                     \
     FN<__VA_ARGS__, PAGED, VEC>(q, k, v, table, lengths, out, part_o, part_ml, a);              \
+    nv_attn_merge_last<T, D, R, PAGED>(lengths, out, part_o, part_ml, counters, a);             \
   }
 
 // f32 over the FMA units, R (1, 2 or 4) query rows a block: attention_f32_d{D}_r{R}_{form}.
 #define NV_ATTENTION_LANES(T, TN, D, R) \
-  NV_ATTN_FORMS(attention_##TN##_d##D##_r##R, (D <= 256 ? 3 : 2), T, nv_attention_lanes, T, D, R)
+  NV_ATTN_FORMS(attention_##TN##_d##D##_r##R, (D <= 256 ? 3 : 2), T, D, R, nv_attention_lanes, T, \
+                D, R)
 
 // f16 and bf16 over the tensor cores, 8 query rows a block: attention_{tn}_d{D}_r8_{form}.
 // Past head size 128 the accumulators take twice the registers: two blocks a multiprocessor.
@@ -1036,15 +1100,16 @@ __device__ __forceinline__ void nv_attention_combine(const i32* __restrict__ len
 #define NV_ATTN_HALF_ARGS(T, D) T, D, NV_ATTN_MMA_ROWS
 #endif
 #define NV_ATTENTION_MMA(T, TN, D)                                                \
-  NV_ATTN_FORMS(attention_##TN##_d##D##_r8, (D <= 128 ? 3 : 2), T, NV_ATTN_HALF, \
-                NV_ATTN_HALF_ARGS(T, D))
+  NV_ATTN_FORMS(attention_##TN##_d##D##_r8, (D <= 128 ? 3 : 2), T, D, NV_ATTN_MMA_ROWS, \
+                NV_ATTN_HALF, NV_ATTN_HALF_ARGS(T, D))
 
 // f16 and bf16 past head size 256 (the warps split the features), 8 query rows a block:
 // attention_{tn}_d{D}_r8_{form}. None before Ampere (`attention.rs` sends those heads to the
 // fallback there).
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 #define NV_ATTENTION_MMA_WIDE(T, TN, D) \
-  NV_ATTN_FORMS(attention_##TN##_d##D##_r8, 3, T, nv_attention_mma_wide, T, D)
+  NV_ATTN_FORMS(attention_##TN##_d##D##_r8, 3, T, D, NV_ATTN_MMA_ROWS, nv_attention_mma_wide, \
+                T, D)
 #else
 #define NV_ATTENTION_MMA_WIDE(T, TN, D)
 #endif
