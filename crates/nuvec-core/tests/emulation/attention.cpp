@@ -147,6 +147,7 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
         }
       }
   for (u32 c : counters) unequal += c != 0u;  // left for the next launch at zero
+  nv_emu_mix(out);
   std::printf(
       "decode %s%s D %d B %d hkv %d group %d lq %d lk %d causal %d splits %d: rel err %.3g, paged "
       "unequal %d\n",
@@ -175,6 +176,7 @@ int main() {
   bad += decode_case<bf16, 128>(2, 2, 8, 2, 1500, true, 5, 12, true);
   bad += decode_case<bf16, 512>(1, 1, 8, 1, 1100, false, 3, 13, true);
   bad += decode_case<float, 128, 4>(1, 2, 4, 1, 1300, true, 4, 14, true);
+  std::printf("bits %016llx\n", nv_emu_bits);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;
 }

@@ -508,6 +508,51 @@ template <> __device__ __forceinline__ u32 nv_attn_pack2<f16>(float lo, float hi
 }
 // } nuvec-emulation
 
+// One step's online softmax over the S^T fragment s (lane (g, t): keys step + g and, with
+// KH == 2, step + 8 + g, of rows 2t and 2t + 1), base 2: scaled and masked past lim (the last
+// key each row sees), the rows' maxima over the warp, the weights in place of the scores, the
+// rows' maxima m and this lane's sums l updated, and the accumulator's N tiles rescaled.
+template <int KH, int N>
+__device__ __forceinline__ void nv_attn_mma_softmax(float (&s)[4], i64 step, int g,
+                                                    const i64 (&lim)[2], float scale,
+                                                    float (&m)[2], float (&l)[2],
+                                                    float (&acc)[N][4]) {
+  float mx[2];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const i64 j = step + 8 * (e >> 1) + g;
+    const bool seen = (e >> 1) < KH && j <= lim[e & 1];
+    s[e] = seen ? __fmul_rn(s[e], scale) : NV_ATTN_NEG_INF;
+  }
+  mx[0] = fmaxf(s[0], s[2]);
+  mx[1] = fmaxf(s[1], s[3]);
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    mx[0] = fmaxf(mx[0], __shfl_xor_sync(0xffffffffu, mx[0], o));
+    mx[1] = fmaxf(mx[1], __shfl_xor_sync(0xffffffffu, mx[1], o));
+  }
+  float alpha[2];
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    const float m_new = fmaxf(m[x], mx[x]);
+    // While the row has seen nothing, any finite reference gives weights 0.
+    const float ref = m_new == NV_ATTN_NEG_INF ? 0.0f : m_new;
+    alpha[x] = nv_attn_exp2(__fadd_rn(m[x], -ref));
+    s[x] = nv_attn_exp2(__fadd_rn(s[x], -ref));  // the weights
+    s[x + 2] = nv_attn_exp2(__fadd_rn(s[x + 2], -ref));
+    // This lane's part of the row's sum (its keys); the lanes are added up at the end.
+    l[x] = __fadd_rn(__fadd_rn(__fmul_rn(l[x], alpha[x]), s[x]), s[x + 2]);
+    m[x] = m_new;
+  }
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    acc[n][0] = __fmul_rn(acc[n][0], alpha[0]);
+    acc[n][1] = __fmul_rn(acc[n][1], alpha[1]);
+    acc[n][2] = __fmul_rn(acc[n][2], alpha[0]);
+    acc[n][3] = __fmul_rn(acc[n][3], alpha[1]);
+  }
+}
+
 // Lane (g, t) = (lane / 4, lane % 4) of a warp holds chunks c = 4i + t (i < CI) of two key
 // rows, g and 8 + g of the step's 16 (one row, g, of 8 past head size 128: KH halves), and
 // the same chunks of query row g. With the features of every chunk in the order
@@ -636,41 +681,7 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
     for (int e = 0; e < 4; ++e) s[e] = __fadd_rn(s[e], s_odd[e]);
     if (NV_ATTN_PREFETCH && step + STEP < end) fetch(step + STEP, true, kc);
 
-    // Scaled to base 2 and masked; the rows' maxima over the step's keys (lanes of one t).
-    float mx[2];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const i64 j = step + 8 * (e >> 1) + g;
-      const bool seen = (e >> 1) < KH && j <= lim[e & 1];
-      s[e] = seen ? __fmul_rn(s[e], a.scale) : NV_ATTN_NEG_INF;
-    }
-    mx[0] = fmaxf(s[0], s[2]);
-    mx[1] = fmaxf(s[1], s[3]);
-#pragma unroll
-    for (int o = 4; o < 32; o <<= 1) {
-      mx[0] = fmaxf(mx[0], __shfl_xor_sync(0xffffffffu, mx[0], o));
-      mx[1] = fmaxf(mx[1], __shfl_xor_sync(0xffffffffu, mx[1], o));
-    }
-    float alpha[2];
-#pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      const float m_new = fmaxf(m[x], mx[x]);
-      // While the row has seen nothing, any finite reference gives weights 0.
-      const float ref = m_new == NV_ATTN_NEG_INF ? 0.0f : m_new;
-      alpha[x] = nv_attn_exp2(__fadd_rn(m[x], -ref));
-      s[x] = nv_attn_exp2(__fadd_rn(s[x], -ref));          // the weights
-      s[x + 2] = nv_attn_exp2(__fadd_rn(s[x + 2], -ref));
-      // This lane's part of the row's sum (its keys); the lanes are added up at the end.
-      l[x] = __fadd_rn(__fadd_rn(__fmul_rn(l[x], alpha[x]), s[x]), s[x + 2]);
-      m[x] = m_new;
-    }
-#pragma unroll
-    for (int n = 0; n < 2 * CI; ++n) {
-      acc[n][0] = __fmul_rn(acc[n][0], alpha[0]);
-      acc[n][1] = __fmul_rn(acc[n][1], alpha[1]);
-      acc[n][2] = __fmul_rn(acc[n][2], alpha[0]);
-      acc[n][3] = __fmul_rn(acc[n][3], alpha[1]);
-    }
+    nv_attn_mma_softmax<KH, 2 * CI>(s, step, g, lim, a.scale, m, l, acc);
 
     // P^T's B fragment: the weights of key g (then 8 + g) for rows 2t, 2t + 1, transposed.
     const u32 p0 = nv_attn_trans(nv_attn_pack2<T>(s[0], s[1]));
@@ -851,37 +862,7 @@ __device__ __forceinline__ void nv_attention_mma_wide(
       s[3] = sum.w;
     }
 
-    float mx[2];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const i64 j = step + 8 * (e >> 1) + g;
-      s[e] = j <= lim[e & 1] ? __fmul_rn(s[e], a.scale) : NV_ATTN_NEG_INF;
-    }
-    mx[0] = fmaxf(s[0], s[2]);
-    mx[1] = fmaxf(s[1], s[3]);
-#pragma unroll
-    for (int o = 4; o < 32; o <<= 1) {
-      mx[0] = fmaxf(mx[0], __shfl_xor_sync(0xffffffffu, mx[0], o));
-      mx[1] = fmaxf(mx[1], __shfl_xor_sync(0xffffffffu, mx[1], o));
-    }
-    float alpha[2];
-#pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      const float m_new = fmaxf(m[x], mx[x]);
-      const float ref = m_new == NV_ATTN_NEG_INF ? 0.0f : m_new;
-      alpha[x] = nv_attn_exp2(__fadd_rn(m[x], -ref));
-      s[x] = nv_attn_exp2(__fadd_rn(s[x], -ref));
-      s[x + 2] = nv_attn_exp2(__fadd_rn(s[x + 2], -ref));
-      l[x] = __fadd_rn(__fadd_rn(__fmul_rn(l[x], alpha[x]), s[x]), s[x + 2]);
-      m[x] = m_new;
-    }
-#pragma unroll
-    for (int n = 0; n < 2 * CI; ++n) {
-      acc[n][0] = __fmul_rn(acc[n][0], alpha[0]);
-      acc[n][1] = __fmul_rn(acc[n][1], alpha[1]);
-      acc[n][2] = __fmul_rn(acc[n][2], alpha[0]);
-      acc[n][3] = __fmul_rn(acc[n][3], alpha[1]);
-    }
+    nv_attn_mma_softmax<2, 2 * CI>(s, step, g, lim, a.scale, m, l, acc);
     const u32 p0 = nv_attn_trans(nv_attn_pack2<T>(s[0], s[1]));
     const u32 p1 = nv_attn_trans(nv_attn_pack2<T>(s[2], s[3]));
 #pragma unroll
