@@ -10,7 +10,7 @@
 mod common;
 
 use common::Rng;
-use common::gpu::{gpu_available, on, uniform, values};
+use common::gpu::{assert_scaled_close, gpu_available, on, on_gpu_kernels, uniform};
 use nuvec_core::primitive::Primitive;
 use nuvec_core::*;
 
@@ -85,39 +85,16 @@ impl Case {
             .astype(self.dtype)
             .unwrap()
         });
-        let (bridge, nested) = (cuda::host_bridge_runs(), fast::nested_fallbacks());
-        let gpu = on(Device::gpu(0), || {
+        let gpu = on_gpu_kernels(name, kernel, || {
             let y = gather_mm(&a, &b, lhs.as_ref(), Some(&rhs), self.sorted)
                 .unwrap_or_else(|e| panic!("{name} on the GPU: {e}"));
             // The fallback ends in a product; the kernel's node (or, for grouped positions,
             // the take of its rows back into order) does not.
             let fallback = matches!(y.primitive(), Some(Primitive::Matmul(_)));
             assert_eq!(!fallback, kernel, "{name}: fused node recorded");
-            y.eval()
-                .unwrap_or_else(|e| panic!("{name} on the GPU: {e}"));
             y
         });
-        if kernel {
-            assert_eq!(
-                cuda::host_bridge_runs(),
-                bridge,
-                "{name}: a node ran on the host bridge"
-            );
-            assert_eq!(
-                fast::nested_fallbacks(),
-                nested,
-                "{name}: the fused node fell back"
-            );
-        }
-        assert_eq!(gpu.shape(), cpu.shape(), "{name}: shape");
-        let (g, c) = (values(&gpu), values(&cpu));
-        let scale = c.iter().fold(1.0f64, |a, v| a.max(v.abs()));
-        for (i, (a, e)) in g.iter().zip(&c).enumerate() {
-            assert!(
-                (a - e).abs() <= tol(self.dtype) * scale,
-                "{name}[{i}]: gpu {a} vs cpu {e}"
-            );
-        }
+        assert_scaled_close(name, &gpu, &cpu, tol(self.dtype));
     }
 }
 

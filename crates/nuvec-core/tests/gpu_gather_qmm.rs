@@ -7,7 +7,7 @@
 mod common;
 
 use common::Rng;
-use common::gpu::{gpu_available, on, uniform, values};
+use common::gpu::{assert_scaled_close, gpu_available, on, on_gpu_kernels, uniform};
 use nuvec_core::*;
 
 /// The largest difference allowed relative to the largest output, for `dtype`.
@@ -73,34 +73,10 @@ impl Case {
                 .unwrap_or_else(|e| panic!("{name} on the CPU: {e}"));
             y
         });
-        let (bridge, nested) = (cuda::host_bridge_runs(), fast::nested_fallbacks());
-        let gpu = on(Device::gpu(0), || {
-            let y = f().unwrap_or_else(|e| panic!("{name} on the GPU: {e}"));
-            y.eval()
-                .unwrap_or_else(|e| panic!("{name} on the GPU: {e}"));
-            y
+        let gpu = on_gpu_kernels(name, kernel, || {
+            f().unwrap_or_else(|e| panic!("{name} on the GPU: {e}"))
         });
-        if kernel {
-            assert_eq!(
-                cuda::host_bridge_runs(),
-                bridge,
-                "{name}: a node ran on the host bridge"
-            );
-            assert_eq!(
-                fast::nested_fallbacks(),
-                nested,
-                "{name}: the fused node fell back"
-            );
-        }
-        assert_eq!(gpu.shape(), cpu.shape(), "{name}: shape");
-        let (g, c) = (values(&gpu), values(&cpu));
-        let scale = c.iter().fold(1.0f64, |a, v| a.max(v.abs()));
-        for (i, (a, e)) in g.iter().zip(&c).enumerate() {
-            assert!(
-                (a - e).abs() <= tol(self.dtype) * scale,
-                "{name}[{i}]: gpu {a} vs cpu {e}"
-            );
-        }
+        assert_scaled_close(name, &gpu, &cpu, tol(self.dtype));
     }
 }
 

@@ -7,7 +7,7 @@
 mod common;
 
 use common::Rng;
-use common::gpu::{gpu_available, on, uniform, values};
+use common::gpu::{assert_scaled_close, gpu_available, on, on_gpu_kernels, uniform, values};
 use nuvec_core::*;
 
 const BITS: [u32; 6] = [2, 3, 4, 5, 6, 8];
@@ -150,16 +150,8 @@ fn product(rng: &mut Rng, dtype: DType, (bits, gs, transpose): (u32, usize, bool
     let gpu = on_gpu(&name, || {
         Ok(vec![quantized_matmul(&x, &q, &s, &b, transpose, gs, bits)?])
     });
-    assert_eq!(gpu[0].shape(), cpu.shape(), "{name}: shape");
-    let (g, c) = (values(&gpu[0]), values(&cpu));
     // Relative to the size of the terms: the sums cancel.
-    let scale = c.iter().fold(1.0f64, |a, v| a.max(v.abs()));
-    for (i, (a, e)) in g.iter().zip(&c).enumerate() {
-        assert!(
-            (a - e).abs() <= tol(dtype) * scale,
-            "{name}[{i}]: gpu {a} vs cpu {e}"
-        );
-    }
+    assert_scaled_close(&name, &gpu[0], &cpu, tol(dtype));
 }
 
 #[test]
@@ -217,14 +209,7 @@ fn quantized_matmul_splits_a_long_inner_axis() {
         let gpu = on_gpu("split", || {
             Ok(vec![quantized_matmul(&x, &q, &s, &b, true, gs, bits)?])
         });
-        let (g, c) = (values(&gpu[0]), values(&cpu));
-        let scale = c.iter().fold(1.0f64, |a, v| a.max(v.abs()));
-        for (i, (a, e)) in g.iter().zip(&c).enumerate() {
-            assert!(
-                (a - e).abs() <= 2e-2 * scale,
-                "split bits={bits}[{i}]: {a} vs {e}"
-            );
-        }
+        assert_scaled_close(&format!("split bits={bits}"), &gpu[0], &cpu, 2e-2);
     }
 }
 
@@ -365,24 +350,8 @@ fn quantized_matmul_takes_a_batched_w() {
                 // f32 x · w has no gathered kernel (one matrix of w is a plain product).
                 let one = wbatch.iter().product::<usize>() == 1;
                 let taken = kernel && (transpose || dtype != DType::F32 || one);
-                let gpu = if taken {
-                    on_gpu(&name, || Ok(vec![f()?])).remove(0)
-                } else {
-                    on(Device::gpu(0), || {
-                        let y = f().unwrap();
-                        y.eval().unwrap();
-                        y
-                    })
-                };
-                assert_eq!(gpu.shape(), cpu.shape(), "{name}: shape");
-                let (g, c) = (values(&gpu), values(&cpu));
-                let scale = c.iter().fold(1.0f64, |a, v| a.max(v.abs()));
-                for (i, (a, e)) in g.iter().zip(&c).enumerate() {
-                    assert!(
-                        (a - e).abs() <= tol(dtype) * scale,
-                        "{name}[{i}]: gpu {a} vs cpu {e}"
-                    );
-                }
+                let gpu = on_gpu_kernels(&name, taken, || f().unwrap());
+                assert_scaled_close(&name, &gpu, &cpu, tol(dtype));
             }
         }
     }

@@ -53,6 +53,46 @@ pub fn both(name: &str, tol: f64, f: impl Fn() -> Result<Vec<Array>>) {
     }
 }
 
+/// `f`'s array evaluated on GPU 0. With `kernels`, also checks that meanwhile no node ran on
+/// the host bridge and no fused node ran its fallback graph inside itself (so the device's
+/// own kernels computed it).
+pub fn on_gpu_kernels(name: &str, kernels: bool, f: impl FnOnce() -> Array) -> Array {
+    let (bridge, nested) = (cuda::host_bridge_runs(), fast::nested_fallbacks());
+    let y = on(Device::gpu(0), || {
+        let y = f();
+        y.eval()
+            .unwrap_or_else(|e| panic!("{name} on the GPU: {e}"));
+        y
+    });
+    if kernels {
+        assert_eq!(
+            cuda::host_bridge_runs(),
+            bridge,
+            "{name}: a node ran on the host bridge"
+        );
+        assert_eq!(
+            fast::nested_fallbacks(),
+            nested,
+            "{name}: a fused node fell back"
+        );
+    }
+    y
+}
+
+/// `got` and `want` of one shape, every element within `tol` times the largest magnitude of
+/// `want` (at least 1): the measure of a product or sum whose terms cancel.
+pub fn assert_scaled_close(name: &str, got: &Array, want: &Array, tol: f64) {
+    assert_eq!(got.shape(), want.shape(), "{name}: shape");
+    let (g, w) = (values(got), values(want));
+    let scale = w.iter().fold(1.0f64, |a, v| a.max(v.abs()));
+    for (i, (a, e)) in g.iter().zip(&w).enumerate() {
+        assert!(
+            (a - e).abs() <= tol * scale,
+            "{name}[{i}]: gpu {a} vs cpu {e}"
+        );
+    }
+}
+
 /// The relative tolerance of an elementwise result of `dtype`: a rounding or so of its
 /// precision; 1e-2 for bfloat16 and for every type that is not a float.
 pub fn tol(dtype: DType) -> f64 {
