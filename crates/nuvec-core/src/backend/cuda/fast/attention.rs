@@ -385,8 +385,9 @@ fn forced_splits() -> Option<usize> {
 /// kernel's last block of a chunk sets its counter back to zero, so they are zeroed once, when
 /// allocated (on the stream, before the launch that uses them).
 fn counters(place: &Place, n: usize) -> Result<u64> {
-    static COUNTERS: LazyLock<Mutex<HashMap<(usize, usize), (DeviceBuffer, usize)>>> =
-        LazyLock::new(|| Mutex::new(HashMap::new()));
+    /// Per (device ordinal, stream id): the block and the counters it holds.
+    type Counters = HashMap<(usize, usize), (DeviceBuffer, usize)>;
+    static COUNTERS: LazyLock<Mutex<Counters>> = LazyLock::new(|| Mutex::new(HashMap::new()));
     let mut map = COUNTERS
         .lock()
         .map_err(|_| Error::Device("cuda: attention: the counters' lock is poisoned".into()))?;
