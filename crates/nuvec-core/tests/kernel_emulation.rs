@@ -28,6 +28,7 @@ const FLASH_TMA: &str = include_str!("../src/backend/cuda/kernels/fast/flash_tma
 const ROWS: &str = include_str!("../src/backend/cuda/kernels/fast/rows.cuh");
 const NORMS: &str = include_str!("../src/backend/cuda/kernels/fast/norms.cu");
 const SOFTMAX: &str = include_str!("../src/backend/cuda/kernels/fast/softmax.cu");
+const ROPE: &str = include_str!("../src/backend/cuda/kernels/fast/rope.cu");
 
 /// The marks around a kernel file's inline-PTX helpers.
 const BEGIN: &str = "// nuvec-emulation: device only";
@@ -201,6 +202,16 @@ fn gather_mm_tiles_match_the_gathered_products_in_double() {
             ("quantized_tiled.cu", QUANTIZED_TILED),
         ],
         include_str!("emulation/gather_mm.cpp"),
+        &[&[]],
+    );
+}
+
+#[test]
+fn rope_kernels_agree_and_match_the_rotation_in_double() {
+    emulate(
+        "rope",
+        &[("rows.cuh", ROWS), ("rope.cu", ROPE)],
+        include_str!("emulation/rope.cpp"),
         &[&[]],
     );
 }
