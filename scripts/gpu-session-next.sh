@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The next H200 session's first runs over `wip/next` (device tool: carry [".gpu"], command
-# "bash scripts/gpu-session-next.sh 1", then the same with 2), after gpu-pack --bench with the
-# test binaries it names. Part 1: every unverified kernel's tests in parallel, then the
-# attention and gated delta benchmarks with their knobs; part 2: the row, quantized and
-# decoding cases with theirs, and PyTorch on the same cases. Knobs need no rebuild.
+# The next H200 session's first runs (device tool: carry [".gpu"], command
+# "bash scripts/gpu-session-next.sh 1", then 2, then 3, each well under the 600 s a command
+# may take), after gpu-pack --bench with the test binaries part 1 names. Part 1: every kernel
+# not yet run on a GPU, its tests, in parallel (logs under $OUT); part 2: the attention and
+# gated delta benchmarks with their knobs, and ncu's time of each gated kernel; part 3: the
+# row, quantized and decoding cases with theirs, and PyTorch on the same cases. Knobs need no
+# rebuild.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -26,6 +28,9 @@ t rows timeout 280 $T/gpu_rows-* --test-threads=1 &
 t seed timeout 280 $T/seed_fast-* --test-threads=2 &
 wait
 for f in flash flash_pp attn attn_merge gdelta quant wgmma wgmma_off gather gather_mm norms rows seed; do echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" $OUT/$f.log | head -12; done
+exit 0
+fi
+if [ "$part" = 2 ]; then
 S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
 echo "== sdpa tma"; timeout 60 $B --device gpu --budget 1 --json $OUT/tma.json $S 2>&1 | tail -5
 echo "== sdpa pingpong"; NUVEC_FLASH_PINGPONG=1 timeout 60 $B --device gpu --budget 1 --json $OUT/pp.json $S 2>&1 | tail -5
