@@ -49,11 +49,11 @@ R="rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp"
 echo "== rows"; timeout 60 $B --device gpu --budget 1 --json $OUT/rows.json copy $R 2>&1 | tail -8
 echo "== rows resident+prefetch"; NUVEC_ROWS_RESIDENT=8 NUVEC_KERNEL_DEFINES="NV_NORM_PREFETCH=1 NV_LAYER_MINB=1 NV_ADD_RMS_MINB=1 NV_SOFTMAX_PREFETCH=1 NV_SOFTMAX_MINB=1 NV_LSE_MINB=2 NV_VJP_PREFETCH=1" timeout 60 $B --device gpu --budget 1 $R 2>&1 | tail -7
 echo "== lse minb2"; NUVEC_KERNEL_DEFINES="NV_LSE_MINB=2" timeout 30 $B --device gpu --budget 1 logsumexp 2>&1 | tail -2
-echo "== quantized"; timeout 90 $B --device gpu --budget 1 --json $OUT/q.json qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64 2>&1 | tail -7
+echo "== quantized"; timeout 90 $B --device gpu --budget 1 --json $OUT/q.json qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64 moe_mm_64 2>&1 | tail -8
 echo "== quantized tiled"; NUVEC_QMM_WGMMA=0 timeout 60 $B --device gpu --budget 1 qmm_512x14336x4096 qmm_4096x14336x4096 2>&1 | tail -2
-echo "== decode"; timeout 60 $B --device gpu --budget 1 --json $OUT/dec.json decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k 2>&1 | tail -5
+echo "== decode"; timeout 60 $B --device gpu --budget 1 --json $OUT/dec.json decode_d512_b8_4k decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k 2>&1 | tail -6
 echo "== decode merged in-block"; NUVEC_ATTN_MERGE=block timeout 60 $B --device gpu --budget 1 decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k 2>&1 | tail -5
 for n in 8 16 24 32 64; do echo "== decode b1 splits $n (merged in-block)"; NUVEC_ATTN_SPLITS=$n NUVEC_ATTN_MERGE=block timeout 20 $B --device gpu --budget 0.5 decode_b1_8k 2>&1 | tail -1; done
 echo "== decode no prefetch"; NUVEC_KERNEL_DEFINES="NV_ATTN_PREFETCH=0" timeout 60 $B --device gpu --budget 1 decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k 2>&1 | tail -4
 echo "== decode-sized calls"; timeout 40 $B --device gpu --budget 1 rms_norm_decode rope_decode launch_floor 2>&1 | tail -3
-echo "== torch"; timeout 120 python3 bench/peers/torch_bench.py --json $OUT/torch.json copy $S $R qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 rms_norm_decode rope_decode launch_floor 2>&1 | tail -19
+echo "== torch"; timeout 120 python3 bench/peers/torch_bench.py --json $OUT/torch.json copy $S $R qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 rms_norm_decode rope_decode launch_floor decode_d512_b8_4k decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k 2>&1 | tail -24

@@ -128,6 +128,8 @@ GPU_SPECS = [
      8 * _q4_bytes(768, 2048), 100, 5),
     ("moe_qmv_64", "64 tokens, 8 of 128 experts [768, 2048] 4-bit g64", "bf16", "GB/s",
      128 * _q4_bytes(768, 2048), 100, 5),
+    ("moe_mm_64", "64 tokens, 8 of 128 bf16 experts [768, 2048]", "bf16", "GB/s",
+     128 * 768 * 2048 * BF16, 50, 5),
     ("rms_norm", "[16384, 4096], weight [4096]", "bf16", "GB/s", (2 * GN + 4096) * BF16, 50, 3),
     # x and the residual read, h and y written
     ("add_rms_norm", "[16384, 4096] x 2, weight", "bf16", "GB/s", (4 * GN + 4096) * BF16, 50, 3),
@@ -156,6 +158,8 @@ GPU_SPECS = [
      _sdpa_flops(2, 16, 8192, 64, True), 30, 3),
     ("sdpa_causal_16k", "B1 H32 L16384 D128 causal", "bf16", "TFLOP/s",
      _sdpa_flops(1, 32, 16384, 128, True), 30, 3),
+    ("decode_d512_b8_4k", "q [8, 16, 1, 512], k/v [8, 2, 4096, 512]", "bf16", "GB/s",
+     2 * 8 * 2 * 4096 * 512 * BF16, 100, 5),
     ("decode_b1_8k", "q [1, 32, 1, 128], k/v [1, 8, 8192, 128]", "bf16", "GB/s",
      _kv_bytes(1, 8192), 100, 5),
     ("decode_b8_8k", "q [8, 32, 1, 128], k/v [8, 8, 8192, 128]", "bf16", "GB/s",

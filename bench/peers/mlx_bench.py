@@ -438,6 +438,26 @@ def g_decode(b, l):
     return setup
 
 
+def g_decode_d512():
+    def setup():
+        q = rand((8, 16, 1, 512))
+        k, v = rand((8, 2, 4096, 512), 1), rand((8, 2, 4096, 512), 2)
+        return timed(lambda: mx.fast.scaled_dot_product_attention(q, k, v, scale=512 ** -0.5))
+    return setup
+
+
+def g_moe_mm():
+    """64 tokens each through 8 of 128 bf16 experts stored [128, 768, 2048] (a linear layer's
+    weights, read transposed): gather_mm with rhs_indices [64, 8], unsorted."""
+    def setup():
+        w = mx.swapaxes(rand((128, 768, 2048), 2), -1, -2)
+        x = rand((64, 1, 1, 2048), 1)
+        idx = mx.array(harness.moe_experts(64), dtype=mx.uint32)
+        mx.eval(w, x, idx)
+        return timed(lambda: mx.gather_mm(x, w, rhs_indices=idx))
+    return setup
+
+
 def g_qmm(m):
     """x [m, 4096] against a 4-bit [14336, 4096] weight in groups of 64 (bf16 scales and
     biases), as a linear layer: qmv_14336x4096 (m = 1) and the qmm cases."""
@@ -482,6 +502,7 @@ GPU_SETUPS = {
     "gemv_4096_14336": g_linear(1), "linear_m16": g_linear(16), "linear_m64": g_linear(64),
     "linear_m256": g_linear(256), "qmv_14336x4096": g_qmm(1), "qmm_512x14336x4096": g_qmm(512),
     "qmm_4096x14336x4096": g_qmm(4096), "moe_qmv_1": g_moe(1), "moe_qmv_64": g_moe(64),
+    "moe_mm_64": g_moe_mm(), "decode_d512_b8_4k": g_decode_d512(),
     "rms_norm": g_rms_norm, "add_rms_norm": g_add_rms_norm,
     "layer_norm": g_layer_norm, "rms_norm_vjp": g_rms_norm_vjp, "softmax": g_softmax,
     "logsumexp": g_logsumexp, "cross_entropy": g_cross_entropy, "rope": g_rope,

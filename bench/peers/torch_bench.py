@@ -237,6 +237,15 @@ def decode(b, l):
     return setup
 
 
+def decode_d512():
+    def setup():
+        q = rand(8, 16, 1, 512)
+        k, v = rand(8, 2, 4096, 512, seed=1), rand(8, 2, 4096, 512, seed=2)
+        return prog(attention_backend(
+            lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)))
+    return setup
+
+
 def tiny_op_chain():
     a = torch.ones(1, device=DEV)
     b = torch.ones(1, device=DEV)
@@ -353,6 +362,8 @@ SETUPS = {
     "qmm_4096x14336x4096": quantized_linear(4096),
     "moe_qmv_1": unavailable("PyTorch has no gathered (mixture of experts) quantized product"),
     "moe_qmv_64": unavailable("PyTorch has no gathered (mixture of experts) quantized product"),
+    "moe_mm_64": unavailable("PyTorch has no gathered (mixture of experts) product"),
+    "decode_d512_b8_4k": decode_d512(),
     "rms_norm": rms_norm, "add_rms_norm": add_rms_norm, "layer_norm": layer_norm,
     "rms_norm_vjp": rms_norm_vjp, "softmax": softmax, "logsumexp": logsumexp,
     "cross_entropy": cross_entropy, "rope": rope, "norm_rope_cache": norm_rope_cache,

@@ -166,6 +166,51 @@ fn decode(b: usize, l: usize) -> Result<Prepared, Skip> {
     })
 }
 
+/// Decoding at head size 512 (MLX's shape for its kernel: one query row, 8 query heads a key
+/// head): q `[8, 16, 1, 512]`, k/v `[8, 2, 4096, 512]`; GB/s of k and v.
+pub(super) fn decode_d512_b8_4k() -> Result<Prepared, Skip> {
+    const B: usize = 8;
+    const H: usize = 16;
+    const KV: usize = 2;
+    const L: usize = 4096;
+    const D: usize = 512;
+    let (sq, sk, sv) = (315, 316, 317);
+    let q = bf16_input(&[B, H, 1, D], sq)?;
+    let k = bf16_input(&[B, KV, L, D], sk)?;
+    let v = bf16_input(&[B, KV, L, D], sv)?;
+    let scale = 1.0 / (D as f32).sqrt();
+    Ok(Prepared {
+        work: (2 * B * KV * L * D * BF16) as f64,
+        build: Box::new(move || {
+            Ok(vec![fast::scaled_dot_product_attention(
+                &q,
+                &k,
+                &v,
+                scale,
+                AttentionMask::None,
+                None,
+            )?])
+        }),
+        check: Box::new(move |out| {
+            let got = read(out, 0, &[B, H, 1, D], DType::BF16)?;
+            for (bi, h) in [(0, 0), (0, 9), (B - 1, H - 1), (B / 2, 6)] {
+                let at = (bi * H + h) * D;
+                let qr: Vec<f64> = (0..D).map(|e| bf(sq, at + e)).collect();
+                let head = (bi * KV + h / (H / KV)) * L * D;
+                let want = attend(
+                    &qr,
+                    L,
+                    f64::from(scale),
+                    |j, e| bf(sk, head + j * D + e),
+                    |j, e| bf(sv, head + j * D + e),
+                );
+                check_row(&got, at, &want)?;
+            }
+            Ok(())
+        }),
+    })
+}
+
 pub(super) fn decode_b1_8k() -> Result<Prepared, Skip> {
     decode(1, 8192)
 }

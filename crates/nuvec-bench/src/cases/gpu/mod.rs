@@ -177,6 +177,15 @@ pub fn gpu() -> Vec<Case> {
             quantized::moe_qmv_64,
         ),
         (
+            "moe_mm_64",
+            "64 tokens, 8 of 128 bf16 experts [768, 2048]",
+            "bf16",
+            GBps,
+            50,
+            5,
+            quantized::moe_mm_64,
+        ),
+        (
             "rms_norm",
             "[16384, 4096], weight [4096]",
             "bf16",
@@ -319,6 +328,15 @@ pub fn gpu() -> Vec<Case> {
             30,
             3,
             attention::sdpa_causal_16k,
+        ),
+        (
+            "decode_d512_b8_4k",
+            "q [8, 16, 1, 512], k/v [8, 2, 4096, 512]",
+            "bf16",
+            GBps,
+            100,
+            5,
+            attention::decode_d512_b8_4k,
         ),
         (
             "decode_b1_8k",

@@ -8,7 +8,7 @@
 //! The weights are quantized on the device when the case is prepared; the checks recompute
 //! sampled outputs in f64 from the packed words, scales and biases read back once.
 
-use nuvec_core::{Array, DType, bf16, gather_qmm, quantize, quantized_matmul};
+use nuvec_core::{Array, DType, bf16, gather_mm, gather_qmm, quantize, quantized_matmul};
 
 use super::{BF16, BF16_REL, bf, bf16_input, near, read, small};
 use crate::case::{Prepared, Skip};
@@ -185,4 +185,39 @@ pub(super) fn moe_qmv_1() -> Result<Prepared, Skip> {
 
 pub(super) fn moe_qmv_64() -> Result<Prepared, Skip> {
     moe(64)
+}
+
+/// `gather_mm` of 64 tokens (`x [64, 1, 1, 2048]`), each through its 8 of 128 bf16 experts
+/// stored as a linear layer's (`[128, 768, 2048]`, read as its transpose `[128, 2048, 768]`),
+/// indices unsorted (the device groups them by expert first): GB/s of the distinct experts'
+/// bytes, out `[64, 8, 1, 768]`.
+pub(super) fn moe_mm_64() -> Result<Prepared, Skip> {
+    const TOKENS: usize = 64;
+    let (sx, sw) = (153, 154);
+    let x = bf16_input(&[TOKENS, 1, 1, EK], sx)?;
+    let stored = bf16_input(&[EXPERTS, EN, EK], sw)?;
+    let w = nuvec_core::swapaxes(&stored, -1, -2)?;
+    let picks: Vec<u32> = (0..TOKENS * TOP)
+        .map(|p| expert(p / TOP, p % TOP) as u32)
+        .collect();
+    let idx = small(picks, &[TOKENS, TOP])?;
+    Ok(Prepared {
+        work: (distinct_experts(TOKENS) * EN * EK * BF16) as f64,
+        build: Box::new(move || Ok(vec![gather_mm(&x, &w, None, Some(&idx), false)?])),
+        check: Box::new(move |out| {
+            let got = read(out, 0, &[TOKENS, TOP, 1, EN], DType::BF16)?;
+            for s in 0..16 {
+                let (t, j, n) = (
+                    (s * 13 + 1) % TOKENS,
+                    (s * 5 + 2) % TOP,
+                    (s * 389 + 11) % EN,
+                );
+                let row = (expert(t, j) * EN + n) * EK;
+                let want: f64 = (0..EK).map(|c| bf(sx, t * EK + c) * bf(sw, row + c)).sum();
+                let at = (t * TOP + j) * EN + n;
+                near_sum("moe_mm", at, got[at], want, EK)?;
+            }
+            Ok(())
+        }),
+    })
 }
