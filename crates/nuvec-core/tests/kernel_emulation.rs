@@ -167,6 +167,16 @@ fn flash_f32_kernel_matches_attention_in_double() {
 }
 
 #[test]
+fn gated_delta_recurrent_kernel_matches_the_recurrence() {
+    emulate(
+        "gated_delta",
+        &[("gated_delta.cu", GATED_DELTA)],
+        include_str!("emulation/gated_delta.cpp"),
+        &[&[]],
+    );
+}
+
+#[test]
 fn gated_delta_chunk_kernels_match_the_recurrence() {
     emulate(
         "gated_delta_chunk",
