@@ -18,6 +18,7 @@ t flash_pp env NUVEC_FLASH_PINGPONG=1 NUVEC_FLASH_CONSUMERS=3 timeout 280 $T/gpu
 t attn timeout 280 $T/gpu_attention-* --test-threads=2 &
 t attn_merge env NUVEC_ATTN_MERGE=block timeout 280 $T/gpu_attention-* --test-threads=2 &
 t gdelta timeout 280 $T/gpu_gated_delta-* --test-threads=2 &
+t gdelta_loop env NUVEC_GD_RESIDENT=4 timeout 280 $T/gpu_gated_delta-* --test-threads=2 &
 t quant timeout 280 $T/gpu_quantized-* --test-threads=2 &
 t wgmma timeout 280 $T/gpu_qmm_wgmma-* --test-threads=2 &
 t wgmma_off env NUVEC_QMM_WGMMA=0 timeout 280 $T/gpu_qmm_wgmma-* --test-threads=2 &
@@ -27,7 +28,7 @@ t norms timeout 280 $T/gpu_norms-* --test-threads=1 &
 t rows timeout 280 $T/gpu_rows-* --test-threads=1 &
 t seed timeout 280 $T/seed_fast-* --test-threads=2 &
 wait
-for f in flash flash_pp attn attn_merge gdelta quant wgmma wgmma_off gather gather_mm norms rows seed; do echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" $OUT/$f.log | head -12; done
+for f in flash flash_pp attn attn_merge gdelta gdelta_loop quant wgmma wgmma_off gather gather_mm norms rows seed; do echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" $OUT/$f.log | head -12; done
 exit 0
 fi
 if [ "$part" = 2 ]; then
@@ -40,6 +41,7 @@ echo "== d64 three consumers"; NUVEC_FLASH_CONSUMERS=3 timeout 40 $B --device gp
 echo "== d64 three consumers pingpong"; NUVEC_FLASH_CONSUMERS=3 NUVEC_FLASH_PINGPONG=1 timeout 40 $B --device gpu --budget 1 sdpa_causal_8k_d64 2>&1 | tail -1
 echo "== gated split"; timeout 60 $B --device gpu --budget 1 --json $OUT/gd.json gated_delta_prefill gated_delta_decode 2>&1 | tail -3
 for r in 4 2; do echo "== gated decode rows $r"; NUVEC_GD_ROWS=$r timeout 30 $B --device gpu --budget 1 gated_delta_decode 2>&1 | tail -1; done
+for k in 2 4 8; do for r in 8 4; do echo "== gated decode looping, $k blocks an SM, rows $r"; NUVEC_GD_RESIDENT=$k NUVEC_GD_ROWS=$r timeout 30 $B --device gpu --budget 0.5 gated_delta_decode 2>&1 | tail -1; done; done
 echo "== gated fused"; NUVEC_GDC_SPLIT=0 timeout 60 $B --device gpu --budget 1 gated_delta_prefill 2>&1 | tail -2
 echo "== ncu gated"; timeout 90 ncu --metrics gpu__time_duration.sum -k regex:"gdc|gated" -c 8 $B --device gpu --budget 0.01 gated_delta_prefill gated_delta_decode 2>&1 | grep -E "gdc_|gated_|duration" | head -30
 exit 0

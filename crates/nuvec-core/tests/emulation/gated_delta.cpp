@@ -1,7 +1,8 @@
 // gated_delta.cu's recurrent kernel in the emulation (bf16 inputs, f32 state) against the
 // recurrence in double: the final state and the outputs, every step's state, and the slots'
 // form (entries read and written in place, a negative slot counted from the end, one past the
-// pool's end left unwritten). The kernel's claim that a row's bits depend neither on the rows
+// pool's end left unwritten), each also by the looping form (a grid of fewer blocks than units,
+// the next unit's rows loaded during this one) with the same bits. The kernel's claim that a row's bits depend neither on the rows
 // a warp holds nor on how many steps are staged at once is checked too: R = 1, 2 and 4 and
 // chunks of 1, 3 and every step give the same bits. Built and run by tests/kernel_emulation.rs.
 #include <algorithm>
@@ -74,6 +75,18 @@ static void gd_launch(const GdInputs& in, const NvGd& a, int warps, const float*
   });
 }
 
+// The looping form over the same units with `grid` blocks.
+template <int DK, int DV, int R>
+static void gd_launch_units(const GdInputs& in, NvGd a, int warps, int grid, const float* state,
+                            float* out, bf16* y, const i32* slots) {
+  const int rows = warps * R, runs = (DV + rows - 1) / rows;
+  a.units = (i64)in.B * in.HV * runs;
+  nv_emu_launch({(unsigned)grid, 1, 1}, (unsigned)(32 * warps), [&] {
+    nv_gated_delta_units<float, DK / 32, R>(in.q.data(), in.k.data(), in.v.data(), in.g.data(),
+                                            in.beta.data(), state, out, y, slots, a);
+  });
+}
+
 // The recurrence in double for sequence b, head h from `s0` ([DV][DK]): every step's state
 // (T + 1 of them) and output.
 template <int DK, int DV>
@@ -129,6 +142,10 @@ static int gd_case(int B, int T, int HK, int HV, unsigned seed) {
     gd_launch<DK, DV, 4>(in, gd_args<DK, DV>(in, 1, false), 3, in.state.data(), o.data(),
                          yy.data(), nullptr);
     same(o, yy);
+    // The looping form: 3 blocks over every unit.
+    gd_launch_units<DK, DV, 2>(in, gd_args<DK, DV>(in, T, false), 4, 3, in.state.data(),
+                               o.data(), yy.data(), nullptr);
+    same(o, yy);
   }
   // Every step's state ([B, T, Hv, Dv, Dk]).
   std::vector<float> steps((size_t)B * T * HV * DV * DK);
@@ -136,6 +153,14 @@ static int gd_case(int B, int T, int HK, int HV, unsigned seed) {
   gd_launch<DK, DV, 2>(in, gd_args<DK, DV>(in, 4, true), 4, in.state.data(), steps.data(),
                        ys.data(), nullptr);
   for (size_t i = 0; i < ny; ++i) unequal += ys[i].b != y[i].b;
+  {
+    std::vector<float> s2(steps.size());
+    std::vector<bf16> y2(ny);
+    gd_launch_units<DK, DV, 1>(in, gd_args<DK, DV>(in, 2, true), 2, 2, in.state.data(),
+                               s2.data(), y2.data(), nullptr);
+    for (size_t i = 0; i < s2.size(); ++i) unequal += s2[i] != steps[i];
+    for (size_t i = 0; i < ny; ++i) unequal += y2[i].b != y[i].b;
+  }
   // Slots: a pool of B + 2 entries; sequence 0 at entry B, sequence 1 at -3 (entry B - 1),
   // the others at their index, and the last, when B > 2, past the pool's end (read from the
   // last entry, which no sequence writes, and not written).
@@ -154,6 +179,13 @@ static int gd_case(int B, int T, int HK, int HV, unsigned seed) {
   sa.entries = entries;
   std::vector<bf16> yp(ny);
   gd_launch<DK, DV, 2>(in, sa, 4, pool.data(), pool.data(), yp.data(), slots.data());
+  {
+    std::vector<float> pool2 = before;
+    std::vector<bf16> y2(ny);
+    gd_launch_units<DK, DV, 2>(in, sa, 4, 2, pool2.data(), pool2.data(), y2.data(), slots.data());
+    for (size_t i = 0; i < pool.size(); ++i) unequal += pool2[i] != pool[i];
+    for (size_t i = 0; i < ny; ++i) unequal += y2[i].b != yp[i].b;
+  }
 
   double ey = 0, ty = 0, es = 0, ts = 0;
   const size_t head = (size_t)DV * DK;

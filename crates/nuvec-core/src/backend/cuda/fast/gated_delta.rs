@@ -10,6 +10,9 @@
 //! The steps' small inputs go through shared memory a chunk of steps at a time. `R` is the
 //! most rows (at most 32 state elements a lane) that still leave the device several waves of
 //! blocks: decoding a large batch keeps 8 rows a warp, a single sequence one row a warp.
+//! Tuning knobs: `NUVEC_GD_ROWS` forces `R`; `NUVEC_GD_RESIDENT=k` runs the looping form
+//! (`gated_delta_units_*`: `k` blocks a multiprocessor walk every unit, loading the next one's
+//! rows during this one's steps; same bits) where every step is staged at once.
 //!
 //! q, k, v, g and β are read through their strides, in any of the kernel types (their type
 //! is a kernel argument: their loads are few next to the state's). The state must be
@@ -86,6 +89,7 @@ struct GdArgs {
     dv: i64,
     group: i64,
     entries: i64,
+    units: i64,
     types: i32,
     every: i32,
     chunk: i32,
@@ -135,7 +139,12 @@ pub(super) fn sources(state: DType) -> Vec<(String, String, Vec<String>)> {
             let symbols = ROWS
                 .into_iter()
                 .filter(|r| r * e <= MAX_HELD)
-                .map(|r| format!("gated_delta_{tn}_e{e}_r{r}"))
+                .flat_map(|r| {
+                    [
+                        format!("gated_delta_{tn}_e{e}_r{r}"),
+                        format!("gated_delta_units_{tn}_e{e}_r{r}"),
+                    ]
+                })
                 .collect();
             (module_name(state, e), source(state, e), symbols)
         })
@@ -298,7 +307,7 @@ fn type_code(dtype: DType) -> i32 {
 /// the most rows a warp (at most 32 state elements a lane) that still give the device
 /// [`BLOCKS_PER_SM`] blocks a multiprocessor, else one row a warp.
 /// `NUVEC_GD_ROWS` (1, 2, 4 or 8, within the register budget) forces the rows a warp, for
-/// tuning.
+/// tuning (see the module's documentation).
 fn grid(e: usize, heads: usize, dv: usize, sms: usize) -> (usize, usize, usize) {
     let shape = |r: usize| {
         let warps = WARPS.min(dv.div_ceil(r));
@@ -319,6 +328,20 @@ fn grid(e: usize, heads: usize, dv: usize, sms: usize) -> (usize, usize, usize) 
         .map(shape)
         .find(|&(_, _, blocks)| blocks >= sms * BLOCKS_PER_SM)
         .unwrap_or_else(|| shape(1))
+}
+
+/// Blocks a multiprocessor for the looping form when asked for (`NUVEC_GD_RESIDENT=k`, a
+/// tuning knob): a grid of `k` blocks a multiprocessor takes every unit, each block loading its
+/// next unit's state rows while it computes this one's; used when every step is staged at
+/// once (decoding).
+fn resident_blocks() -> Option<usize> {
+    static RESIDENT: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *RESIDENT.get_or_init(|| {
+        std::env::var("NUVEC_GD_RESIDENT")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&k: &usize| k > 0)
+    })
 }
 
 /// Queues the recurrence of `job` on this stream.
@@ -347,20 +370,28 @@ fn launch(place: &Place, job: &Job<'_>) -> Result<()> {
     args.entries = entries;
     args.every = i32::from(job.every);
     args.chunk = chunk as i32;
+    args.units = blocks as i64;
     let ptrs = starts(place, job.inputs)?;
     let tn = type_names(job.state).expect("a float type").1;
+    let sms = place.gpu.props.sms as usize;
+    let looping = resident_blocks()
+        .map(|k| k * sms)
+        .filter(|&grid| grid < blocks && chunk >= t);
     let f = place.gpu.kernel_in(
         "gated_delta",
         Some(job.state),
         e as u32,
-        symbol!("gated_delta_{tn}_e{e}_r{r}")?,
+        match looping {
+            Some(_) => symbol!("gated_delta_units_{tn}_e{e}_r{r}")?,
+            None => symbol!("gated_delta_{tn}_e{e}_r{r}")?,
+        },
         || source(job.state, e),
     )?;
     let params: [&dyn DeviceRepr; 10] = [
         &ptrs[0], &ptrs[1], &ptrs[2], &ptrs[3], &ptrs[4], &job.from, &job.to, &job.y, &slots, &args,
     ];
     let cfg = LaunchConfig {
-        grid_dim: (blocks as u32, 1, 1),
+        grid_dim: (looping.unwrap_or(blocks) as u32, 1, 1),
         block_dim: ((warps * 32) as u32, 1, 1),
         shared_mem_bytes: (chunk * step_bytes) as u32,
     };
@@ -372,7 +403,8 @@ fn launch(place: &Place, job: &Job<'_>) -> Result<()> {
     // pool taken over or copied) holding B states, B · T states (`every`) or the pool, written
     // only at rows below Dv and at slots inside the pool; `y` is a fresh block of
     // `B · T · Hv · Dv` elements of q's type; `slots` is null or B int32 `slot_stride` apart;
-    // `blocks` covers B · Hv heads of `ceil(Dv / rows)` runs (within 31 bits: `takes`), and
+    // `blocks` (`units`) covers B · Hv heads of `ceil(Dv / rows)` runs (within 31 bits:
+    // `takes`; the looping form's smaller grid walks them all), and
     // the shared memory holds `chunk` staged steps of `rows` rows; the arguments match
     // `gated_delta_*`.
     unsafe { f.launch(&place.stream, cfg, &params) }

@@ -47,6 +47,7 @@ struct NvGd {
   i64 dv;       // state rows (value features)
   i64 group;    // value heads a key head serves
   i64 entries;  // pool entries (slots), else 0
+  i64 units;    // the blocks of the one-unit-a-block grid (B · Hv · runs of rows)
   i32 types;    // q, k, v, g, beta, y: 2 bits each from bit 0
   i32 every;    // write the state after every step ([B, T, Hv, Dv, Dk]) instead of the last
   i32 chunk;    // steps staged in shared memory at once
@@ -143,58 +144,82 @@ __device__ __forceinline__ float nv_gd_dot(const float (&a)[E], const float (&b)
   return s;
 }
 
-// The gated delta rule over the rows of one block (see the top of the file). `state` is read
-// at entry `slots[b]` (negative counting from the end, then clamped into the pool, as `take`
-// reads) or at sequence b; `out` is written at the same entry when it is in the pool (as
-// `scatter` skips others) or at sequence b (every step's state: at [b, t]). With slots,
-// `state` and `out` are the same pool: a block reads its rows before it writes them, and
-// distinct slots keep blocks apart.
-template <typename S, int E, int R>
-__device__ __forceinline__ void nv_gated_delta(
-    const void* __restrict__ q, const void* __restrict__ k, const void* __restrict__ v,
-    const void* __restrict__ g, const void* __restrict__ beta, const S* state, S* out,
-    void* __restrict__ y, const i32* __restrict__ slots, const NvGd& a) {
-  constexpr int DK = 32 * E;
-  constexpr int P = NvGdRow<S, E>::P;
-  extern __shared__ float4 nv_gd_shared[];
-  const int warps = blockDim.x >> 5;
-  const int rows = warps * R;
-  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  // The block's place, in 32 bits (the host keeps B * Hv * Dv within them): 64-bit
-  // divisions are calls.
+// Where unit `unit` (a block of the one-unit-a-block grid: sequence, value head, run of
+// `rows` rows) lies, for this warp: its head, key head and rows, and the state's entries.
+// `state` is read at entry `slots[b]` (negative counting from the end, then clamped into the
+// pool, as `take` reads) or at sequence b; `out` is written at the same entry when it is in
+// the pool (as `scatter` skips others) or at sequence b. With slots, `state` and `out` are
+// the same pool: a unit reads its rows before it writes them, and distinct slots keep units
+// apart.
+struct NvGdPlace {
+  i64 b, h, hk;
+  i64 first;  // the unit's first row
+  i64 mine;   // this warp's first row
+  i64 from, to;
+  bool keep;
+};
+
+__device__ __forceinline__ NvGdPlace nv_gd_place(const NvGd& a, const i32* __restrict__ slots,
+                                                 i64 unit, int rows, int R) {
+  NvGdPlace p;
+  const int w = threadIdx.x >> 5;
+  // In 32 bits (the host keeps B * Hv * Dv within them): 64-bit divisions are calls.
   const u32 runs = ((u32)a.dv + rows - 1) / rows;
-  const u32 hv = (u32)a.hv, ht = blockIdx.x / runs;
-  const i64 run = blockIdx.x - ht * runs;
-  const i64 h = ht % hv, b = ht / hv;
-  const i64 hk = (u32)h / (u32)a.group;
-  const i64 first = run * rows;      // the block's first row
-  const i64 mine = first + w * R;    // the warp's first row
-
-  // Where the state comes from and goes to.
-  i64 from = b, to = b;
-  bool keep = true;
+  const u32 hv = (u32)a.hv, ht = (u32)unit / runs;
+  const i64 run = unit - (i64)ht * runs;
+  p.h = ht % hv;
+  p.b = ht / hv;
+  p.hk = (u32)p.h / (u32)a.group;
+  p.first = run * rows;
+  p.mine = p.first + w * R;
+  p.from = p.b;
+  p.to = p.b;
+  p.keep = true;
   if (slots != nullptr) {
-    i64 s = slots[b * a.slot_stride];
+    i64 s = slots[p.b * a.slot_stride];
     if (s < 0) s += a.entries;
-    keep = s >= 0 && s < a.entries;
-    from = s < 0 ? 0 : (s >= a.entries ? a.entries - 1 : s);
-    to = from;
+    p.keep = s >= 0 && s < a.entries;
+    p.from = s < 0 ? 0 : (s >= a.entries ? a.entries - 1 : s);
+    p.to = p.from;
   }
+  return p;
+}
 
-  // The state rows first: their loads are the kernel's traffic, and stay in flight while the
-  // first steps are staged.
-  float st[R][E];
-  const S* src = state + ((from * a.hv + h) * a.dv + mine) * DK;
+// This warp's R state rows of a unit into registers (zeros past Dv): loads only, so that they
+// stay in flight while the caller does other work.
+template <typename S, int E, int R>
+__device__ __forceinline__ void nv_gd_rows(const S* state, const NvGdPlace& p, const NvGd& a,
+                                           float (&st)[R][E]) {
+  constexpr int DK = 32 * E;
+  const int lane = threadIdx.x & 31;
+  const S* src = state + ((p.from * a.hv + p.h) * a.dv + p.mine) * DK;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    if (mine + r < a.dv) {
+    if (p.mine + r < a.dv) {
       nv_gd_read<S, E>(src + r * DK, lane, st[r]);
     } else {
 #pragma unroll
       for (int e = 0; e < E; ++e) st[r][e] = 0.0f;
     }
   }
+}
 
+// The steps of one unit from its state rows in st (see the top of the file), which it leaves
+// updated, writing the outputs and the state (every step's, or the last). `staged()` is
+// called once the first chunk of steps is staged (the looping form asks for its next unit's
+// rows there).
+template <typename S, int E, int R, typename Staged>
+__device__ __forceinline__ void nv_gd_unit(
+    const void* __restrict__ q, const void* __restrict__ k, const void* __restrict__ v,
+    const void* __restrict__ g, const void* __restrict__ beta, S* out, void* __restrict__ y,
+    const NvGd& a, const NvGdPlace& p, float (&st)[R][E], Staged staged) {
+  constexpr int DK = 32 * E;
+  constexpr int P = NvGdRow<S, E>::P;
+  extern __shared__ float4 nv_gd_shared[];
+  const int warps = blockDim.x >> 5;
+  const int rows = warps * R;
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const i64 b = p.b, h = p.h, hk = p.hk, first = p.first, mine = p.mine;
   const int qt = a.types & 3, kt = (a.types >> 2) & 3, vt = (a.types >> 4) & 3;
   const int gt = (a.types >> 6) & 3, bt = (a.types >> 8) & 3, yt = (a.types >> 10) & 3;
   float* qs = reinterpret_cast<float*>(nv_gd_shared);  // [chunk][DK]
@@ -208,7 +233,7 @@ __device__ __forceinline__ void nv_gated_delta(
   // both advance by one step's Hv * Dv rows.
   const i64 step_rows = a.hv * a.dv;
   i64 y_at = (b * total * a.hv + h) * a.dv + mine;
-  S* each = a.every ? out + ((to * total * a.hv + h) * a.dv + mine) * DK : out;
+  S* each = a.every ? out + ((p.to * total * a.hv + h) * a.dv + mine) * DK : out;
 
   for (i64 t0 = 0; t0 < total; t0 += a.chunk) {
     const int n = (int)(total - t0 < a.chunk ? total - t0 : a.chunk);
@@ -231,6 +256,7 @@ __device__ __forceinline__ void nv_gated_delta(
       bs[i] = nv_gd_load(beta, bt, b * a.beta[0] + t * a.beta[1] + h * a.beta[2]);
     }
     __syncthreads();
+    if (t0 == 0) staged();
 
     // One step after the other (unrolling them only lengthens the code).
 #pragma unroll 1
@@ -268,7 +294,7 @@ __device__ __forceinline__ void nv_gated_delta(
         }
       }
       y_at += step_rows;
-      if (a.every && keep) {
+      if (a.every && p.keep) {
 #pragma unroll
         for (int r = 0; r < R; ++r)
           if (mine + r < a.dv) nv_gd_write<S, E>(each + r * DK, lane, st[r]);
@@ -277,11 +303,56 @@ __device__ __forceinline__ void nv_gated_delta(
     }
   }
 
-  if (!a.every && keep) {
-    S* dst = out + ((to * a.hv + h) * a.dv + mine) * DK;
+  if (!a.every && p.keep) {
+    S* dst = out + ((p.to * a.hv + h) * a.dv + mine) * DK;
 #pragma unroll
     for (int r = 0; r < R; ++r)
       if (mine + r < a.dv) nv_gd_write<S, E>(dst + r * DK, lane, st[r]);
+  }
+}
+
+// The gated delta rule over the rows of one unit a block (see the top of the file).
+template <typename S, int E, int R>
+__device__ __forceinline__ void nv_gated_delta(
+    const void* __restrict__ q, const void* __restrict__ k, const void* __restrict__ v,
+    const void* __restrict__ g, const void* __restrict__ beta, const S* state, S* out,
+    void* __restrict__ y, const i32* __restrict__ slots, const NvGd& a) {
+  const int rows = (blockDim.x >> 5) * R;
+  const NvGdPlace p = nv_gd_place(a, slots, blockIdx.x, rows, R);
+  // The state rows first: their loads are the kernel's traffic, and stay in flight while the
+  // first steps are staged.
+  float st[R][E];
+  nv_gd_rows<S, E, R>(state, p, a, st);
+  nv_gd_unit<S, E, R>(q, k, v, g, beta, out, y, a, p, st, [] {});
+}
+
+// The looping form (decoding, few steps): a grid of fewer blocks than units, each block
+// taking units blockIdx.x, + gridDim.x, ...; the next unit's state rows are asked for as soon
+// as this unit's steps are staged, so they are in flight while this unit computes and writes.
+// Each unit's arithmetic is nv_gated_delta's: the same bits.
+template <typename S, int E, int R>
+__device__ __forceinline__ void nv_gated_delta_units(
+    const void* __restrict__ q, const void* __restrict__ k, const void* __restrict__ v,
+    const void* __restrict__ g, const void* __restrict__ beta, const S* state, S* out,
+    void* __restrict__ y, const i32* __restrict__ slots, const NvGd& a) {
+  const int rows = (blockDim.x >> 5) * R;
+  i64 unit = blockIdx.x;
+  if (unit >= a.units) return;
+  float st[R][E];
+  nv_gd_rows<S, E, R>(state, nv_gd_place(a, slots, unit, rows, R), a, st);
+  for (; unit < a.units; unit += gridDim.x) {
+    const NvGdPlace p = nv_gd_place(a, slots, unit, rows, R);
+    const i64 next = unit + gridDim.x;
+    float sn[R][E];
+    nv_gd_unit<S, E, R>(q, k, v, g, beta, out, y, a, p, st, [&] {
+      if (next < a.units) nv_gd_rows<S, E, R>(state, nv_gd_place(a, slots, next, rows, R), a, sn);
+    });
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int e = 0; e < E; ++e) st[r][e] = sn[r][e];
+    // The staged steps are read by every warp before the next unit stages its own.
+    __syncthreads();
   }
 }
 
@@ -292,4 +363,8 @@ __device__ __forceinline__ void nv_gated_delta(
   extern "C" __global__ void gated_delta_##sn##_e##E##_r##R( \
       const void* q, const void* k, const void* v, const void* g, const void* beta, \
       const S* state, S* out, void* y, const i32* slots, NvGd a) { \
-    nv_gated_delta<S, E, R>(q, k, v, g, beta, state, out, y, slots, a); }
+    nv_gated_delta<S, E, R>(q, k, v, g, beta, state, out, y, slots, a); } \
+  extern "C" __global__ void gated_delta_units_##sn##_e##E##_r##R( \
+      const void* q, const void* k, const void* v, const void* g, const void* beta, \
+      const S* state, S* out, void* y, const i32* slots, NvGd a) { \
+    nv_gated_delta_units<S, E, R>(q, k, v, g, beta, state, out, y, slots, a); }
