@@ -50,6 +50,7 @@ S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
 R="rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp"
 echo "== rows"; timeout 60 $B --device gpu --budget 1 --json $OUT/rows.json copy $R 2>&1 | tail -8
 echo "== rows resident+prefetch"; NUVEC_ROWS_RESIDENT=8 NUVEC_KERNEL_DEFINES="NV_NORM_PREFETCH=1 NV_LAYER_MINB=1 NV_ADD_RMS_MINB=1 NV_SOFTMAX_PREFETCH=1 NV_SOFTMAX_MINB=1 NV_LSE_MINB=2 NV_VJP_PREFETCH=1" timeout 60 $B --device gpu --budget 1 $R 2>&1 | tail -7
+echo "== rope staged (default) and direct"; timeout 30 $B --device gpu --budget 1 rope 2>&1 | tail -1; NUVEC_ROPE_STAGED=0 timeout 30 $B --device gpu --budget 1 rope 2>&1 | tail -1
 echo "== lse minb2"; NUVEC_KERNEL_DEFINES="NV_LSE_MINB=2" timeout 30 $B --device gpu --budget 1 logsumexp 2>&1 | tail -2
 echo "== quantized"; timeout 90 $B --device gpu --budget 1 --json $OUT/q.json qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64 moe_mm_64 2>&1 | tail -8
 echo "== quantized tiled"; NUVEC_QMM_WGMMA=0 timeout 60 $B --device gpu --budget 1 qmm_512x14336x4096 qmm_4096x14336x4096 2>&1 | tail -2

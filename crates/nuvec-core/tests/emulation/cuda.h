@@ -250,7 +250,7 @@ alignas(16) float nv_f32_smem[1 << 16];
 alignas(16) unsigned char nv_gdc_smem[1 << 18];
 alignas(16) unsigned char nvq_smem_tiles[1 << 18];
 float4 nv_gd_shared[1 << 14];
-float nv_rope_angles[1 << 12];
+alignas(16) float nv_rope_angles[1 << 14];
 float4 nv_vjp_acc[1 << 14];
 alignas(1024) unsigned char nvqw_raw[1 << 18];
 alignas(1024) unsigned char nv_t_smem[1 << 18];
