@@ -21,6 +21,7 @@ const GATED_CHUNK: &str = include_str!("../src/backend/cuda/kernels/fast/gated_d
 const QUANTIZED: &str = include_str!("../src/backend/cuda/kernels/quantized.cu");
 const QUANTIZED_TILED: &str = include_str!("../src/backend/cuda/kernels/quantized_tiled.cu");
 const ATTENTION: &str = include_str!("../src/backend/cuda/kernels/fast/attention.cu");
+const ATTENTION_WIDE: &str = include_str!("../src/backend/cuda/kernels/fast/attention_wide.cu");
 const QUANTIZED_WGMMA: &str = include_str!("../src/backend/cuda/kernels/quantized_wgmma.cu");
 const QUANTIZED_GATHER: &str = include_str!("../src/backend/cuda/kernels/quantized_gather.cu");
 const FLASH_SM90: &str = include_str!("../src/backend/cuda/kernels/fast/flash_sm90.cu");
@@ -251,7 +252,10 @@ fn row_kernels_match_their_references() {
 fn decoding_kernel_matches_attention_and_reads_paged_caches_alike() {
     emulate(
         "attention",
-        &[("attention.cu", ATTENTION)],
+        &[
+            ("attention.cu", ATTENTION),
+            ("attention_wide.cu", ATTENTION_WIDE),
+        ],
         include_str!("emulation/attention.cpp"),
         &[&[], &["NV_ATTN_PREFETCH=0"]],
     );

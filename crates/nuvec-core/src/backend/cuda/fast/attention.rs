@@ -20,7 +20,7 @@
 //! the keys), so a key row is read once for all the query heads that share it; lanes read
 //! 16-byte chunks straight into registers; f16 and bf16 multiply on the tensor cores (8 query
 //! rows a block; past head size 256 the block's warps split the features), f32 on the FMA
-//! units (1, 2 or 4 rows a block). `attention.cu` says how.
+//! units (1, 2 or 4 rows a block). `attention.cu` and `attention_wide.cu` say how.
 //!
 //! Sequences of at least [`SINGLE`] keys may be split over several blocks (enough to give
 //! every multiprocessor several, with whole waves) and merged by a second kernel; the paged
@@ -188,6 +188,7 @@ impl CudaKernel for PagedAttention {
 
 const COMMON: &str = include_str!("../kernels/common.cuh");
 const ATTENTION: &str = include_str!("../kernels/fast/attention.cu");
+const ATTENTION_WIDE: &str = include_str!("../kernels/fast/attention_wide.cu");
 
 /// Sequences with fewer keys run in one pass (`NV_ATTN_SINGLE` in the kernel).
 const SINGLE: usize = 1024;
@@ -284,7 +285,7 @@ fn source(dtype: DType, d: usize) -> String {
     } else if d <= 256 {
         format!("NV_ATTENTION_MMA({ct}, {tn}, {d})\n")
     } else {
-        format!("NV_ATTENTION_MMA_WIDE({ct}, {tn}, {d})\n")
+        format!("{ATTENTION_WIDE}\nNV_ATTENTION_MMA_WIDE({ct}, {tn}, {d})\n")
     };
     format!("{COMMON}\n{ATTENTION}\n{kernels}NV_ATTENTION_COMBINE({ct}, {tn}, {d})\n")
 }
