@@ -13,6 +13,8 @@ use std::process::Command;
 const CUDA_H: &str = include_str!("emulation/cuda.h");
 const PTX_H: &str = include_str!("emulation/ptx.h");
 const EMPTY_H: &str = include_str!("emulation/cuda_fp16.h");
+/// The prefill kernels' shared emulation case (inputs, launch, reference in double).
+const FLASH_CASE: &str = include_str!("emulation/flash_case.h");
 const COMMON: &str = include_str!("../src/backend/cuda/kernels/common.cuh");
 const FLASH: &str = include_str!("../src/backend/cuda/kernels/fast/flash.cu");
 const FLASH_F32: &str = include_str!("../src/backend/cuda/kernels/fast/flash_f32.cu");
@@ -161,7 +163,11 @@ fn host_part_drops_the_marked_regions_only() {
 fn flash_f32_kernel_matches_attention_in_double() {
     emulate(
         "flash_f32",
-        &[("flash.cu", FLASH), ("flash_f32.cu", FLASH_F32)],
+        &[
+            ("flash.cu", FLASH),
+            ("flash_f32.cu", FLASH_F32),
+            ("flash_case.h", FLASH_CASE),
+        ],
         include_str!("emulation/flash_f32.cpp"),
         &[&[]],
     );
@@ -289,7 +295,7 @@ fn gathered_quantized_kernels_match_gather_qmm_in_double() {
 fn portable_flash_kernel_matches_attention_in_double() {
     emulate(
         "flash",
-        &[("flash.cu", FLASH)],
+        &[("flash.cu", FLASH), ("flash_case.h", FLASH_CASE)],
         include_str!("emulation/flash.cpp"),
         &[&[]],
     );
