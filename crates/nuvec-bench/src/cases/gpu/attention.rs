@@ -129,13 +129,22 @@ fn decode_heads(b: usize) -> [(usize, usize); 4] {
 
 /// One query token per sequence against contiguous `[b, 8, l, 128]` caches.
 fn decode(b: usize, l: usize) -> Result<Prepared, Skip> {
-    let (sq, sk, sv) = (311, 312, 313);
-    let q = bf16_input(&[b, HQ, 1, HD], sq)?;
-    let k = bf16_input(&[b, HKV, l, HD], sk)?;
-    let v = bf16_input(&[b, HKV, l, HD], sv)?;
-    let scale = 1.0 / (HD as f32).sqrt();
+    decode_heads_of((b, HQ, HKV, l, HD), (311, 312, 313), decode_heads(b))
+}
+
+/// Decoding of `(B, Hq, Hkv, L, D)` (q `[B, Hq, 1, D]`, k/v `[B, Hkv, L, D]`, inputs of seeds
+/// `seeds`), checked at the `(sequence, query head)` rows `check`; GB/s of k and v.
+fn decode_heads_of(
+    (b, hq, hkv, l, d): (usize, usize, usize, usize, usize),
+    (sq, sk, sv): (u64, u64, u64),
+    check: [(usize, usize); 4],
+) -> Result<Prepared, Skip> {
+    let q = bf16_input(&[b, hq, 1, d], sq)?;
+    let k = bf16_input(&[b, hkv, l, d], sk)?;
+    let v = bf16_input(&[b, hkv, l, d], sv)?;
+    let scale = 1.0 / (d as f32).sqrt();
     Ok(Prepared {
-        work: kv_bytes(b, l),
+        work: (2 * b * hkv * l * d * BF16) as f64,
         build: Box::new(move || {
             Ok(vec![fast::scaled_dot_product_attention(
                 &q,
@@ -147,17 +156,17 @@ fn decode(b: usize, l: usize) -> Result<Prepared, Skip> {
             )?])
         }),
         check: Box::new(move |out| {
-            let got = read(out, 0, &[b, HQ, 1, HD], DType::BF16)?;
-            for (bi, h) in decode_heads(b) {
-                let at = (bi * HQ + h) * HD;
-                let qr: Vec<f64> = (0..HD).map(|e| bf(sq, at + e)).collect();
-                let head = (bi * HKV + h / (HQ / HKV)) * l * HD;
+            let got = read(out, 0, &[b, hq, 1, d], DType::BF16)?;
+            for (bi, h) in check {
+                let at = (bi * hq + h) * d;
+                let qr: Vec<f64> = (0..d).map(|e| bf(sq, at + e)).collect();
+                let head = (bi * hkv + h / (hq / hkv)) * l * d;
                 let want = attend(
                     &qr,
                     l,
                     f64::from(scale),
-                    |j, e| bf(sk, head + j * HD + e),
-                    |j, e| bf(sv, head + j * HD + e),
+                    |j, e| bf(sk, head + j * d + e),
+                    |j, e| bf(sv, head + j * d + e),
                 );
                 check_row(&got, at, &want)?;
             }
@@ -169,46 +178,11 @@ fn decode(b: usize, l: usize) -> Result<Prepared, Skip> {
 /// Decoding at head size 512 (MLX's shape for its kernel: one query row, 8 query heads a key
 /// head): q `[8, 16, 1, 512]`, k/v `[8, 2, 4096, 512]`; GB/s of k and v.
 pub(super) fn decode_d512_b8_4k() -> Result<Prepared, Skip> {
-    const B: usize = 8;
-    const H: usize = 16;
-    const KV: usize = 2;
-    const L: usize = 4096;
-    const D: usize = 512;
-    let (sq, sk, sv) = (315, 316, 317);
-    let q = bf16_input(&[B, H, 1, D], sq)?;
-    let k = bf16_input(&[B, KV, L, D], sk)?;
-    let v = bf16_input(&[B, KV, L, D], sv)?;
-    let scale = 1.0 / (D as f32).sqrt();
-    Ok(Prepared {
-        work: (2 * B * KV * L * D * BF16) as f64,
-        build: Box::new(move || {
-            Ok(vec![fast::scaled_dot_product_attention(
-                &q,
-                &k,
-                &v,
-                scale,
-                AttentionMask::None,
-                None,
-            )?])
-        }),
-        check: Box::new(move |out| {
-            let got = read(out, 0, &[B, H, 1, D], DType::BF16)?;
-            for (bi, h) in [(0, 0), (0, 9), (B - 1, H - 1), (B / 2, 6)] {
-                let at = (bi * H + h) * D;
-                let qr: Vec<f64> = (0..D).map(|e| bf(sq, at + e)).collect();
-                let head = (bi * KV + h / (H / KV)) * L * D;
-                let want = attend(
-                    &qr,
-                    L,
-                    f64::from(scale),
-                    |j, e| bf(sk, head + j * D + e),
-                    |j, e| bf(sv, head + j * D + e),
-                );
-                check_row(&got, at, &want)?;
-            }
-            Ok(())
-        }),
-    })
+    decode_heads_of(
+        (8, 16, 2, 4096, 512),
+        (315, 316, 317),
+        [(0, 0), (0, 9), (7, 15), (4, 6)],
+    )
 }
 
 pub(super) fn decode_b1_8k() -> Result<Prepared, Skip> {
