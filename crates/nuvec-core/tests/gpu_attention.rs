@@ -1,7 +1,8 @@
 //! The CUDA attention kernel (few query rows, contiguous or paged keys) against the CPU:
 //! `scaled_dot_product_attention` on `Device::gpu(0)` equals the float32 composition on
 //! the CPU, and `paged_attention` equals the contiguous attention on the GPU bit for bit
-//! below 1,024 keys. Each test skips itself, saying so, where no CUDA device answers.
+//! below 1,024 keys (where both reach the kernel). Each test skips itself, saying so, where
+//! no CUDA device answers.
 
 mod common;
 
@@ -246,7 +247,14 @@ fn paged_attention_equals_contiguous_attention_bitwise() {
                     )
                     .unwrap()
                 });
-                let tol = if len < 1024 { 0.0 } else { tolerance(dtype) };
+                // Head size 512 below 1,024 keys: MLX's routing leaves the contiguous call
+                // to the fallback graph, so only the paged one runs the kernel.
+                let kernel_both = d != 512 || len >= 1024;
+                let tol = if len < 1024 && kernel_both {
+                    0.0
+                } else {
+                    tolerance(dtype)
+                };
                 assert_close(&format!("{name} seq {s}"), &pick(&got, s, lq), &want, tol);
             }
             // Against the fallback on the CPU, in float32.

@@ -67,8 +67,6 @@ pub use paged::{paged_attention, paged_write};
 pub use rope::{Rotation, norm_rope, rope};
 pub use softmax::cross_entropy;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use crate::backend::cpu::fast::CpuKernel;
 use crate::backend::cuda::fast::CudaKernel;
 use crate::dtype::Canon;
@@ -445,22 +443,25 @@ impl FastOp {
     }
 }
 
-/// The number of fused nodes that ran their fallback graph inside the node, this process.
-static NESTED_FALLBACKS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// Fused nodes that ran their fallback graph inside the node in this thread's evaluations.
+    static NESTED_FALLBACKS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
 /// How many fused nodes have run their fallback graph inside the node (as a nested
-/// evaluation) in this process. The public functions record a fused node only where a kernel
+/// evaluation) in evaluations on this thread (evaluation runs on the thread that asks for it,
+/// so tests running side by side do not see each other's). The public functions record a fused node only where a kernel
 /// takes it, so this grows only for nodes built by hand ([`Array::from_op`]) for inputs no
 /// kernel takes, and for attention in f32 beyond the decoding kernel's shapes, whose GPU
 /// kernel is still pending (the seeds record it as a fused node on the GPU). Tests read it to
 /// check that the kernels really ran.
 pub fn nested_fallbacks() -> usize {
-    NESTED_FALLBACKS.load(Ordering::Relaxed)
+    NESTED_FALLBACKS.with(|n| n.get())
 }
 
 /// Counts one nested fallback run (see [`nested_fallbacks`]).
 pub(crate) fn count_nested_fallback() {
-    NESTED_FALLBACKS.fetch_add(1, Ordering::Relaxed);
+    NESTED_FALLBACKS.with(|n| n.set(n.get() + 1));
 }
 
 /// An `f32` parameter stored as its bits.

@@ -45,7 +45,6 @@ pub(crate) mod timing;
 mod transfer;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cudarc::driver::{CudaStream, result};
 
@@ -305,21 +304,42 @@ fn on_host(
     inputs: &mut [ArrayData],
     outputs: &[OutputSpec],
 ) -> Result<Vec<ArrayData>> {
-    HOST_RUNS.fetch_add(1, Ordering::Relaxed);
+    HOST_RUNS.with(|n| n.set(n.get() + 1));
+    if log_host_runs() {
+        let inputs: Vec<String> = inputs
+            .iter()
+            .map(|d| format!("{}{:?}", d.dtype(), d.layout.shape))
+            .collect();
+        eprintln!(
+            "nuvec: {} ran on the host bridge over {}",
+            primitive.name(),
+            inputs.join(", ")
+        );
+    }
     for data in inputs.iter() {
         data.buffer.ensure_host()?;
     }
     crate::backend::cpu::eval(primitive, inputs, outputs)
 }
 
-/// Nodes of GPU streams that ran on the host bridge, this process.
-static HOST_RUNS: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// Nodes of GPU streams that this thread's evaluations ran on the host bridge.
+    static HOST_RUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether each node run on the host bridge is named on stderr (`NUVEC_LOG_HOST_BRIDGE=1`), to
+/// find which primitive of a graph still lacks a kernel.
+fn log_host_runs() -> bool {
+    static LOG: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LOG.get_or_init(|| std::env::var("NUVEC_LOG_HOST_BRIDGE").is_ok_and(|v| v == "1"))
+}
 
 /// How many nodes evaluated on a GPU stream have run on the CPU over host copies of their
-/// inputs (primitives, or inputs, that no CUDA kernel takes yet) in this process. Tests read
-/// it to check that a kernel really ran.
+/// inputs (primitives, or inputs, that no CUDA kernel takes yet) in evaluations on this thread
+/// (evaluation runs on the thread that asks for it, so tests running side by side do not see
+/// each other's). Tests read it to check that a kernel really ran.
 pub fn host_bridge_runs() -> usize {
-    HOST_RUNS.load(Ordering::Relaxed)
+    HOST_RUNS.with(|n| n.get())
 }
 
 /// Device memory counters, summed over the GPUs used so far (zero where there are none).
