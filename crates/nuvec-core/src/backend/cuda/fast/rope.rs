@@ -4,9 +4,8 @@
 //! `[B, H, L, D]` view of `[B, L, H, D]` needs no copy), the output is row-major. Rows of step
 //! 1 rotated whole and 16-byte aligned run `rope_heads_*`: the heads of one position share
 //! their sines and cosines (computed once a block, into shared memory) and move in 16-byte
-//! packs, two a thread in flight; where a position's rows fit 32 KiB of shared memory they are
-//! first copied there with `cp.async` (`rope_heads_staged_*`: the copies are in flight while
-//! the angles are computed; `NUVEC_ROPE_STAGED=0` keeps the direct kernel); other rows run
+//! packs, two a thread in flight (copying a position's rows into shared memory with
+//! `cp.async` while the angles are computed was 7% slower on the H200); other rows run
 //! `rope_rows_*`, a warp per row.
 //!
 //! The kernel takes what the CPU's does ([`Rope::kernel_takes`]); leading axes that do not
@@ -49,17 +48,6 @@ const THREADS: usize = 256;
 const ITEMS: usize = 2;
 /// Blocks launched at most (the kernel loops over the rest).
 const MAX_BLOCKS: usize = 1 << 20;
-/// The most shared memory (angles and rows) for which `rope_heads_staged_*` copies a
-/// position's rows into shared memory first (within the 48 KiB a block gets unasked).
-const STAGED_BYTES: usize = 32 << 10;
-
-/// Whether positions whose rows fit [`STAGED_BYTES`] take the staged kernel (the default;
-/// `NUVEC_ROPE_STAGED=0` keeps the direct one, for comparison).
-fn staged() -> bool {
-    static STAGED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *STAGED.get_or_init(|| std::env::var_os("NUVEC_ROPE_STAGED").is_none_or(|v| v != "0"))
-}
-
 /// The module of the rotation kernel of elements of `dtype`.
 pub(super) fn source(dtype: DType) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
@@ -174,20 +162,12 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
                 .div_ceil(ITEMS)
                 .next_multiple_of(32)
                 .clamp(32, THREADS);
-            // With the position's rows staged through shared memory after the angles.
-            let angles = 2 * half * 4;
-            let with_rows = angles + heads * d * dtype.size();
-            let stage = staged() && with_rows <= STAGED_BYTES;
             let cfg = LaunchConfig {
                 grid_dim: ((nrows / heads).clamp(1, MAX_BLOCKS) as u32, 1, 1),
                 block_dim: (threads as u32, 1, 1),
-                shared_mem_bytes: if stage { with_rows } else { angles } as u32,
+                shared_mem_bytes: (2 * half * 4) as u32,
             };
-            let name = if stage {
-                symbol!("rope_heads_staged_{tn}")?
-            } else {
-                symbol!("rope_heads_{tn}")?
-            };
+            let name = symbol!("rope_heads_{tn}")?;
             (name, cfg)
         }
         None => {

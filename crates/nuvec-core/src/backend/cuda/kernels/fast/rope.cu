@@ -70,35 +70,9 @@ __device__ __forceinline__ void nv_rope_rows(
 // before the first use. For rows of step 1, 16-byte aligned, rotated whole (`dims == d`): an
 // item is a chunk of V pairs (the halves' elements [cV, cV + V) and [half + cV, ...)) or,
 // `traditional`, of V adjacent elements (V / 2 pairs). Shared memory: 2 * pairs floats.
-//
-// STAGED (where the task's rows fit the block's shared memory beside the angles): the task's
-// rows are first copied into shared memory with cp.async, then the angles computed, so the
-// copies are in flight during the sines and cosines without holding registers (sincosf needs
-// many); the rotation reads the rows from shared memory. The same arithmetic: the same bits.
 #define NV_ROPE_ITEMS 2
 
-// nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
-// 16 bytes from global to shared memory, in flight until nv_rope_wait (cp.async from Ampere
-// on, a plain copy before).
-__device__ __forceinline__ void nv_rope_cp16(void* dst, const void* src) {
-#if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                   (u32)__cvta_generic_to_shared(dst)),
-               "l"(src)
-               : "memory");
-#else
-  *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-#endif
-}
-// Waits for this thread's copies (the caller's barrier then makes every thread's visible).
-__device__ __forceinline__ void nv_rope_wait() {
-#if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
-#endif
-}
-// } nuvec-emulation
-
-template <typename T, bool STAGED>
+template <typename T>
 __device__ __forceinline__ void nv_rope_heads(
     const T* __restrict__ x, const Strided& rows, T* __restrict__ y, i64 nrows, i64 d,
     i64 positions, i64 per_batch, const void* __restrict__ offsets, i64 ostride, int unsigned_off,
@@ -113,19 +87,8 @@ __device__ __forceinline__ void nv_rope_heads(
   const i64 heads = per_batch / positions;
   const i64 items = heads * chunks;
   const i64 tasks = nrows / heads;
-  // STAGED: the task's rows, `heads` rows of d, after the angles (16-byte aligned: half is a
-  // multiple of V).
-  T* xs = reinterpret_cast<T*>(nv_rope_angles + 2 * half);
   for (i64 task = blockIdx.x; task < tasks; task += gridDim.x) {
     const i64 entry = task / positions, l = task % positions;
-    if (STAGED) {
-      for (i64 it = threadIdx.x; it < items; it += blockDim.x) {
-        const i64 h = it / chunks, c = it % chunks;
-        const T* p = x + nv_locate(rows, entry * per_batch + h * positions + l);
-        nv_rope_cp16(xs + h * d + c * V, p + c * V);
-        if (!traditional) nv_rope_cp16(xs + h * d + half + c * V, p + half + c * V);
-      }
-    }
     const float off = unsigned_off
                           ? (float)reinterpret_cast<const u32*>(offsets)[entry * ostride]
                           : (float)reinterpret_cast<const i32*>(offsets)[entry * ostride];
@@ -136,7 +99,6 @@ __device__ __forceinline__ void nv_rope_heads(
       cs[j] = cv;
       sn[j] = forward ? sv : -sv;
     }
-    if (STAGED) nv_rope_wait();
     __syncthreads();
     const int nitems = (int)items;
     for (int first = threadIdx.x; first < nitems; first += NV_ROPE_ITEMS * blockDim.x) {
@@ -147,8 +109,7 @@ __device__ __forceinline__ void nv_rope_heads(
         const int it = first + u * blockDim.x;
         if (it < nitems) {
           const int h = it / chunks, c = it % chunks;
-          const T* p = STAGED ? xs + h * d
-                              : x + nv_locate(rows, entry * per_batch + h * positions + l);
+          const T* p = x + nv_locate(rows, entry * per_batch + h * positions + l);
           a[u] = reinterpret_cast<const NvRaw*>(p)[c];
           if (!traditional) b[u] = reinterpret_cast<const NvRaw*>(p + half)[c];
         }
@@ -191,23 +152,14 @@ __device__ __forceinline__ void nv_rope_heads(
   }
 }
 
-// `rope_rows_<type>` (any rows), `rope_heads_<type>` and `rope_heads_staged_<type>` (see
-// nv_rope_heads).
+// `rope_rows_<type>` (any rows) and `rope_heads_<type>` (see nv_rope_heads).
 #define NV_ROPE(T, tn) \
   extern "C" __global__ void __launch_bounds__(NV_THREADS, 4) rope_heads_##tn( \
       const T* x, Strided rows, i64 s, T* y, i64 nrows, i64 d, i64 positions, i64 per_batch, \
       const void* offsets, i64 ostride, int unsigned_off, const float* freqs, i64 fstride, \
       float step, float scale, i64 half, int traditional, int forward) { \
-    nv_rope_heads<T, false>(x, rows, y, nrows, d, positions, per_batch, offsets, ostride, \
-                            unsigned_off, freqs, fstride, step, scale, half, traditional, \
-                            forward); } \
-  extern "C" __global__ void __launch_bounds__(NV_THREADS, 4) rope_heads_staged_##tn( \
-      const T* x, Strided rows, i64 s, T* y, i64 nrows, i64 d, i64 positions, i64 per_batch, \
-      const void* offsets, i64 ostride, int unsigned_off, const float* freqs, i64 fstride, \
-      float step, float scale, i64 half, int traditional, int forward) { \
-    nv_rope_heads<T, true>(x, rows, y, nrows, d, positions, per_batch, offsets, ostride, \
-                           unsigned_off, freqs, fstride, step, scale, half, traditional, \
-                           forward); } \
+    nv_rope_heads<T>(x, rows, y, nrows, d, positions, per_batch, offsets, ostride, \
+                     unsigned_off, freqs, fstride, step, scale, half, traditional, forward); } \
   extern "C" __global__ void __launch_bounds__(NV_THREADS) rope_rows_##tn( \
       const T* x, Strided rows, i64 s, T* y, i64 nrows, i64 d, i64 positions, i64 per_batch, \
       const void* offsets, i64 ostride, int unsigned_off, const float* freqs, i64 fstride, \
