@@ -3,13 +3,13 @@
 //! flash-linear-attention's `chunk_gated_delta_rule`, with the recurrence across chunks in
 //! float32.
 //!
-//! Three launches. The first forms, for every chunk of every head at once, the chunk's
-//! operands that do not depend on the state entering it (`W`, the decayed keys, the decayed
-//! queries, the masked and decayed `Q Kᵀ`, `U` and the chunk's decay) into a workspace; the
-//! second walks the chunks in order, 16 or 32 state rows a block, the state in registers,
-//! writing each chunk's entering state and corrected values; the third forms every chunk's
-//! outputs at once from them. `NUVEC_GDC_SPLIT=0` runs the outputs inside the walk instead
-//! (two launches; for comparison).
+//! Two launches. The first forms, for every chunk of every head at once, the chunk's operands
+//! that do not depend on the state entering it (`W`, the decayed keys, the decayed queries,
+//! the masked and decayed `Q Kᵀ`, `U` and the chunk's decay) into a workspace; the second walks
+//! the chunks in order, 32 state rows a block, the state in registers, and writes each chunk's
+//! outputs as it goes. (flash-linear-attention's split, the walk writing each chunk's entering
+//! state for a third launch to form the outputs from, was 7% slower on the H200 at 32 heads of
+//! 4,096 steps: the states' round trip through memory costs more than the walk saves.)
 //!
 //! Taken for the final state only (every step's state and the slots keep the recurrent
 //! kernel), q and v of a half type (the tensor cores' operand type; q's), `Dk` and `Dv` each 64
@@ -32,8 +32,6 @@ const CHUNK: &str = include_str!("../kernels/fast/gated_delta_chunk.cu");
 const C: usize = 64;
 /// State rows a block of the second kernel (`NV_GDC_RV`).
 const RV: usize = 32;
-/// State rows a block of the split walk may take (`nv_gdc_walk`'s RV).
-const WALK_ROWS: [usize; 2] = [16, 32];
 /// Threads a block of every kernel (`NV_GDC_THREADS`).
 const THREADS: u32 = 128;
 /// The key and value sizes with kernels.
@@ -55,12 +53,6 @@ fn source(state: DType) -> String {
                 s.push_str(&format!(
                     "NV_GDC_STATE({ct}, {tn}, {sct}, {stn}, {dk}, {dv})\n"
                 ));
-                s.push_str(&format!("NV_GDC_OUT({ct}, {tn}, {dk}, {dv})\n"));
-                for rv in WALK_ROWS {
-                    s.push_str(&format!(
-                        "NV_GDC_WALK({ct}, {tn}, {sct}, {stn}, {dk}, {dv}, {rv})\n"
-                    ));
-                }
             }
         }
     }
@@ -123,24 +115,6 @@ fn vector_inputs(inputs: &[ArrayData], ptrs: &[u64; 5]) -> i32 {
 /// Dynamic shared memory of the first kernel (`NvGdcPrepShape`).
 fn prep_shared(dk: usize, dv: usize) -> usize {
     (2 * C * (dk + 8) + C * (dv + 8)) * 2 + (2 * C * (C + 1) + 4 * C) * 4
-}
-
-/// Whether the walk across the chunks is split from the outputs (the default; the outputs then
-/// take a launch of their own, every chunk at once): `NUVEC_GDC_SPLIT=0` runs the fused walk,
-/// for comparison.
-fn split() -> bool {
-    static SPLIT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *SPLIT.get_or_init(|| std::env::var_os("NUVEC_GDC_SPLIT").is_none_or(|v| v != "0"))
-}
-
-/// Dynamic shared memory of the split walk (`NvGdcWalkShape`).
-fn walk_shared(dk: usize, rv: usize) -> usize {
-    (2 * 2 * C * (dk + 8) + rv * (dk + 8) + C * (rv + 8)) * 2 + 2 * (C * (rv + 4) + 4) * 4
-}
-
-/// Dynamic shared memory of the outputs' kernel (`NvGdcOutShape`).
-fn out_shared(dk: usize, dv: usize) -> usize {
-    (C * (dk + 8) + C * (C + 8) + dv * (dk + 8) + C * (dv + 8)) * 2
 }
 
 /// Dynamic shared memory of the second kernel (`NvGdcStateShape`).
@@ -211,61 +185,21 @@ pub(super) fn launch(
     // arguments match `gdc_prep_*`.
     unsafe { prep.launch(&place.stream, cfg, &params) }?;
 
-    if split() {
-        // 16 rows a block where 32 would leave multiprocessors idle.
-        let rv = if heads * (dv / 32) < 2 * place.gpu.props.sms as usize {
-            16
-        } else {
-            32
-        };
-        let states = alloc(heads * nt * dv * dk * 2)?;
-        let corrected = alloc(heads * nt * C * dv * 2)?;
-        let (hs, vn) = (states.ptr(), corrected.ptr());
-        let walk = kernel(format!("gdc_walk_{tn}_{sn}_{dk}_{dv}_r{rv}"))?;
-        let cfg = LaunchConfig {
-            grid_dim: ((heads * (dv / rv)) as u32, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: walk_shared(dk, rv) as u32,
-        };
-        let params: [&dyn DeviceRepr; 8] = [&from, &to, &hs, &vn, &wsh, &wsf, &args, &nt32];
-        // SAFETY: `from` and `to` as for the fused walk below, each block reading and writing
-        // its own `rv` rows of one head; `hs` holds `heads · nt` entering states of `Dv · Dk`
-        // and `vn` as many chunks of `C · Dv` elements of q's type, each block writing its own
-        // rows of them; the workspaces are the first launch's, written before this one on the
-        // same stream; the grid is `heads · Dv / rv` blocks and the shared memory
-        // `walk_shared`, allowed above 48 KiB just before; the arguments match `gdc_walk_*`.
-        unsafe { walk.launch(&place.stream, cfg, &params) }?;
-        let outputs = kernel(format!("gdc_out_{tn}_{dk}_{dv}"))?;
-        let cfg = LaunchConfig {
-            grid_dim: ((heads * nt) as u32, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: out_shared(dk, dv) as u32,
-        };
-        let params: [&dyn DeviceRepr; 6] = [&y, &wsh, &hs, &vn, &args, &nt32];
-        // SAFETY: `y` is a fresh `[B, T, Hv, Dv]` block of q's type, each block writing its
-        // chunk's steps below T; the workspaces and `hs`, `vn` were written by the launches
-        // before this one on the same stream, each block reading its own chunk; the grid is
-        // `heads · nt` blocks (within 31 bits: `takes`) and the shared memory `out_shared`,
-        // allowed above 48 KiB just before; the arguments match `gdc_out_*`.
-        unsafe { outputs.launch(&place.stream, cfg, &params) }?;
-        drop((states, corrected));
-    } else {
-        let walk = kernel(format!("gdc_state_{tn}_{sn}_{dk}_{dv}"))?;
-        let cfg = LaunchConfig {
-            grid_dim: ((heads * (dv / RV)) as u32, 1, 1),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: state_shared(dk) as u32,
-        };
-        let params: [&dyn DeviceRepr; 7] = [&from, &to, &y, &wsh, &wsf, &args, &nt32];
-        // SAFETY: `from` starts B row-major states of `Hv · Dv · Dk` elements of `state`'s
-        // type and `to` a block of this evaluation's own of as many, each block reading and
-        // writing its own 32 rows of one head; `y` is a fresh `[B, T, Hv, Dv]` block of q's
-        // type written at steps below T; the workspaces are the first launch's, written
-        // before this one on the same stream; the grid is `heads · Dv / 32` blocks and the
-        // shared memory `state_shared`, allowed above 48 KiB just before; the arguments match
-        // `gdc_state_*`.
-        unsafe { walk.launch(&place.stream, cfg, &params) }?;
-    }
+    let walk = kernel(format!("gdc_state_{tn}_{sn}_{dk}_{dv}"))?;
+    let cfg = LaunchConfig {
+        grid_dim: ((heads * (dv / RV)) as u32, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: state_shared(dk) as u32,
+    };
+    let params: [&dyn DeviceRepr; 7] = [&from, &to, &y, &wsh, &wsf, &args, &nt32];
+    // SAFETY: `from` starts B row-major states of `Hv · Dv · Dk` elements of `state`'s
+    // type and `to` a block of this evaluation's own of as many, each block reading and
+    // writing its own 32 rows of one head; `y` is a fresh `[B, T, Hv, Dv]` block of q's
+    // type written at steps below T; the workspaces are the first launch's, written
+    // before this one on the same stream; the grid is `heads · Dv / 32` blocks and the
+    // shared memory `state_shared`, allowed above 48 KiB just before; the arguments match
+    // `gdc_state_*`.
+    unsafe { walk.launch(&place.stream, cfg, &params) }?;
     // The workspaces go back to the stream's pool after the launches queued on it.
     drop((half, float));
     Ok(())
@@ -284,13 +218,6 @@ mod tests {
             3 * 64 * 136 * 2 + (2 * 64 * 65 + 256) * 4
         );
         assert!(state_shared(128) <= 227 << 10);
-        assert!(out_shared(128, 128) <= 227 << 10);
-        for rv in WALK_ROWS {
-            assert!(
-                walk_shared(128, rv) <= 113 << 10,
-                "two walks a multiprocessor"
-            );
-        }
         assert!(prep_shared(128, 128) <= 227 << 10);
     }
 }

@@ -32,8 +32,8 @@
 //   U  = (T diag(beta)) V         [C, Dv] in float
 //   G_C                           one float (64 reserved, for 16-byte rows)
 // beta and the gates are folded into T's columns, so K and V enter the products as they were
-// given (exact for half-type inputs). T itself is solved in float: thread c solves column c
-// (columns of a triangular inverse need no other column).
+// given (exact for half-type inputs). T itself is solved in float, in blocks of 16 (see the
+// solve).
 //
 // Kernel 2 (`gdc_state_*`, one block per head and 32 state rows, the chunks one after the
 // other) keeps its rows of the state in float registers, as the accumulators of the state's
@@ -299,24 +299,73 @@ __device__ __forceinline__ void nv_gdc_prep(const void* __restrict__ q, const vo
   }
   __syncthreads();  // A is whole; D and Q are no longer read
 
-  // T = (I + A)^-1 into `dm`: thread c solves column c (rows above c are 0, so each row's
-  // sum starts at c). Every thread of a warp reads the same A[i][j] at once (a broadcast) and
-  // its own column of T; four partial sums keep four multiply-adds in flight.
-  if (tid < C) {
-    const int c = tid;
-    for (int i = 0; i < C; ++i) {
-      const float* ar = am + i * CS;
-      float acc[4] = {i == c ? 1.0f : 0.0f, 0.0f, 0.0f, 0.0f};
-      int j = c;
-      for (; j + 4 <= i; j += 4) {
+  // T = (I + A)^-1 into `dm`, in blocks of 16 (four a side). Warp w inverts diagonal block w
+  // by forward substitution, lane c < 16 holding column c in registers; then row block
+  // i = 1, 2, 3 in turn takes
+  //   T[i][0..i) = -T[i][i] (A[i][0..i) T[0..i)[0..i)),
+  // which reads only the row blocks above it. The critical path is 16 dependent rows and three
+  // pairs of small products (one thread a column of all 64 rows made it 64 rows of up to 63
+  // dependent terms, two thirds of this kernel's time).
+  {
+    constexpr int B = 16;
+    for (int u = tid; u < C * C; u += NV_GDC_THREADS) {
+      const int r = u / C, c = u % C;
+      if (c >= (r / B + 1) * B) dm[r * CS + c] = 0.0f;
+    }
+    if (lane < B) {
+      const int c = lane, d0 = warp * B;
+      float t[B];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[e] = __fmaf_rn(-ar[j + e], dm[(j + e) * CS + c], acc[e]);
+      for (int i = 0; i < B; ++i) t[i] = i == c ? 1.0f : 0.0f;
+#pragma unroll
+      for (int i = 1; i < B; ++i) {
+        // Rows above c hold 0 and row c holds 1, so the sum needs no bound on c.
+        const float* ar = am + (d0 + i) * CS + d0;
+        float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < i; j += 2) {
+          s0 = __fmaf_rn(ar[j], t[j], s0);
+          if (j + 1 < i) s1 = __fmaf_rn(ar[j + 1], t[j + 1], s1);
+        }
+        if (i > c) t[i] = -(s0 + s1);
       }
-      for (; j < i; ++j) acc[0] = __fmaf_rn(-ar[j], dm[j * CS + c], acc[0]);
-      dm[i * CS + c] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+#pragma unroll
+      for (int i = 0; i < B; ++i) dm[(d0 + i) * CS + d0 + c] = t[i];
+    }
+    __syncthreads();
+    // Thread (r, g) = (tid / 8, tid % 8) makes row r of the row block, columns g + 8 e.
+    const int r = tid >> 3, g8 = tid & 7;
+#pragma unroll
+    for (int i = 1; i < C / B; ++i) {
+      float m[2 * (C / B - 1)];
+#pragma unroll
+      for (int e = 0; e < 2 * i; ++e) m[e] = 0.0f;
+      const float* ar = am + (i * B + r) * CS;
+      for (int k = 0; k < i * B; ++k) {
+        const float x = ar[k];
+        const float* tk = dm + k * CS + g8;
+#pragma unroll
+        for (int e = 0; e < 2 * i; ++e) m[e] = __fmaf_rn(x, tk[8 * e], m[e]);
+      }
+      __syncthreads();  // A's row block i is read: its place takes the product
+#pragma unroll
+      for (int e = 0; e < 2 * i; ++e) am[(i * B + r) * CS + g8 + 8 * e] = m[e];
+      __syncthreads();
+      const float* td = dm + (i * B + r) * CS + i * B;  // row r of T[i][i]
+#pragma unroll
+      for (int e = 0; e < 2 * i; ++e) m[e] = 0.0f;
+#pragma unroll
+      for (int k = 0; k < B; ++k) {
+        const float x = td[k];
+        const float* mk = am + (i * B + k) * CS + g8;
+#pragma unroll
+        for (int e = 0; e < 2 * i; ++e) m[e] = __fmaf_rn(x, mk[8 * e], m[e]);
+      }
+#pragma unroll
+      for (int e = 0; e < 2 * i; ++e) dm[(i * B + r) * CS + g8 + 8 * e] = -m[e];
+      __syncthreads();
     }
   }
-  __syncthreads();
 
   // T diag(beta G) over Q's tile, T diag(beta) over A's, both in T.
   T* tw = qs;
@@ -527,235 +576,14 @@ template <typename T, int DK> struct NvGdcStateShape {
       2 * (NV_GDC_C * (NV_GDC_RV + 4) + 4) * 4;
 };
 
-// The split form of kernel 2 (flash-linear-attention's): the walk across the chunks keeps
-// only what the next chunk needs, V' = U - W S^T and S = G_C S + V'^T Kd, and writes each
-// chunk's entering state (in T, as the products read it) and V' to workspaces; the outputs
-// Y = Qg S^T + P V' then take one block per chunk, every chunk at once (kernel 3). The walk's
-// stage is W and Kd only, so RV = 16 state rows a block fit two blocks a multiprocessor. The
-// products are the same with the same operands in the same order, so Y is bit for bit the
-// fused walk's.
-//
-// Kernel 2': rows r0 .. r0 + RV of head bh's state through the chunks.
-template <typename T, typename S, int DK, int DV, int RV>
-__device__ __forceinline__ void nv_gdc_walk(const S* __restrict__ state, S* __restrict__ out,
-                                            T* __restrict__ hs, T* __restrict__ vn,
-                                            const T* __restrict__ wsh,
-                                            const float* __restrict__ wsf, const NvGd& a,
-                                            int nt) {
-  constexpr int C = NV_GDC_C, KS = DK + 8;
-  constexpr int US = RV + 4;    // float row stride of U's slice (16-byte rows)
-  constexpr int VS = RV + 8;    // T row stride of V'
-  constexpr int NTW = DK / 32;  // the state's column tiles of 8 a warp
-  constexpr int MI = RV / 16;   // the state's row tiles of 16
-  constexpr int SLICES = DV / RV;
-  typedef NvGdcWs<DK, DV> Ws;
-  // One stage: W and Kd [C][KS] (T); U's slice [C][US] and G_C (16 bytes) (float).
-  constexpr int STAGE_H = 2 * C * KS;
-  constexpr int STAGE_F = C * US + 4;
-  extern __shared__ __align__(16) unsigned char nv_gdc_smem[];
-  T* hbuf = reinterpret_cast<T*>(nv_gdc_smem);                // [2][STAGE_H]
-  float* fbuf = reinterpret_cast<float*>(hbuf + 2 * STAGE_H);  // [2][STAGE_F]
-  T* ss = reinterpret_cast<T*>(fbuf + 2 * STAGE_F);           // the state in T [RV][KS]
-  T* vsm = ss + RV * KS;                                       // V' in T [C][VS]
-
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int gr = lane >> 2, t4 = lane & 3;
-  const i64 slice = blockIdx.x % SLICES, bh = blockIdx.x / SLICES;
-  const i64 h = bh % a.hv, b = bh / a.hv;
-  const i64 r0 = slice * RV;
-  const int row0 = warp * 16;        // this warp's steps in V'
-  const int col0 = warp * (DK / 4);  // this warp's state columns
-
-  auto load = [&](int n, int stage) {
-    const T* src = wsh + (bh * nt + n) * Ws::HALF;
-    // W and Kd: two [C][DK] blocks one after the other, as 2C rows.
-    nv_gdc_copy(hbuf + stage * STAGE_H, KS * 2, src, DK * 2, 2 * C, DK / 8);
-    const float* fs = wsf + (bh * nt + n) * Ws::FLOAT;
-    float* fd = fbuf + stage * STAGE_F;
-    nv_gdc_copy(fd, US * 4, fs + r0, DV * 4, C, RV / 4);
-    nv_gdc_copy(fd + C * US, 16, fs + C * DV, 16, 1, 1);
-  };
-  load(0, 0);
-  nv_cp_commit();
-
-  float st[MI][NTW][4];
-  const i64 base = (b * a.hv + h) * a.dv + r0;
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int j = 0; j < NTW; ++j)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = mi * 16 + gr + half * 8, c = col0 + j * 8 + 2 * t4;
-        const S* p = state + (base + r) * DK + c;
-        st[mi][j][half * 2] = (float)nv_up(p[0]);
-        st[mi][j][half * 2 + 1] = (float)nv_up(p[1]);
-        nv_gdc_put2(ss + r * KS + c, st[mi][j][half * 2], st[mi][j][half * 2 + 1]);
-      }
-
-  for (int n = 0; n < nt; ++n) {
-    const int stage = n & 1;
-    if (n + 1 < nt) {
-      load(n + 1, stage ^ 1);
-      nv_cp_commit();
-      nv_cp_wait<1>();
-    } else {
-      nv_cp_wait<0>();
-    }
-    __syncthreads();
-    const T* ws = hbuf + stage * STAGE_H;
-    const T* kds = ws + C * KS;
-    const float* us = fbuf + stage * STAGE_F;
-    const float total = us[C * US];
-
-    // The state entering chunk n, as kernel 3 reads it: rows r0.. of [Dv][Dk] in T.
-    {
-      T* hd = hs + ((bh * nt + n) * DV + r0) * DK;
-      for (int u = tid; u < RV * DK / 8; u += NV_GDC_THREADS) {
-        const int r = u / (DK / 8), c = (u % (DK / 8)) * 8;
-        *reinterpret_cast<uint4*>(hd + r * DK + c) = *reinterpret_cast<const uint4*>(ss + r * KS + c);
-      }
-    }
-
-    // V' = U - W S^T: this warp's 16 steps, the block's RV rows.
-    float prod[1][RV / 8][4];
-#pragma unroll
-    for (int j = 0; j < RV / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) prod[0][j][e] = 0.0f;
-    const T* const rows[1] = {ws + row0 * KS};
-    nv_gdc_mul_bt<T, DK, RV, 1>(prod, rows, KS, ss, KS, lane);
-    const auto& vacc = prod[0];
-    {
-      T* vd = vn + (bh * nt + n) * C * DV + r0;
-#pragma unroll
-      for (int j = 0; j < RV / 8; ++j)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = row0 + gr + half * 8, c = j * 8 + 2 * t4;
-          const float2 u = *reinterpret_cast<const float2*>(us + r * US + c);
-          const u32 w = NvMma<T>::pack(u.x - vacc[j][half * 2], u.y - vacc[j][half * 2 + 1]);
-          *reinterpret_cast<u32*>(vsm + r * VS + c) = w;
-          *reinterpret_cast<u32*>(vd + r * DV + c) = w;
-        }
-    }
-    __syncthreads();  // V' whole; S in T no longer read this chunk
-
-    // S = G_C S + V'^T Kd: rows (m) are the state's, k runs over the chunk's steps.
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int j = 0; j < NTW; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) st[mi][j][e] *= total;
-    nv_gdc_mul_at_b<T, C, MI, 8 * NTW>(st, vsm, VS, kds + col0, KS, lane);
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-      for (int j = 0; j < NTW; ++j)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = mi * 16 + gr + half * 8, c = col0 + j * 8 + 2 * t4;
-          nv_gdc_put2(ss + r * KS + c, st[mi][j][half * 2], st[mi][j][half * 2 + 1]);
-        }
-    __syncthreads();  // this stage, V' and the new S in T are done with / written
-  }
-
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int j = 0; j < NTW; ++j)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = mi * 16 + gr + half * 8, c = col0 + j * 8 + 2 * t4;
-        S* p = out + (base + r) * DK + c;
-        p[0] = nv_down<S>(st[mi][j][half * 2]);
-        p[1] = nv_down<S>(st[mi][j][half * 2 + 1]);
-      }
-}
-
-// Kernel 3: the outputs of chunk n of head bh, Y = Qg S_n^T + P V'_n, this warp's 16 steps
-// and every value feature.
-template <typename T, int DK, int DV>
-__device__ __forceinline__ void nv_gdc_out(T* __restrict__ y, const T* __restrict__ wsh,
-                                           const T* __restrict__ hs, const T* __restrict__ vn,
-                                           const NvGd& a, int nt) {
-  constexpr int C = NV_GDC_C, KS = DK + 8, PS = NV_GDC_PS, YS = DV + 8;
-  typedef NvGdcWs<DK, DV> Ws;
-  extern __shared__ __align__(16) unsigned char nv_gdc_smem[];
-  T* qg = reinterpret_cast<T*>(nv_gdc_smem);  // [C][KS]
-  T* ps = qg + C * KS;                         // [C][PS]
-  T* sn = ps + C * PS;                         // the entering state [DV][KS]
-  T* vv = sn + DV * KS;                        // V' [C][YS]
-
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int gr = lane >> 2, t4 = lane & 3;
-  const i64 n = blockIdx.x % nt, bh = blockIdx.x / nt;
-  const i64 h = bh % a.hv, b = bh / a.hv;
-  const int row0 = warp * 16;
-
-  const T* chunk = wsh + (bh * nt + n) * Ws::HALF;
-  nv_gdc_copy(qg, KS * 2, chunk + Ws::QG, DK * 2, C, DK / 8);
-  nv_gdc_copy(ps, PS * 2, chunk + Ws::P, C * 2, C, C / 8);
-  nv_gdc_copy(sn, KS * 2, hs + (bh * nt + n) * DV * DK, DK * 2, DV, DK / 8);
-  nv_gdc_copy(vv, YS * 2, vn + (bh * nt + n) * C * DV, DV * 2, C, DV / 8);
-  nv_cp_commit();
-  nv_cp_wait<0>();
-  __syncthreads();
-
-  float prod[1][DV / 8][4];
-#pragma unroll
-  for (int j = 0; j < DV / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) prod[0][j][e] = 0.0f;
-  const T* const rows[1] = {qg + row0 * KS};
-  nv_gdc_mul_bt<T, DK, DV, 1>(prod, rows, KS, sn, KS, lane);
-  auto& yacc = prod[0];
-  nv_gdc_mul_b<T, C, DV>(yacc, ps + row0 * PS, PS, vv, YS, lane);
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const i64 t = n * C + row0 + gr + half * 8;
-    if (t < a.steps) {
-      T* yr = y + ((b * a.steps + t) * a.hv + h) * a.dv;
-#pragma unroll
-      for (int j = 0; j < DV / 8; ++j)
-        nv_gdc_put2(yr + j * 8 + 2 * t4, yacc[j][half * 2], yacc[j][half * 2 + 1]);
-    }
-  }
-}
-
-// Shared memory of kernels 2' and 3 (bytes).
-template <typename T, int DK, int RV> struct NvGdcWalkShape {
-  static constexpr int SHARED =
-      (2 * 2 * NV_GDC_C * (DK + 8) + RV * (DK + 8) + NV_GDC_C * (RV + 8)) * 2 +
-      2 * (NV_GDC_C * (RV + 4) + 4) * 4;
-};
-template <typename T, int DK, int DV> struct NvGdcOutShape {
-  static constexpr int SHARED =
-      (NV_GDC_C * (DK + 8) + NV_GDC_C * NV_GDC_PS + DV * (DK + 8) + NV_GDC_C * (DV + 8)) * 2;
-};
-
-// `gdc_prep_<T>_<DK>_<DV>`, `gdc_state_<T>_<S>_<DK>_<DV>`, `gdc_walk_<T>_<S>_<DK>_<DV>_r<RV>`
-// and `gdc_out_<T>_<DK>_<DV>`: T the mma type (q's), S the state's. Grids: kernels 1 and 3 one
-// block per (head, chunk), chunks fastest; kernels 2 and 2' one per (head, 32 or RV state
-// rows), rows fastest.
+// `gdc_prep_<T>_<DK>_<DV>` and `gdc_state_<T>_<S>_<DK>_<DV>`: T the mma type (q's), S the
+// state's. Grids: kernel 1 one block per (head, chunk), chunks fastest; kernel 2 one per
+// (head, 32 state rows), rows fastest.
 #define NV_GDC_PREP(T, TN, DK, DV)                                                            \
   extern "C" __global__ void __launch_bounds__(NV_GDC_THREADS) gdc_prep_##TN##_##DK##_##DV(  \
       const void* q, const void* k, const void* v, const void* g, const void* beta, T* wsh,    \
       float* wsf, NvGd a, int nt, int vec) {                                                  \
     nv_gdc_prep<T, DK, DV>(q, k, v, g, beta, wsh, wsf, a, nt, vec);                           \
-  }
-#define NV_GDC_WALK(T, TN, S, SN, DK, DV, RV)                                                 \
-  extern "C" __global__ void __launch_bounds__(NV_GDC_THREADS)                               \
-      gdc_walk_##TN##_##SN##_##DK##_##DV##_r##RV(const S* state, S* out, T* hs, T* vn,        \
-                                                 const T* wsh, const float* wsf, NvGd a,     \
-                                                 int nt) {                                   \
-    nv_gdc_walk<T, S, DK, DV, RV>(state, out, hs, vn, wsh, wsf, a, nt);                        \
-  }
-#define NV_GDC_OUT(T, TN, DK, DV)                                                             \
-  extern "C" __global__ void __launch_bounds__(NV_GDC_THREADS) gdc_out_##TN##_##DK##_##DV(    \
-      T* y, const T* wsh, const T* hs, const T* vn, NvGd a, int nt) {                         \
-    nv_gdc_out<T, DK, DV>(y, wsh, hs, vn, a, nt);                                              \
   }
 #define NV_GDC_STATE(T, TN, S, SN, DK, DV)                                                    \
   extern "C" __global__ void __launch_bounds__(NV_GDC_THREADS)                               \
