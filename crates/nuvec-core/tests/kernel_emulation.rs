@@ -315,6 +315,7 @@ fn hopper_tma_prefill_matches_attention_in_double() {
             &[],
             &["NV_T_PINGPONG=1"],
             &["NV_H_ORDER=1", "NV_H_L2_BYTES=100000"],
+            &["NV_T_PINGPONG=1", "NV_T_STAGES=3", "NV_H_ORDER=1"],
         ],
     );
 }

@@ -2,8 +2,10 @@
 // stages on shared-memory barriers, consumers on wgmma) against attention in double on the
 // same rounded inputs: head sizes 64 and 128, every mask kind, sinks, grouped heads, causal
 // with more keys than queries, lengths that are not multiples of the tiles, two consumers and
-// (head size 64) three. Built and run by tests/kernel_emulation.rs, once as the kernel is and
-// once with the consumers taking turns (NV_T_PINGPONG=1).
+// (head size 64) three. Built and run by tests/kernel_emulation.rs, once as the kernel is, once
+// in FlashAttention-3's block order over a small L2, and once and again with the consumers taking
+// turns (NV_T_PINGPONG=1), the second time over three stages in that block order (the defaults
+// on Hopper for head size 64).
 #include <algorithm>
 #include <random>
 

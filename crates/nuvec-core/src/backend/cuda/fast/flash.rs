@@ -19,12 +19,15 @@
 //! Knobs for tuning and comparison: `NUVEC_FLASH_WARPS` (4 or 8; 4 by default) sets the warps,
 //! and so the query rows, a block of the portable kernel takes; `NUVEC_FLASH_PORTABLE=1`
 //! keeps Hopper on the portable kernel, `NUVEC_FLASH_TMA=0` on the cooperative form;
-//! `NUVEC_FLASH_PINGPONG=1` makes the TMA form's consumers take turns at the tensor cores
-//! (FlashAttention-3's ping-pong schedule; not yet run on a GPU) and
-//! `NUVEC_FLASH_STAGES` (2 to 4, where they fit) sets its key and value stages;
-//! `NUVEC_FLASH_CONSUMERS=3` gives head size 64 three consumers (192 query rows a block) and
-//! `NUVEC_FLASH_ORDER=l2` starts causal blocks in FlashAttention-3's order (not yet run on a
-//! GPU).
+//! the TMA form's consumers take turns at the tensor cores (FlashAttention-3's ping-pong
+//! schedule: 8 to 13% faster on the H200 than running side by side), `NUVEC_FLASH_PINGPONG=0`
+//! runs them side by side;
+//! `NUVEC_FLASH_STAGES` (2 to 4, where they fit) sets its key and value stages (by default 3
+//! for head size 64, 10% faster there on the H200, and 2 beyond, where 3 measured 3% slower on
+//! 16k causal keys); `NUVEC_FLASH_CONSUMERS=3` gives head size 64 three consumers (192 query
+//! rows a block; within 2% of two on the H200); causal blocks start in FlashAttention-3's
+//! order (level at 4k keys, 5% faster at 16k in the run that compared them, though runs of
+//! one kernel spread as much), `NUVEC_FLASH_ORDER=rows` in the plain order.
 
 use std::sync::OnceLock;
 
@@ -60,15 +63,15 @@ fn tma() -> bool {
     *TMA.get_or_init(|| std::env::var_os("NUVEC_FLASH_TMA").is_none_or(|v| v != "0"))
 }
 
-/// Whether the TMA form's consumers take turns at the tensor cores (`NUVEC_FLASH_PINGPONG=1`;
-/// not yet run on a GPU, so off by default).
+/// Whether the TMA form's consumers take turns at the tensor cores (the default;
+/// `NUVEC_FLASH_PINGPONG=0` runs them side by side, for comparison).
 fn pingpong() -> bool {
     static PINGPONG: OnceLock<bool> = OnceLock::new();
-    *PINGPONG.get_or_init(|| std::env::var_os("NUVEC_FLASH_PINGPONG").is_some_and(|v| v != "0"))
+    *PINGPONG.get_or_init(|| std::env::var_os("NUVEC_FLASH_PINGPONG").is_none_or(|v| v != "0"))
 }
 
 /// Key and value stages of the TMA form: `NUVEC_FLASH_STAGES` (2 to 4) where it fits the
-/// shared memory, else 2.
+/// shared memory, else 3 for head size 64 and 2 beyond.
 fn tma_stages(d: usize, dv: usize) -> usize {
     static STAGES: OnceLock<Option<usize>> = OnceLock::new();
     let asked = *STAGES.get_or_init(|| {
@@ -77,8 +80,10 @@ fn tma_stages(d: usize, dv: usize) -> usize {
             .and_then(|v| v.parse().ok())
             .filter(|s| (2..=4).contains(s))
     });
+    let fits = |s: usize| tma_shared(64 * consumers(d, dv), d, dv, s) <= HOPPER_SHARED;
     match asked {
-        Some(s) if tma_shared(64 * consumers(d, dv), d, dv, s) <= HOPPER_SHARED => s,
+        Some(s) if fits(s) => s,
+        _ if d == 64 && dv == 64 && fits(3) => 3,
         _ => 2,
     }
 }
@@ -93,16 +98,20 @@ fn tma_shared(bm: usize, d: usize, dv: usize, stages: usize) -> usize {
     (bm * d + stages * bn * (d + dv)) * 2 + 1024 + 128
 }
 
-/// Whether causal blocks on Hopper start in FlashAttention-3's order (`NUVEC_FLASH_ORDER=l2`:
-/// heads in groups whose keys and values fit in L2, the blocks with the most keys first within
-/// a group; `NV_H_ORDER` in `flash.cu`; not yet run on a GPU).
+/// Whether causal blocks on Hopper start in FlashAttention-3's order (the default: heads in
+/// groups whose keys and values fit in L2, the blocks with the most keys first within a group;
+/// `NV_H_ORDER` in `flash.cu`), or in the plain order with `NUVEC_FLASH_ORDER=rows`.
 fn grouped_order() -> bool {
     static GROUPED: OnceLock<bool> = OnceLock::new();
-    *GROUPED.get_or_init(|| std::env::var("NUVEC_FLASH_ORDER").is_ok_and(|v| v == "l2"))
+    *GROUPED.get_or_init(|| {
+        std::env::var("NUVEC_FLASH_ORDER")
+            .ok()
+            .is_none_or(|v| v != "rows")
+    })
 }
 
 /// Consumer warpgroups of the TMA form (64 query rows each): 2, or 3 for head size 64 with
-/// `NUVEC_FLASH_CONSUMERS=3` (FlashAttention-3's 192-row tiles; not yet run on a GPU).
+/// `NUVEC_FLASH_CONSUMERS=3` (FlashAttention-3's 192-row tiles).
 fn consumers(d: usize, dv: usize) -> usize {
     static THREE: OnceLock<bool> = OnceLock::new();
     let three =
