@@ -21,9 +21,9 @@
 //   and s · q + b is one fused multiply-add of T pairs (each weight rounded once to T).
 // - x's rows are wgmma's B, K-major (no transpose), through a descriptor: start at the stage
 //   plus 32 bytes a k16 sub-step, 1,024 bytes between groups of 8 rows, 128-byte swizzle.
-// - f32 accumulators, 64 x BX a warpgroup (BX / 2 registers a thread); one wgmma group a step
-//   stays in flight while the next step's weights are dequantized (A fragments double
-//   buffered), and a barrier a step frees the stage read two steps before.
+// - f32 accumulators, 64 x BX a warpgroup (BX / 2 registers a thread); each step's products
+//   retire before the next step's (NVQW_INFLIGHT below says why), the A fragments double
+//   buffered for the overlapped form, and a barrier a step frees the stage read before.
 // - The accumulators go through shared memory (row m, column n) so that y's rows are written
 //   16 bytes at a time.
 //
@@ -36,6 +36,16 @@
 // Words a packed row of w takes in shared memory: 8 used, 4 of padding so that the 8 rows a
 // quarter-warp reads fall in distinct banks.
 #define NVQW_WQS 12
+// Product groups left in flight at the end of a step. 0 retires every step's product before
+// the next step starts. 1 would overlap a step's product with the next step's dequantization,
+// but on the H200 it loses the products of the second step's later sub-steps (a one-hot x of
+// 128 values: rows whose one falls past the first 16 values of the second step come out 0;
+// random data of 256 values: 82% of the outputs wrong), which the synchronous emulation
+// cannot show; with 0 the six shapes checked there are right. Kept as a tunable (`NUVEC_KERNEL_DEFINES=
+// "NVQW_INFLIGHT=1"`) for finding the cause.
+#ifndef NVQW_INFLIGHT
+#define NVQW_INFLIGHT 0
+#endif
 
 // Mirrors `WgArgs` in `quantized/wgmma.rs` (repr(C)).
 struct NvQw {
@@ -302,7 +312,7 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) NvqwT<T>::template rs<BX>(acc, cur[kk], nvqw_desc(xa + kk * 32, 16, 1024));
     nvqw_commit();
-    nvqw_wait<1>();
+    nvqw_wait<NVQW_INFLIGHT>();
     nvqw_pin_frags(prev);
   };
 

@@ -24,10 +24,10 @@
 //!   to the activation type, where the CPU keeps it in f32: results agree within the type's
 //!   rounding, not bit for bit) and multiplies with `mma.sync`; `x · w` there needs an inner
 //!   axis that is a multiple of 8 (the plain kernel takes the others). On Hopper (compute
-//!   capability 9.x), `x · wᵀ` with 4 bits and more than [`wgmma::MIN_ROWS`] rows runs the
-//!   warpgroup kernel instead (`wgmma.rs`: the dequantized weights go straight from registers
-//!   into `wgmma`); `NUVEC_QMM_WGMMA=0` keeps those products on the tiled kernel, for
-//!   comparison.
+//!   capability 9.x), `NUVEC_QMM_WGMMA=1` sends `x · wᵀ` with 4 bits and more than
+//!   [`wgmma::MIN_ROWS`] rows to the warpgroup kernel instead (`wgmma.rs`: the dequantized
+//!   weights go straight from registers into `wgmma`; off by default until it is tested and
+//!   timed on the H200 in its corrected form).
 //!
 //! Operands are read row-major from 16-byte-aligned starts (copied on the device where they
 //! are not). A batched `w` runs these kernels through `gather_qmm`'s (`batched_matmul`). What

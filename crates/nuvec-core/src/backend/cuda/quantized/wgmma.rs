@@ -13,8 +13,12 @@
 //! f32. The kernel's header says more.
 //!
 //! Knobs, for tuning and comparison (read once):
-//! - `NUVEC_QMM_WGMMA=0` keeps these products on the tiled kernel (on by default in this work
-//!   branch; not yet run on a GPU);
+//! - `NUVEC_QMM_WGMMA=1` sends these products here. Off by default: the form that left one
+//!   step's products in flight during the next step's dequantization was wrong on the H200
+//!   past one step of the inner axis (the kernel's `NVQW_INFLIGHT` says how); the form that
+//!   retires each step's products first was right on the six shapes checked there (64 to 256
+//!   values, f16 and bf16, groups of 32 and 64), but neither this file's tests nor its speed
+//!   against the tiled kernel, which takes these products meanwhile, have run on it yet;
 //! - `NUVEC_QMM_WGMMA_BX` (128 or 256) sets the rows of `x` a block takes (by default 128 for
 //!   up to 128 rows, else 256);
 //! - `NUVEC_QMM_WGMMA_STAGES` sets the stages where that pair is instantiated ([`SHAPES`]) and
@@ -64,10 +68,11 @@ struct WgArgs {
 // `NvQw`, so its bytes are what the kernel reads as its parameter.
 unsafe impl DeviceRepr for WgArgs {}
 
-/// Whether the kernel is on (`NUVEC_QMM_WGMMA=0` turns it off).
+/// Whether the kernel is on (`NUVEC_QMM_WGMMA=1` turns it on; off by default until its
+/// corrected form is timed against the tiled kernel on the H200).
 fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("NUVEC_QMM_WGMMA").is_none_or(|v| v != "0"))
+    *ON.get_or_init(|| std::env::var_os("NUVEC_QMM_WGMMA").is_some_and(|v| v == "1"))
 }
 
 /// A numeric environment knob, read once into `cell`.
