@@ -2,7 +2,8 @@
 // collective over the 128-byte swizzled operand) against the product in double over the
 // dequantized 4-bit weights: groups of 32, 64 and 128, 128 and 256 rows of x a block, shapes
 // that are not multiples of the tiles, an odd number of steps. Built and run by
-// tests/kernel_emulation.rs.
+// tests/kernel_emulation.rs, with each step's products retired before the next and with one
+// step's left in flight (NVQW_INFLIGHT=1).
 #include <algorithm>
 #include <random>
 

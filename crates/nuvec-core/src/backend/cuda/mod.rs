@@ -416,7 +416,7 @@ mod tests {
     }
 
     /// The Hopper kernels (`wgmma`: attention's and the quantized product's) compile for
-    /// `sm_90a`.
+    /// `sm_90a` (and with `NUVEC_DUMP_KERNELS=DIR` are written there, source and PTX).
     #[test]
     fn hopper_kernel_sources_compile_for_sm_90a() {
         // SAFETY: only tries to open the library.
@@ -429,7 +429,22 @@ mod tests {
         sources.extend(super::quantized::sm90_sources());
         let failures: Vec<String> = sources
             .par_iter()
-            .filter_map(|(key, source)| super::jit::compile(key, source, "sm_90a").err())
+            .filter_map(
+                |(key, source)| match super::jit::compile(key, source, "sm_90a") {
+                    Ok(ptx) => {
+                        // `NUVEC_DUMP_KERNELS=DIR` keeps each module's source and PTX, to read the
+                        // SASS offline (`ptxas -arch=sm_90a`, then `cuobjdump -sass`): how the
+                        // ordering fault of the warpgroup quantized product was found.
+                        if let Ok(dir) = std::env::var("NUVEC_DUMP_KERNELS") {
+                            let dir = std::path::Path::new(&dir);
+                            std::fs::write(dir.join(format!("{key}.ptx")), ptx).unwrap();
+                            std::fs::write(dir.join(format!("{key}.cu")), source).unwrap();
+                        }
+                        None
+                    }
+                    Err(e) => Some(e),
+                },
+            )
             .map(|e| e.to_string())
             .collect();
         assert!(failures.is_empty(), "{}", failures.join("\n"));

@@ -36,13 +36,16 @@
 // Words a packed row of w takes in shared memory: 8 used, 4 of padding so that the 8 rows a
 // quarter-warp reads fall in distinct banks.
 #define NVQW_WQS 12
-// Product groups left in flight at the end of a step. 0 retires every step's product before
-// the next step starts. 1 would overlap a step's product with the next step's dequantization,
-// but on the H200 it loses the products of the second step's later sub-steps (a one-hot x of
-// 128 values: rows whose one falls past the first 16 values of the second step come out 0;
-// random data of 256 values: 82% of the outputs wrong), which the synchronous emulation
-// cannot show; with 0 the six shapes checked there are right. Kept as a tunable (`NUVEC_KERNEL_DEFINES=
-// "NVQW_INFLIGHT=1"`) for finding the cause.
+// Product groups left in flight at the end of a step: 1 overlaps a step's product with the
+// next step's dequantization; 0 retires every step's product before the next step starts.
+// With 1 and one wait after the loop, the H200 lost the last step's later sub-steps (k = 128,
+// one-hot x: the outputs of the second step's last 48 values were 0): ptxas had moved the
+// epilogue's conversions of the accumulators above that wait, so they read the accumulators
+// while the last products were still landing (seen in the SASS: F2FP before
+// WARPGROUP.DEPBAR.LE gsb0, 0x0). The last step now waits for its own products inside the
+// loop, where nothing after the loop can move above it (the SASS shows the conversions after
+// the wait). 0, the default, was right on the H200 before that change; 1 is to be tested there
+// (`NUVEC_KERNEL_DEFINES="NVQW_INFLIGHT=1"`).
 #ifndef NVQW_INFLIGHT
 #define NVQW_INFLIGHT 0
 #endif
@@ -312,7 +315,14 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) NvqwT<T>::template rs<BX>(acc, cur[kk], nvqw_desc(xa + kk * 32, 16, 1024));
     nvqw_commit();
-    nvqw_wait<NVQW_INFLIGHT>();
+    // The last step retires its own products: ptxas moves the epilogue's reads of the
+    // accumulators above a wait that follows the loop (seen in the SASS), so that wait must
+    // come before the loop's last branch.
+    if (NVQW_INFLIGHT == 0 || t + 1 == steps) {
+      nvqw_wait<0>();
+    } else {
+      nvqw_wait<1>();
+    }
     nvqw_pin_frags(prev);
   };
 

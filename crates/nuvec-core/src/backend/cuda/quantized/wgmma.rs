@@ -13,12 +13,13 @@
 //! f32. The kernel's header says more.
 //!
 //! Knobs, for tuning and comparison (read once):
-//! - `NUVEC_QMM_WGMMA=1` sends these products here. Off by default: the form that left one
-//!   step's products in flight during the next step's dequantization was wrong on the H200
-//!   past one step of the inner axis (the kernel's `NVQW_INFLIGHT` says how); the form that
-//!   retires each step's products first was right on the six shapes checked there (64 to 256
-//!   values, f16 and bf16, groups of 32 and 64), but neither this file's tests nor its speed
-//!   against the tiled kernel, which takes these products meanwhile, have run on it yet;
+//! - `NUVEC_QMM_WGMMA=1` sends these products here. Off by default: on the H200 the form
+//!   that keeps one step's products in flight during the next step's dequantization lost the
+//!   last step's products (the kernel's `NVQW_INFLIGHT` says why, and how the kernel now
+//!   avoids it); the form that retires each step's products first (the kernel's default) was
+//!   right on the six shapes checked there (64 to 256 values, f16 and bf16, groups of 32 and
+//!   64), but neither this file's tests nor its speed against the tiled kernel, which takes
+//!   these products meanwhile, have run on it yet;
 //! - `NUVEC_QMM_WGMMA_BX` (128 or 256) sets the rows of `x` a block takes (by default 128 for
 //!   up to 128 rows, else 256);
 //! - `NUVEC_QMM_WGMMA_STAGES` sets the stages where that pair is instantiated ([`SHAPES`]) and
