@@ -397,8 +397,20 @@ fn all_sources() -> Vec<(String, String)> {
 
 #[cfg(test)]
 mod tests {
+    /// With `NUVEC_DUMP_KERNELS=DIR`, writes a module's source and PTX there, to read the SASS
+    /// offline (`ptxas -arch=sm_90a`, then `cuobjdump -sass`): how the ordering fault of the
+    /// warpgroup quantized product was found.
+    fn dump(key: &str, source: &str, ptx: &str) {
+        if let Ok(dir) = std::env::var("NUVEC_DUMP_KERNELS") {
+            let dir = std::path::Path::new(&dir);
+            std::fs::write(dir.join(format!("{key}.ptx")), ptx).expect("the dump folder");
+            std::fs::write(dir.join(format!("{key}.cu")), source).expect("the dump folder");
+        }
+    }
+
     /// Every kernel source compiles for the H200's architecture. Needs NVRTC and CUDA's
-    /// headers (CI installs them from the Python package index), not a GPU.
+    /// headers (CI installs them from the Python package index), not a GPU. With
+    /// `NUVEC_DUMP_KERNELS=DIR` the sources and their PTX are written there ([`dump`]).
     #[test]
     fn kernel_sources_compile_for_sm_90() {
         // SAFETY: only tries to open the library.
@@ -409,7 +421,15 @@ mod tests {
         use rayon::prelude::*;
         let failures: Vec<String> = super::all_sources()
             .par_iter()
-            .filter_map(|(key, source)| super::jit::compile(key, source, "sm_90").err())
+            .filter_map(
+                |(key, source)| match super::jit::compile(key, source, "sm_90") {
+                    Ok(ptx) => {
+                        dump(key, source, &ptx);
+                        None
+                    }
+                    Err(e) => Some(e),
+                },
+            )
             .map(|e| e.to_string())
             .collect();
         assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -432,14 +452,7 @@ mod tests {
             .filter_map(
                 |(key, source)| match super::jit::compile(key, source, "sm_90a") {
                     Ok(ptx) => {
-                        // `NUVEC_DUMP_KERNELS=DIR` keeps each module's source and PTX, to read the
-                        // SASS offline (`ptxas -arch=sm_90a`, then `cuobjdump -sass`): how the
-                        // ordering fault of the warpgroup quantized product was found.
-                        if let Ok(dir) = std::env::var("NUVEC_DUMP_KERNELS") {
-                            let dir = std::path::Path::new(&dir);
-                            std::fs::write(dir.join(format!("{key}.ptx")), ptx).unwrap();
-                            std::fs::write(dir.join(format!("{key}.cu")), source).unwrap();
-                        }
+                        dump(key, source, &ptx);
                         None
                     }
                     Err(e) => Some(e),
