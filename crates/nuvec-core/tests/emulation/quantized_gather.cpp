@@ -1,7 +1,8 @@
 // quantized_gather.cu's gathered matrix-vector kernel and quantized_tiled.cu's gathered modes
 // in the emulation against gather_qmm in double: index positions picking matrices of x (lhs)
-// and of a 4-bit w (rhs), unsorted, and sorted by matrix with the runs' offsets. Built and run
-// by tests/kernel_emulation.rs.
+// and of a 4-bit w (rhs), unsorted, and sorted by matrix with the runs' offsets (the chunks'
+// table written first, as the host does; runs left empty; fewer blocks than chunks). Built and
+// run by tests/kernel_emulation.rs.
 #include <algorithm>
 #include <random>
 
@@ -58,9 +59,12 @@ static double check(const Problem& p, const std::vector<bf16>& y) {
   return err / top;
 }
 
+// E matrices of w, P index positions; `zb` blocks along z (0: one a chunk; fewer make each
+// block take several chunks).
 template <int M>
-static int gqmv_case(bool sorted, int mrows, unsigned seed) {
-  Problem p = make(5, 3, mrows, 40, 256, 64, 12, sorted, seed);
+static int gqmv_case(bool sorted, int mrows, unsigned seed, int E = 5, int P = 12,
+                     unsigned zb = 0) {
+  Problem p = make(E, 3, mrows, 40, 256, 64, P, sorted, seed);
   NvGqmv a{};
   a.n = p.N;
   a.w_batch = (i64)p.N * p.K / 8;
@@ -77,13 +81,20 @@ static int gqmv_case(bool sorted, int mrows, unsigned seed) {
   a.sorted = sorted;
   std::vector<bf16> y((size_t)p.P * mrows * p.N);
   const int R = NvqRows<M>::v;
-  nv_emu_launch({(unsigned)((p.N + NVQ_WARPS * R - 1) / (NVQ_WARPS * R)), 1, (unsigned)a.chunks},
+  // Sorted: the chunks' table first, as the host launches it.
+  std::vector<i64> table(sorted ? (size_t)a.chunks * 3 : 0);
+  if (sorted)
+    nv_emu_launch({1, 1, 1}, NVQ_WARPS * 32,
+                  [&] { nvqg_table<M>(p.offs.data(), table.data(), a); });
+  nv_emu_launch({(unsigned)((p.N + NVQ_WARPS * R - 1) / (NVQ_WARPS * R)), 1,
+                 zb ? zb : (unsigned)a.chunks},
                 NVQ_WARPS * 32, [&] {
                   nvq_gqmv<bf16, 4, M>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(),
-                                       p.lhs.data(), p.rhs.data(), p.offs.data(), a);
+                                       p.lhs.data(), p.rhs.data(), table.data(), a);
                 });
   const double e = check(p, y);
-  std::printf("gqmv M %d sorted %d mrows %d: rel err %.3g\n", M, sorted, mrows, e);
+  std::printf("gqmv M %d sorted %d mrows %d E %d P %d z %u: rel err %.3g\n", M, sorted, mrows, E,
+              P, zb, e);
   return e < 2e-2 ? 0 : 1;
 }
 
@@ -124,6 +135,9 @@ int main() {
   bad += gqmv_case<1>(true, 1, 2);
   bad += gqmv_case<4>(false, 3, 3);
   bad += gqmv_case<8>(true, 5, 4);
+  // Sorted with most matrices picked by none (empty runs), and with fewer blocks than chunks.
+  bad += gqmv_case<2>(true, 1, 5, 16, 6);
+  bad += gqmv_case<4>(true, 3, 6, 7, 20, 3);
   bad += tiled_case(1, 40, 5);
   bad += tiled_case(2, 20, 6);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);

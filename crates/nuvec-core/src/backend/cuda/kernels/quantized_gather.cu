@@ -9,10 +9,14 @@
 //   rhs[i] (i itself without rhs);
 // - sorted (offsets given): matrix e's rows are [offs[e], offs[e + 1]) times mrows, cut into
 //   chunks of M, counted matrix after matrix; so each matrix's weights are read once for every
-//   M of its rows, however many index positions pick it.
+//   M of its rows, however many index positions pick it. A one-block kernel first writes
+//   every chunk's matrix and rows to a table (`gqmv_table_m*`: the runs laid out by two
+//   block-wide scans, each chunk's matrix found by binary search), so that a block of the
+//   product finds its chunk with one load.
 // Indices past the end are clamped to the last matrix.
 
-// The most matrices of w the sorted walk takes (their offsets are kept in shared memory).
+// The most matrices of w the sorted runs take (their starts and first chunks are kept in
+// shared memory).
 #define NVQG_MAX_EXPERTS 1024
 
 // Mirrors `GatherArgs` in `quantized/gather.rs` (repr(C)): the 64-bit fields first.
@@ -39,21 +43,108 @@ __device__ __forceinline__ i64 nvqg_index(const u32* __restrict__ idx, i64 i, i6
   return v < count ? v : count - 1;
 }
 
+// A block-wide inclusive scan of one value a thread (NVQ_WARPS warps) through `part`, by
+// maximum (MAX) or sum; every thread returns its own. `part` holds the inclusive values after.
+template <bool MAX>
+__device__ __forceinline__ i64 nvqg_scan(i64* part, i64 v) {
+  const int tid = threadIdx.x;
+  part[tid] = v;
+  __syncthreads();
+  for (int d = 1; d < NVQ_WARPS * 32; d <<= 1) {
+    const i64 o = tid >= d ? part[tid - d] : 0;
+    __syncthreads();
+    if (tid >= d) v = MAX ? (o > v ? o : v) : v + o;
+    part[tid] = v;
+    __syncthreads();
+  }
+  return v;
+}
+
+// The sorted runs (see the top): matrix f's rows are [st[f], st[f + 1]), the last's end at
+// `indices`, each start the largest offset so far clamped to [0, indices] (so no chunk reaches
+// outside the rows whatever the offsets hold); fc[f] is the number of chunks of M rows before
+// matrix f's first and fc[experts] all of them. Each thread takes a run of consecutive
+// matrices; a scan by maximum gives the starts, one by sum the chunk counts.
+template <int M>
+__device__ __forceinline__ void nvqg_runs(const i32* __restrict__ offs, const NvGqmv& a, i64* st,
+                                          i64* fc, i64* part) {
+  constexpr int NT = NVQ_WARPS * 32;
+  const int tid = threadIdx.x, experts = (int)a.experts;
+  const int per = (experts + NT - 1) / NT, f0 = min(tid * per, experts);
+  const int f1 = min(f0 + per, experts);
+  const i64 n = a.indices;
+  auto offset = [&](int f) -> i64 {
+    const i64 o = f == 0 ? 0 : offs[f];
+    return o < 0 ? 0 : (o > n ? n : o);
+  };
+  i64 run = 0;
+  for (int f = f0; f < f1; ++f) run = max(run, offset(f));
+  nvqg_scan<true>(part, run);
+  run = tid == 0 ? 0 : part[tid - 1];
+  for (int f = f0; f < f1; ++f) {
+    run = max(run, offset(f));
+    st[f] = run;
+  }
+  __syncthreads();
+  auto chunks = [&](int f) -> i64 {
+    const i64 end = f + 1 < experts ? st[f + 1] : n;
+    return ((end - st[f]) * a.mrows + M - 1) / M;
+  };
+  i64 sum = 0;
+  for (int f = f0; f < f1; ++f) sum += chunks(f);
+  nvqg_scan<false>(part, sum);
+  run = tid == 0 ? 0 : part[tid - 1];
+  for (int f = f0; f < f1; ++f) {
+    fc[f] = run;
+    run += chunks(f);
+  }
+  if (tid == 0) fc[experts] = part[NT - 1];
+  __syncthreads();
+}
+
+// The sorted chunks' table (one block): entry z is (matrix, first row, end row) of chunk z,
+// or a matrix of -1 past the last chunk, for z below `a.chunks`.
+template <int M>
+__device__ __forceinline__ void nvqg_table(const i32* __restrict__ offs, i64* __restrict__ table,
+                                           const NvGqmv a) {
+  __shared__ i64 st[NVQG_MAX_EXPERTS];
+  __shared__ i64 fc[NVQG_MAX_EXPERTS + 1];
+  __shared__ i64 part[NVQ_WARPS * 32];
+  nvqg_runs<M>(offs, a, st, fc, part);
+  const int experts = (int)a.experts;
+  for (i64 z = threadIdx.x; z < a.chunks; z += NVQ_WARPS * 32) {
+    i64* t = table + 3 * z;
+    if (z >= fc[experts]) {
+      t[0] = -1;
+      continue;
+    }
+    // The last matrix whose first chunk is at or before z (an empty one shares its first
+    // chunk with the next, so the search passes over it).
+    int lo = 0, hi = experts - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) >> 1;
+      if (fc[mid] <= z) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    const i64 end = lo + 1 < experts ? st[lo + 1] : a.indices;
+    t[0] = lo;
+    t[1] = st[lo] * a.mrows + (z - fc[lo]) * M;
+    t[2] = end * a.mrows;
+  }
+}
+
 template <typename T, int B, int M>
 __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __restrict__ w,
                                          const T* __restrict__ scales, const T* __restrict__ biases,
                                          T* __restrict__ y, const u32* __restrict__ lhs,
-                                         const u32* __restrict__ rhs, const i32* __restrict__ offs,
+                                         const u32* __restrict__ rhs, const i64* __restrict__ table,
                                          const NvGqmv a) {
   constexpr int R = NvqRows<M>::v;
-  __shared__ i32 so[NVQG_MAX_EXPERTS];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 n0 = ((i64)blockIdx.x * NVQ_WARPS + warp) * R;
-  const int experts = (int)a.experts;
-  if (a.sorted) {
-    for (int e = threadIdx.x; e < experts; e += NVQ_WARPS * 32) so[e] = offs[e];
-    __syncthreads();
-  }
   // Rows past the end read the last row and are never written.
   i64 row[R];
 #pragma unroll
@@ -61,32 +152,18 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
   const i64 per = (a.mrows + M - 1) / M;
   for (i64 z = blockIdx.z; z < a.chunks; z += gridDim.z) {
     // This chunk's rows [v0, v1) of the product and its matrix of w.
-    i64 v0 = -1, v1 = 0, e = 0;
+    i64 v0, v1, e;
     if (!a.sorted) {
       const i64 i = z / per;
       v0 = i * a.mrows + (z - i * per) * M;
       v1 = (i + 1) * a.mrows;
       e = nvqg_index(rhs, i, a.experts);
     } else {
-      // Each matrix's run starts where the last ended; the last runs to the end.
-      i64 before = 0, start = 0;
-      for (int f = 0; f < experts; ++f) {
-        i64 end = a.indices;
-        if (f + 1 < experts) {
-          const i64 o = so[f + 1];
-          end = o < start ? start : (o > a.indices ? a.indices : o);
-        }
-        const i64 count = ((end - start) * a.mrows + M - 1) / M;
-        if (z < before + count) {
-          v0 = start * a.mrows + (z - before) * M;
-          v1 = end * a.mrows;
-          e = f;
-          break;
-        }
-        before += count;
-        start = end;
-      }
-      if (v0 < 0) break;
+      const i64* t = table + 3 * z;
+      e = t[0];
+      if (e < 0) break;
+      v0 = t[1];
+      v1 = t[2];
     }
     const T* xr[M];
 #pragma unroll
@@ -112,9 +189,14 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
   }
 }
 
+// The product (`table` read only when sorted) and, by M, the sorted chunks' table.
 #define NV_GQMV(T, TN, B, M)                                                                    \
   extern "C" __global__ void __launch_bounds__(NVQ_WARPS * 32)                                  \
       gqmv_##TN##_b##B##_m##M(const T* x, const u32* w, const T* s, const T* b, T* y,            \
-                              const u32* lhs, const u32* rhs, const i32* offs, NvGqmv a) {      \
-    nvq_gqmv<T, B, M>(x, w, s, b, y, lhs, rhs, offs, a);                                        \
+                              const u32* lhs, const u32* rhs, const i64* table, NvGqmv a) {     \
+    nvq_gqmv<T, B, M>(x, w, s, b, y, lhs, rhs, table, a);                                       \
+  }                                                                                             \
+  extern "C" __global__ void __launch_bounds__(NVQ_WARPS * 32)                                  \
+      gqmv_table_m##M(const i32* offs, i64* table, NvGqmv a) {                                 \
+    nvqg_table<M>(offs, table, a);                                                              \
   }

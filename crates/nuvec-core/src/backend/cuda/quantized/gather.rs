@@ -5,9 +5,11 @@
 //!   matrix-vector kernel (`kernels/quantized_gather.cu`, the sums of `quantized.cu`'s product
 //!   kernel), each block reading its matrix's index to find the weights. With sorted indices
 //!   (`offsets` given) a block takes up to 8 rows of one matrix, so each matrix's weights are
-//!   read once for every 8 of its rows; unsorted, each index position's rows go alone (its
-//!   weights are read once for each position that picks them). f32 takes this kernel for any
-//!   number of rows.
+//!   read once for every 8 of its rows; a one-block launch first writes each chunk's matrix
+//!   and rows to a table, so a block finds its chunk with one load (each block used to walk
+//!   the offsets itself, up to a step a matrix, at 126 registers; not yet timed on the H200).
+//!   Unsorted, each index position's rows go alone (its weights are read once for each
+//!   position that picks them). f32 takes this kernel for any number of rows.
 //! - Many rows a matrix (prefill), and every `x · w`: the tiled tensor-core kernel (`tiled.rs`),
 //!   f16 and bf16, over each matrix's run of sorted rows (from the offsets), else over each
 //!   index position's rows.
@@ -336,16 +338,39 @@ fn gathered_rows(
     };
     let bits = op.bits;
     let tn = type_names(dtype).expect("a float type").1;
-    let f = place.gpu.kernel_in(
-        "quantized_gather",
-        Some(dtype),
-        bits,
-        symbol!("gqmv_{tn}_b{bits}_m{at_once}")?,
-        || source(dtype, bits),
-    )?;
+    let kernel = |name| {
+        place
+            .gpu
+            .kernel_in("quantized_gather", Some(dtype), bits, name, || {
+                source(dtype, bits)
+            })
+    };
+    let block = ((WARPS * 32) as u32, 1, 1);
+    // Sorted: every chunk's matrix and rows, for the product's blocks to read (three int64 a
+    // chunk), back to the stream's pool after the launches queued on it.
+    let table = if sorted {
+        let table = place.gpu.alloc.alloc(chunks * 3 * 8, place.stream_id)?;
+        let (offs, ptr) = (ops.offs, table.ptr());
+        let f = kernel(symbol!("gqmv_table_m{at_once}")?)?;
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: block,
+            shared_mem_bytes: 0,
+        };
+        let params: [&dyn DeviceRepr; 3] = [&offs, &ptr, &args];
+        // SAFETY: `offs` holds `experts` int32 (at most `MAX_EXPERTS`, the kernel's shared
+        // arrays) from a 16-byte-aligned start, and `ptr` a fresh block of `chunks` entries
+        // of three int64, each written by one thread; the arguments match `gqmv_table_*`.
+        unsafe { f.launch(&place.stream, cfg, &params) }?;
+        Some(table)
+    } else {
+        None
+    };
+    let table_ptr = table.as_ref().map_or(0, |t| t.ptr());
+    let f = kernel(symbol!("gqmv_{tn}_b{bits}_m{at_once}")?)?;
     let cfg = LaunchConfig {
         grid_dim: (bx as u32, 1, chunks.min(GRID_Z) as u32),
-        block_dim: ((WARPS * 32) as u32, 1, 1),
+        block_dim: block,
         shared_mem_bytes: 0,
     };
     let params: [&dyn DeviceRepr; 9] = [
@@ -356,13 +381,17 @@ fn gathered_rows(
         &ops.y,
         &ops.lhs,
         &ops.rhs,
-        &ops.offs,
+        &table_ptr,
         &args,
     ];
     // SAFETY: as for the tiled launch in `eval` (the same operands, `k` a multiple of 32 so
     // rows of `x` start on 16 bytes); rows of `w` are clamped below `n`, rows of `x` found
     // through indices clamped below `xmats`, matrices of `w` below `experts`, and outputs are
-    // written below `indices · mrows` rows and `n` columns; `n` fits the grid's x
-    // (`i32::MAX` at most, checked by `dims`); the arguments match `gqmv_*`.
-    unsafe { f.launch(&place.stream, cfg, &params) }
+    // written below `indices · mrows` rows and `n` columns, the sorted chunks' from the table
+    // written just before on this stream (matrices below `experts`, rows within
+    // `indices · mrows`); `n` fits the grid's x (`i32::MAX` at most, checked by `dims`); the
+    // arguments match `gqmv_*`.
+    let launched = unsafe { f.launch(&place.stream, cfg, &params) };
+    drop(table);
+    launched
 }
