@@ -37,8 +37,10 @@ echo "== qmm wgmma"; NUVEC_QMM_WGMMA=1 timeout 60 $B --device gpu --budget 1 $Q 
 echo "== qmm wgmma in flight"; NUVEC_QMM_WGMMA=1 NUVEC_KERNEL_DEFINES="NVQW_INFLIGHT=1" \
   timeout 60 $B --device gpu --budget 1 $Q 2>&1 | tail -2
 echo "== torch"; timeout 90 python3 bench/peers/torch_bench.py --json $OUT/torch.json $Q 2>&1 | tail -2
+echo "== moe"; timeout 60 $B --device gpu --budget 1 --json $OUT/moe.json qmv_14336x4096 moe_qmv_1 \
+  moe_qmv_64 moe_mm_64 2>&1 | tail -4
 echo "== ncu moe (full sections in \$OUT/ncu_gqmv.txt)"
-timeout 120 ncu --set full -k regex:gqmv -c 1 $B --device gpu --budget 0.01 moe_qmv_64 \
+timeout 120 ncu --set full -k regex:gqmv_bf16 -c 1 $B --device gpu --budget 0.01 moe_qmv_64 \
   > $OUT/ncu_gqmv.txt 2>&1
 grep -E "Duration|Memory Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Stall" \
   $OUT/ncu_gqmv.txt | head -16
