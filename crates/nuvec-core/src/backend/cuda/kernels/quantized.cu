@@ -390,8 +390,14 @@ __device__ __forceinline__ void nvq_sum(const float* __restrict__ partial, T* __
     nvq_quantize<T, B>(w, wq, s, b, packs, gs_shift);                                              \
   }
 
+// Blocks of the matrix-vector product a multiprocessor must hold at least (the register
+// bound): a tunable (`NUVEC_KERNEL_DEFINES="NVQ_QMV_MINB=4"`).
+#ifndef NVQ_QMV_MINB
+#define NVQ_QMV_MINB 1
+#endif
+
 #define NV_QMV(T, TN, B, M)                                                                        \
-  extern "C" __global__ void __launch_bounds__(NVQ_WARPS * 32, 1)                                     \
+  extern "C" __global__ void __launch_bounds__(NVQ_WARPS * 32, NVQ_QMV_MINB)                          \
       qmv_##TN##_b##B##_m##M(const T* x, const u32* w, const T* s, const T* b, T* y, float* part,  \
                              NvQmv a) {                                                            \
     nvq_qmv<T, B, M>(x, w, s, b, y, part, a);                                                      \

@@ -189,9 +189,18 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
   }
 }
 
+// Blocks of the product a multiprocessor must hold at least (the register bound), where
+// `NUVEC_KERNEL_DEFINES="NVQG_MINB=4"` sets it (a tunable); unset, ptxas picks (99 registers
+// for 4 rows, where a bound of one block lets it take 170).
+#ifdef NVQG_MINB
+#define NVQG_BOUNDS __launch_bounds__(NVQ_WARPS * 32, NVQG_MINB)
+#else
+#define NVQG_BOUNDS __launch_bounds__(NVQ_WARPS * 32)
+#endif
+
 // The product (`table` read only when sorted) and, by M, the sorted chunks' table.
 #define NV_GQMV(T, TN, B, M)                                                                    \
-  extern "C" __global__ void __launch_bounds__(NVQ_WARPS * 32)                                  \
+  extern "C" __global__ void NVQG_BOUNDS                                                        \
       gqmv_##TN##_b##B##_m##M(const T* x, const u32* w, const T* s, const T* b, T* y,            \
                               const u32* lhs, const u32* rhs, const i64* table, NvGqmv a) {     \
     nvq_gqmv<T, B, M>(x, w, s, b, y, lhs, rhs, table, a);                                       \
