@@ -1,8 +1,8 @@
 // quantized_gather.cu's gathered matrix-vector kernel and quantized_tiled.cu's gathered modes
 // in the emulation against gather_qmm in double: index positions picking matrices of x (lhs)
 // and of a 4-bit w (rhs), unsorted, and sorted by matrix with the runs' offsets (the chunks'
-// table written first, as the host does; runs left empty; fewer blocks than chunks). Built and
-// run by tests/kernel_emulation.rs.
+// table written first, as the host does; runs left empty; fewer blocks than chunks), and the
+// table alone over scrambled offsets. Built and run by tests/kernel_emulation.rs.
 #include <algorithm>
 #include <random>
 
@@ -129,8 +129,47 @@ static int tiled_case(int mode, int mrows, unsigned seed) {
   return e < 2e-2 ? 0 : 1;
 }
 
+// The sorted chunks' table over offsets that are not a sorted run's (out of order, negative,
+// past the end): every entry stays inside the rows and matrices, and the chunks cover each
+// row exactly once (the runs partition the rows whatever the offsets hold).
+template <int M>
+static int table_case(int E, int P, int mrows, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<i32> offs(E);
+  for (auto& o : offs) o = (i32)(rng() % (3 * P)) - P;
+  NvGqmv a{};
+  a.experts = E;
+  a.indices = P;
+  a.mrows = mrows;
+  a.chunks = ((i64)P * mrows + M - 1) / M + E;
+  std::vector<i64> table((size_t)a.chunks * 3);
+  nv_emu_launch({1, 1, 1}, NVQ_WARPS * 32, [&] { nvqg_table<M>(offs.data(), table.data(), a); });
+  std::vector<int> seen((size_t)P * mrows, 0);
+  int bad = 0;
+  bool ended = false;
+  for (i64 z = 0; z < a.chunks; ++z) {
+    const i64 e = table[3 * z], v0 = table[3 * z + 1], v1 = table[3 * z + 2];
+    if (e < 0) {
+      ended = true;
+      continue;
+    }
+    const i64 last = std::min(v0 + M, v1);
+    if (ended || e >= E || v0 < 0 || v0 >= last || v1 > (i64)P * mrows) {
+      ++bad;
+      continue;
+    }
+    for (i64 v = v0; v < last; ++v) ++seen[v];
+  }
+  for (int c : seen) bad += c != 1;
+  std::printf("table M %d E %d P %d mrows %d over scrambled offsets: %d wrong\n", M, E, P, mrows,
+              bad);
+  return bad ? 1 : 0;
+}
+
 int main() {
   int bad = 0;
+  bad += table_case<4>(9, 30, 1, 7);
+  bad += table_case<8>(300, 50, 3, 8);
   bad += gqmv_case<1>(false, 1, 1);
   bad += gqmv_case<1>(true, 1, 2);
   bad += gqmv_case<4>(false, 3, 3);
