@@ -397,20 +397,33 @@ fn all_sources() -> Vec<(String, String)> {
 
 #[cfg(test)]
 mod tests {
-    /// With `NUVEC_DUMP_KERNELS=DIR`, writes a module's source and PTX there, to read the SASS
-    /// offline (`ptxas -arch=sm_90a`, then `cuobjdump -sass`): how the ordering fault of the
-    /// warpgroup quantized product was found.
-    fn dump(key: &str, source: &str, ptx: &str) {
-        if let Ok(dir) = std::env::var("NUVEC_DUMP_KERNELS") {
-            let dir = std::path::Path::new(&dir);
-            std::fs::write(dir.join(format!("{key}.ptx")), ptx).expect("the dump folder");
-            std::fs::write(dir.join(format!("{key}.cu")), source).expect("the dump folder");
-        }
+    /// Compiles every `(key, source)` for `arch` on all cores: the errors, one line each. With
+    /// `NUVEC_DUMP_KERNELS=DIR`, each module's source and PTX are also written there, to read
+    /// the SASS offline (`ptxas -arch=sm_90a`, then `cuobjdump -sass`): how the ordering fault
+    /// of the warpgroup quantized product was found.
+    fn compile_all(sources: &[(String, String)], arch: &str) -> Vec<String> {
+        use rayon::prelude::*;
+        let dump = std::env::var("NUVEC_DUMP_KERNELS").ok();
+        sources
+            .par_iter()
+            .filter_map(|(key, source)| {
+                let ptx = match super::jit::compile(key, source, arch) {
+                    Ok(ptx) => ptx,
+                    Err(e) => return Some(e.to_string()),
+                };
+                if let Some(dir) = &dump {
+                    let dir = std::path::Path::new(dir);
+                    std::fs::write(dir.join(format!("{key}.ptx")), ptx).expect("the dump folder");
+                    std::fs::write(dir.join(format!("{key}.cu")), source).expect("the dump folder");
+                }
+                None
+            })
+            .collect()
     }
 
     /// Every kernel source compiles for the H200's architecture. Needs NVRTC and CUDA's
-    /// headers (CI installs them from the Python package index), not a GPU. With
-    /// `NUVEC_DUMP_KERNELS=DIR` the sources and their PTX are written there ([`dump`]).
+    /// headers (CI installs them from the Python package index), not a GPU (see
+    /// [`compile_all`] for `NUVEC_DUMP_KERNELS`).
     #[test]
     fn kernel_sources_compile_for_sm_90() {
         // SAFETY: only tries to open the library.
@@ -418,25 +431,12 @@ mod tests {
             eprintln!("skipped: NVRTC (libnvrtc) was not found");
             return;
         }
-        use rayon::prelude::*;
-        let failures: Vec<String> = super::all_sources()
-            .par_iter()
-            .filter_map(
-                |(key, source)| match super::jit::compile(key, source, "sm_90") {
-                    Ok(ptx) => {
-                        dump(key, source, &ptx);
-                        None
-                    }
-                    Err(e) => Some(e),
-                },
-            )
-            .map(|e| e.to_string())
-            .collect();
+        let failures = compile_all(&super::all_sources(), "sm_90");
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
     /// The Hopper kernels (`wgmma`: attention's and the quantized product's) compile for
-    /// `sm_90a` (and with `NUVEC_DUMP_KERNELS=DIR` are written there, source and PTX).
+    /// `sm_90a`.
     #[test]
     fn hopper_kernel_sources_compile_for_sm_90a() {
         // SAFETY: only tries to open the library.
@@ -444,22 +444,9 @@ mod tests {
             eprintln!("skipped: NVRTC (libnvrtc) was not found");
             return;
         }
-        use rayon::prelude::*;
         let mut sources = super::fast::flash::sm90_sources();
         sources.extend(super::quantized::sm90_sources());
-        let failures: Vec<String> = sources
-            .par_iter()
-            .filter_map(
-                |(key, source)| match super::jit::compile(key, source, "sm_90a") {
-                    Ok(ptx) => {
-                        dump(key, source, &ptx);
-                        None
-                    }
-                    Err(e) => Some(e),
-                },
-            )
-            .map(|e| e.to_string())
-            .collect();
+        let failures = compile_all(&sources, "sm_90a");
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 
