@@ -309,6 +309,7 @@ fn hopper_tma_prefill_matches_attention_in_double() {
             ("flash.cu", FLASH),
             ("flash_sm90.cu", FLASH_SM90),
             ("flash_tma.cu", FLASH_TMA),
+            ("flash_case.h", FLASH_CASE),
         ],
         include_str!("emulation/flash_tma.cpp"),
         &[

@@ -1,8 +1,8 @@
-// The prefill kernels' emulation cases (flash.cpp, flash_f32.cpp): inputs of T (every mask
-// kind, sinks, grouped heads, [B, H, L, D] or transposed [B, L, H, D] views), the kernel run by
-// `launch(q, k, v, mask, sinks, out, args)` into an output filled with a value no kernel
-// writes, and its largest error against attention in double on the same inputs, relative to
-// the largest output. The outputs' bits go into the emulation's hash.
+// The prefill kernels' emulation cases (flash.cpp, flash_f32.cpp, flash_tma.cpp): inputs of T
+// (every mask kind, sinks, grouped heads, [B, H, L, D] or transposed [B, L, H, D] views), the
+// kernel run by `launch(q, k, v, mask, sinks, out, args)` into an output filled with a value no
+// kernel writes, and its largest error against attention in double on the same inputs,
+// relative to the largest output. The outputs' bits go into the emulation's hash.
 #include <algorithm>
 #include <random>
 
