@@ -161,6 +161,44 @@ fn softmax_and_logsumexp_keep_infinities_and_nans() {
     }
 }
 
+/// Enough rows longer than a warp holds for log-sum-exp to stream each through one warp
+/// (`logsumexp_warp_*`: at least 16 rows a multiprocessor), in whole packs and misaligned,
+/// rows 0 to 3 holding a +inf, a NaN, only -inf and some -inf.
+#[test]
+fn logsumexp_of_many_long_rows_matches_the_cpu() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(25);
+    // Rows of 1,504 (whole 16-byte packs in every type), and the same less their first
+    // element (1,503, never aligned).
+    let (rows, n) = (3000, 1504);
+    let mut v: Vec<f32> = (0..rows * n).map(|_| rng.range(-8.0, 8.0) as f32).collect();
+    v[700] = f32::INFINITY;
+    v[n + 1499] = f32::NAN;
+    v[2 * n..3 * n].fill(f32::NEG_INFINITY);
+    for c in (0..n).step_by(3) {
+        v[3 * n + c] = f32::NEG_INFINITY;
+    }
+    let all = Array::from_slice(&v, &[rows, n]).unwrap();
+    for dtype in FLOATS {
+        let packed = all.astype(dtype).unwrap();
+        let shifted = slice(
+            &packed,
+            &[SliceArg::full(), SliceArg::new(Some(1), None, 1)],
+        )
+        .unwrap();
+        for (layout, x) in [("whole packs", &packed), ("misaligned", &shifted)] {
+            let cols = x.shape()[1];
+            both(
+                &format!("logsumexp {dtype} [{rows}, {cols}] {layout}"),
+                tol(dtype),
+                || Ok(vec![logsumexp(x, &[-1], false)?]),
+            );
+        }
+    }
+}
+
 #[test]
 fn cross_entropy_and_its_gradient_match_the_cpu() {
     if !gpu_available() {

@@ -5,6 +5,7 @@
 // run by tests/kernel_emulation.rs, once as the kernels are and once with their prefetching
 // forms.
 #include <algorithm>
+#include <limits>
 #include <random>
 
 static float up(bf16 x) { return nv_up<bf16>(x); }
@@ -115,6 +116,50 @@ static int softmax_case(int nrows, int n, int lanes, unsigned seed) {
   return worst < 1.0 / 64 ? 0 : 1;
 }
 
+// Log-sum-exp's warp rows (softmax.cu, nv_lse_warp_rows) against double, with a grid of
+// fewer warps than rows; rows 0 to 3 hold a +inf, a NaN, only -inf and some -inf, whose
+// results must be +inf, NaN, -inf and the finite elements' log-sum-exp.
+template <bool packed>
+static int lse_warp_case(int nrows, int n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-4.f, 4.f);
+  std::vector<bf16> x((size_t)nrows * n), out(nrows);
+  for (auto& e : x) e = down(u(rng));
+  const float inf = std::numeric_limits<float>::infinity();
+  x[(size_t)0 * n + n / 3] = down(inf);
+  x[(size_t)1 * n + n - 1] = down(std::numeric_limits<float>::quiet_NaN());
+  for (int i = 0; i < n; ++i) x[(size_t)2 * n + i] = down(-inf);
+  for (int i = 0; i < n; i += 3) x[(size_t)3 * n + i] = down(-inf);
+  Strided rows{};
+  rows.shape[0] = nrows;
+  rows.strides[0] = n;
+  rows.ndim = 1;
+  nv_emu_launch({2, 1, 1}, 256, [&] {
+    nv_lse_warp_rows<bf16, NV_LSE_BATCH, packed>(x.data(), rows, 1, out.data(), nrows, n);
+  });
+  double worst = 0;
+  int off = 0;
+  for (int t = 0; t < nrows; ++t) {
+    const float got = up(out[t]);
+    if (t == 0 || t == 2) {
+      if (got != (t == 0 ? inf : -inf)) ++off;
+      continue;
+    }
+    if (t == 1) {
+      if (got == got) ++off;
+      continue;
+    }
+    double m = -1e300, s = 0;
+    for (int i = 0; i < n; ++i) m = std::max(m, (double)up(x[(size_t)t * n + i]));
+    for (int i = 0; i < n; ++i) s += std::exp(up(x[(size_t)t * n + i]) - m);
+    const double want = m + std::log(s);
+    worst = std::max(worst, std::abs(want - got) / std::max(1.0, std::abs(want)));
+  }
+  std::printf("logsumexp warp rows packed %d rows %d n %d: worst rel %.3g, specials off %d\n",
+              packed, nrows, n, worst, off);
+  return worst < 1.0 / 128 && off == 0 ? 0 : 1;
+}
+
 template <int P, bool packed, bool lay>
 static int vjp_case(int nrows, int n, int lanes, unsigned seed) {
   std::mt19937 rng(seed);
@@ -195,6 +240,10 @@ int main() {
   bad += softmax_case<4, true, true>(20, 1024, 32, 8);
   bad += softmax_case<4, true, false>(7, 4096, 128, 9);
   bad += softmax_case<4, false, true>(9, 1001, 32, 10);
+  bad += lse_warp_case<true>(37, 4096, 15);
+  bad += lse_warp_case<true>(21, 3000, 16);
+  bad += lse_warp_case<true>(9, 200, 17);
+  bad += lse_warp_case<false>(19, 1001, 18);
   bad += vjp_case<4, true, false>(20, 1024, 32, 11);
   bad += vjp_case<4, true, true>(20, 1024, 32, 12);
   bad += vjp_case<4, true, false>(7, 4096, 128, 13);

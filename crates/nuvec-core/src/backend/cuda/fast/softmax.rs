@@ -8,7 +8,11 @@
 //! 512 threads of 8 packs of 16 bytes) read each row once into registers
 //! (`{softmax,logsumexp}_{packs,elems}_*`, the norms' layout: `lanes` threads of `P` packs,
 //! kept as loaded; log-sum-exp is its own kernel, which keeps no exponentials and so holds
-//! more rows in flight); other rows and float64 run the reductions' row kernels (`reduce.rs`). Cross entropy reads each row of logits once with an online maximum and sum,
+//! more rows in flight). Log-sum-exp over many rows longer than a warp holds streams each row
+//! through one warp with an online maximum and sum instead (`logsumexp_warp_*`: no block-wide
+//! barrier). Other rows and float64 run the reductions' row kernels (`reduce.rs`).
+//!
+//! Cross entropy reads each row of logits once with an online maximum and sum,
 //! a row split over several blocks when there are too few rows to fill the device, and its
 //! gradient writes `g · (softmax − onehot)` in one more pass, the log-sum-exp recovered from
 //! the loss.
@@ -38,7 +42,7 @@ const TYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 const MAX_BLOCKS: usize = 1 << 20;
 
 /// The module of the softmax kernels of `p` packs a thread over `dtype`, or (`p` 0) of the
-/// cross-entropy kernels.
+/// online kernels (cross entropy's, and log-sum-exp's warp rows).
 fn source(dtype: DType, p: usize) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
     let kernels = match p {
@@ -48,17 +52,17 @@ fn source(dtype: DType, p: usize) -> String {
     format!("{COMMON}\n{ROWS}\n{SOFTMAX}\n{kernels}\n")
 }
 
-/// The module family of `p` packs a thread (0: cross entropy's).
+/// The module family of `p` packs a thread (0: the online kernels').
 fn family(p: usize) -> &'static str {
     if p == 0 {
-        "cross_entropy"
+        "online_rows"
     } else {
         "softmax_rows"
     }
 }
 
-/// Kernel `symbol` of this family over `dtype`: softmax's for `p` packs a thread, cross
-/// entropy's for `p` 0 (a module each, compiled on first use).
+/// Kernel `symbol` of this family over `dtype`: softmax's for `p` packs a thread, the online
+/// kernels' for `p` 0 (a module each, compiled on first use).
 fn kernel(place: &Place, dtype: DType, p: usize, symbol: Symbol) -> Result<Kernel> {
     place
         .gpu
@@ -78,7 +82,9 @@ pub(super) fn sources(dtype: DType) -> Vec<(String, String, Vec<String>)> {
             let symbols = match p {
                 0 => ["parts", "loss", "grad"]
                     .map(|k| format!("cross_entropy_{k}_{tn}"))
-                    .to_vec(),
+                    .into_iter()
+                    .chain(["packs", "elems"].map(|m| format!("logsumexp_warp_{m}_{tn}")))
+                    .collect(),
                 p => ["softmax", "logsumexp"]
                     .into_iter()
                     .flat_map(|op| ["packs", "elems"].map(|m| format!("{op}_{m}_{tn}_{p}")))
@@ -136,6 +142,23 @@ impl CudaKernel for LogSumExp {
     }
 }
 
+/// The threads of a block of log-sum-exp's warp rows (a row a warp).
+const LSE_WARP_BLOCK: usize = 256;
+
+/// Rows a multiprocessor from which log-sum-exp streams each row through one warp rather than
+/// holding it in a block: with fewer, the warps' batches of loads (8 packs a lane) keep too
+/// few bytes in flight to cover the memory's latency.
+const LSE_WARP_ROWS_PER_SM: usize = 16;
+
+/// Whether log-sum-exp over `nrows` rows too long for a warp to hold takes the warp-row kernel
+/// (`kernels/fast/softmax.cu`, `nv_lse_warp_rows`); `NUVEC_LSE_WARP=0` keeps the rows in
+/// blocks, for comparison.
+fn lse_warp_rows(place: &Place, nrows: usize) -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("NUVEC_LSE_WARP").is_none_or(|v| v != "0"))
+        && nrows >= LSE_WARP_ROWS_PER_SM * place.gpu.props.sms as usize
+}
+
 /// Softmax (`lse` false, output of `x`'s shape) or log-sum-exp (`shape` holds one value a
 /// row) over the last axis of `x` with each row in registers; `None` where the reductions'
 /// kernels run instead (float64, rows too long, views of more than eight leading axes).
@@ -169,11 +192,30 @@ fn packed_rows(
     // The output is fresh and row-major: aligned rows whenever the input's are (and whole
     // packs); log-sum-exp writes one value a row.
     let mode = pack_mode(n, dtype, &[(xp, &rows, st)]);
+    let (nr, n64, lanes32) = (nrows as i64, n as i64, lanes as i32);
+    if lse && lanes > 32 && lse_warp_rows(place, nrows) {
+        let f = kernel(place, dtype, 0, symbol!("logsumexp_warp_{mode}_{tn}")?)?;
+        let params: [&dyn DeviceRepr; 6] = [&xp, &rows, &st, &outp, &nr, &n64];
+        let cfg = LaunchConfig {
+            grid_dim: (
+                nrows.div_ceil(LSE_WARP_BLOCK / 32).min(MAX_BLOCKS) as u32,
+                1,
+                1,
+            ),
+            block_dim: (LSE_WARP_BLOCK as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: as for the launch below, with one warp a row: `rows` locates each of the
+        // `nrows` rows of `n` elements `st` apart inside x's block, the output is a fresh
+        // row-major block of `nrows` elements of x's type, the packed kernel gets only aligned
+        // rows of whole packs, and the arguments match `logsumexp_warp_{packs,elems}_*`.
+        unsafe { f.launch(&place.stream, cfg, &params) }?;
+        return Ok(Some(vec![out]));
+    }
     let op = if lse { "logsumexp" } else { "softmax" };
     let f = kernel(place, dtype, p, symbol!("{op}_{mode}_{tn}_{p}")?)?;
     let block = block_of(lanes);
     let groups = block / lanes;
-    let (nr, n64, lanes32) = (nrows as i64, n as i64, lanes as i32);
     let params: [&dyn DeviceRepr; 7] = [&xp, &rows, &st, &outp, &nr, &n64, &lanes32];
     let blocks = nrows.div_ceil(groups).clamp(1, MAX_BLOCKS);
     let cfg = LaunchConfig {

@@ -155,6 +155,74 @@ __device__ __forceinline__ void nv_online_pack(float& m, float& s, const float (
   }
 }
 
+// ---- log-sum-exp of many rows too long for a warp to hold: a warp a row (eight rows a
+// block of 256), each lane streaming its packs (lane, lane + 32, ...) in batches of
+// NV_LSE_BATCH with an online maximum and sum, then one exchange of the lanes' pairs. A
+// batch's loads are all in flight before its first use and no block-wide barrier holds a
+// row back: the row-in-registers kernel above, a block of 128 a row with four barriers,
+// reads [16384, 4096] bf16 at 45% of the copy on the H200 (as long as the RMS norm takes to
+// read and write the same rows), the reductions' warp rows at 85%.
+#ifndef NV_LSE_BATCH
+#define NV_LSE_BATCH 8
+#endif
+#ifndef NV_LSE_WARP_MINB
+#define NV_LSE_WARP_MINB 4
+#endif
+
+// Pack q of a row known to lie inside it (16-byte loads when `packed`).
+template <typename T, bool packed>
+__device__ __forceinline__ NvRaw nv_raw_inside(const T* __restrict__ p, i64 st, i64 q, i64 n) {
+  if (packed) return reinterpret_cast<const NvRaw*>(p)[q];
+  return nv_raw_load<T>(p, st, q, n, false);
+}
+
+template <typename T, int U, bool packed>
+__device__ __forceinline__ void nv_lse_warp_rows(const T* __restrict__ x, const Strided& rows,
+                                                 i64 st, T* __restrict__ out, i64 nrows, i64 n) {
+  constexpr int V = NvVec<T>::v;
+  const int lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  // Packs wholly inside a row, and packs touching it.
+  const i64 whole = n / V, packs = (n + V - 1) / V;
+  for (i64 t = (i64)blockIdx.x * warps + (threadIdx.x >> 5); t < nrows;
+       t += (i64)gridDim.x * warps) {
+    const T* p = x + nv_locate(rows, t);
+    float m = -NV_INF, s = 0.0f;
+    i64 q0 = 0;
+    for (; q0 + 32 * U <= whole; q0 += 32 * U) {
+      NvRaw r[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) r[u] = nv_raw_inside<T, packed>(p, st, q0 + lane + 32 * u, n);
+      float v[U * V];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[u * V + j] = nv_raw_get<T>(r[u], j);
+      nv_online_pack<U * V>(m, s, v);
+    }
+    // The rest, fewer than 32 U packs: elements past the row count as -inf.
+    if (q0 < packs) {
+      NvRaw r[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) r[u] = nv_raw_load<T>(p, st, q0 + lane + 32 * u, n, packed);
+      float v[U * V];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int valid = nv_pack_valid<T>(q0 + lane + 32 * u, n);
+#pragma unroll
+        for (int j = 0; j < V; ++j) v[u * V + j] = j < valid ? nv_raw_get<T>(r[u], j) : -NV_INF;
+      }
+      nv_online_pack<U * V>(m, s, v);
+    }
+    // The lanes' pairs: a lane that saw only -inf adds nothing; a row whose maximum is not
+    // finite gives that maximum.
+    const float rm = nv_row_max(m, 32);
+    const bool finite = rm == rm && rm != -NV_INF && rm != NV_INF;
+    const float share = (finite && m != -NV_INF) ? s * nv_exp2((m - rm) * NV_LOG2E) : 0.0f;
+    const float sum = nv_row_sum(share, 32);
+    if (lane == 0) out[t] = nv_down<T>(finite ? rm + logf(sum) : rm);
+  }
+}
+
 // The chunk [lo, hi) of a row a block takes.
 __device__ __forceinline__ void nv_chunk(i64 n, i64 per, i64& lo, i64& hi) {
   lo = (i64)blockIdx.y * per;
@@ -279,9 +347,16 @@ __device__ __forceinline__ void nv_ce_grad(const T* __restrict__ x, const i32* _
 // One module a pack count P: `NV_SOFTMAX_P(T, tn, P)` instantiates
 // `{softmax,logsumexp}_{packs,elems}_<type>_<P>` (rows of at most lanes * P packs;
 // in 16-byte packs, which the host checks the alignment for, or element by element);
-// `NV_CROSS_ENTROPY(T, tn)` `cross_entropy_{parts,loss,grad}_<type>`.
+// `NV_CROSS_ENTROPY(T, tn)` the online kernels: `cross_entropy_{parts,loss,grad}_<type>` and
+// `logsumexp_warp_{packs,elems}_<type>`.
 #define NV_SOFTMAX_P(T, tn, P) NV_SOFTMAX_PACKS(T, tn, P, ((P) == 8 ? 2 : NV_SOFTMAX_MINB))
 #define NV_CROSS_ENTROPY(T, tn) \
+  extern "C" __global__ void __launch_bounds__(256, NV_LSE_WARP_MINB) logsumexp_warp_packs_##tn( \
+      const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n) { \
+    nv_lse_warp_rows<T, NV_LSE_BATCH, true>(x, rows, st, out, nrows, n); } \
+  extern "C" __global__ void __launch_bounds__(256, NV_LSE_WARP_MINB) logsumexp_warp_elems_##tn( \
+      const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n) { \
+    nv_lse_warp_rows<T, NV_LSE_BATCH, false>(x, rows, st, out, nrows, n); } \
   extern "C" __global__ void __launch_bounds__(512, 2) cross_entropy_parts_##tn( \
       const T* x, float* parts, i64 n, i64 per) { nv_ce_parts<T>(x, parts, n, per); } \
   extern "C" __global__ void cross_entropy_loss_##tn( \
