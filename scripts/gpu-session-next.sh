@@ -3,10 +3,12 @@
 # "bash scripts/gpu-session-next.sh 1", then 2), after
 # `GPU_TESTS="gpu_quantized gpu_qmm gpu_flash gpu_gather fast_ops" gpu-pack --bench` and the
 # fla-core and liger-kernel wheels in .whl/ (the device README says how). Part 1: the tests
-# the last run cut short (alone, with room), and the warpgroup quantized product's tests with
-# each in-flight form (logs under $OUT). Part 2: the quantized products' timings (warpgroup
-# against tiled against PyTorch's bf16 product), `ncu`'s full sections on the mixture-of-experts
-# matrix-vector kernel, and the rows against Liger. Knobs need no rebuild.
+# the last run cut short (alone, with room), the warpgroup quantized product's tests with each
+# in-flight form, and the quantized tests again with the tensor-core matrix-vector kernel on
+# (`NUVEC_QMV_MMA=1`; logs under $OUT). Part 2: the quantized products' timings (tensor-core
+# against CUDA-core matrix-vector kernels, warpgroup against tiled against PyTorch's bf16
+# product), `ncu`'s full sections on the mixture-of-experts matrix-vector kernel, and the rows
+# against Liger (log-sum-exp's warp rows against its block rows). Knobs need no rebuild.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -25,8 +27,9 @@ if [ "$part" = 1 ]; then
   t wgmma_inflight env NUVEC_QMM_WGMMA=1 NUVEC_KERNEL_DEFINES="NVQW_INFLIGHT=1" timeout 280 \
     $T/gpu_qmm_wgmma-* --test-threads=2 &
   t seed timeout 280 $T/fast_ops-* --test-threads=2 &
+  t quant_mma env NUVEC_QMV_MMA=1 timeout 280 $T/gpu_quantized-* --test-threads=4 &
   wait
-  for f in quant flash gather wgmma wgmma_inflight seed; do
+  for f in quant flash gather wgmma wgmma_inflight seed quant_mma; do
     echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$f.log" | head -12
   done
   exit 0
@@ -44,6 +47,12 @@ echo "== moe"; timeout 60 $B --device gpu --budget 1 --json $OUT/moe.json qmv_14
 # (ptxas). The gathered kernel (4 rows) takes 99 unbounded and 64 at 8 blocks, no spill.
 for mb in 4 8; do echo "== qmv, at least $mb blocks an SM"; NUVEC_KERNEL_DEFINES="NVQ_QMV_MINB=$mb" \
   timeout 40 $B --device gpu --budget 1 qmv_14336x4096 2>&1 | tail -1; done
+# The tensor-core matrix-vector kernel (about half the instructions a weight): its shapes
+# (tiles of 16 rows a warp, slices of k a block), its unrolling and its register bound.
+for sh in 2,4 1,4 2,2 2,8; do echo "== qmv mma, shape $sh"; NUVEC_QMV_MMA=1 NUVEC_QMV_MMA_SHAPE=$sh \
+  timeout 40 $B --device gpu --budget 1 qmv_14336x4096 2>&1 | tail -1; done
+for d in NVQM_UNROLL=1 NVQM_UNROLL=4 NVQM_MINB=3; do echo "== qmv mma, $d"; NUVEC_QMV_MMA=1 \
+  NUVEC_KERNEL_DEFINES="$d" timeout 40 $B --device gpu --budget 1 qmv_14336x4096 2>&1 | tail -1; done
 echo "== moe, at least 8 blocks an SM"; NUVEC_KERNEL_DEFINES="NVQG_MINB=8" \
   timeout 40 $B --device gpu --budget 1 moe_qmv_1 moe_qmv_64 2>&1 | tail -2
 echo "== ncu moe (full sections in \$OUT/ncu_gqmv.txt)"
@@ -53,5 +62,9 @@ grep -E "Duration|Memory Throughput|Achieved Occupancy|Registers Per|Warp Cycles
   $OUT/ncu_gqmv.txt | head -16
 R="rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
 echo "== rows"; timeout 60 $B --device gpu --budget 0.5 --json $OUT/rows.json copy $R 2>&1 | tail -9
+echo "== logsumexp in block rows"; NUVEC_LSE_WARP=0 timeout 30 $B --device gpu --budget 0.5 \
+  logsumexp 2>&1 | tail -1
+for d in NV_LSE_BATCH=4 NV_LSE_BATCH=16; do echo "== logsumexp warp rows, $d"; \
+  NUVEC_KERNEL_DEFINES="$d" timeout 30 $B --device gpu --budget 0.5 logsumexp 2>&1 | tail -1; done
 echo "== liger"; timeout 120 python3 bench/peers/liger_bench.py --json $OUT/liger.json $R 2>&1 | tail -8
 exit 0

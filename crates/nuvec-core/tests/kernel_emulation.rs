@@ -26,6 +26,7 @@ const ATTENTION: &str = include_str!("../src/backend/cuda/kernels/fast/attention
 const ATTENTION_WIDE: &str = include_str!("../src/backend/cuda/kernels/fast/attention_wide.cu");
 const QUANTIZED_WGMMA: &str = include_str!("../src/backend/cuda/kernels/quantized_wgmma.cu");
 const QUANTIZED_GATHER: &str = include_str!("../src/backend/cuda/kernels/quantized_gather.cu");
+const QUANTIZED_MV_MMA: &str = include_str!("../src/backend/cuda/kernels/quantized_mv_mma.cu");
 const FLASH_SM90: &str = include_str!("../src/backend/cuda/kernels/fast/flash_sm90.cu");
 const FLASH_TMA: &str = include_str!("../src/backend/cuda/kernels/fast/flash_tma.cu");
 const ROWS: &str = include_str!("../src/backend/cuda/kernels/fast/rows.cuh");
@@ -152,6 +153,7 @@ fn host_part_drops_the_marked_regions_only() {
         ATTENTION,
         QUANTIZED_TILED,
         QUANTIZED_WGMMA,
+        QUANTIZED_MV_MMA,
     ] {
         let kept = host_part(source);
         assert!(!kept.contains("asm"), "inline PTX left outside the marks");
@@ -274,6 +276,16 @@ fn quantized_wgmma_kernel_matches_the_product_in_double() {
         &[("quantized_wgmma.cu", QUANTIZED_WGMMA)],
         include_str!("emulation/quantized_wgmma.cpp"),
         &[&[], &["NVQW_INFLIGHT=1"]],
+    );
+}
+
+#[test]
+fn quantized_mv_mma_kernel_matches_the_product_in_double() {
+    emulate(
+        "quantized_mv_mma",
+        &[("quantized_mv_mma.cu", QUANTIZED_MV_MMA)],
+        include_str!("emulation/quantized_mv_mma.cpp"),
+        &[&[], &["NVQM_UNROLL=1"]],
     );
 }
 

@@ -1,5 +1,5 @@
-// Stand-ins for the inline-PTX helpers of flash.cu, softmax.cu and quantized_tiled.cu (the regions
-// marked `nuvec-emulation: device only` there): cp.async copies at once (so the wait counts are not
+// Stand-ins for the inline-PTX helpers of the kernel files (the regions marked
+// `nuvec-emulation: device only` there): cp.async copies at once (so the wait counts are not
 // checked), ldmatrix and mma.sync m16n8k16 as warp-collective operations with the PTX
 // fragment layouts. Needs cuda.h and common.cuh first.
 #pragma once
@@ -166,6 +166,12 @@ template <typename T>
 inline u32 nv_attn_pack2(float lo, float hi) {
   const T a = nv_down<T>(lo), b = nv_down<T>(hi);
   return (u32)a.b | ((u32)b.b << 16);
+}
+
+// quantized_mv_mma.cu's product.
+template <typename T>
+inline void nvqm_mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  nv_emu_mma<T>(c, a, b0, b1);
 }
 
 // quantized_wgmma.cu's: shared addresses are offsets into its dynamic array (cuda.h, 1,024

@@ -15,8 +15,10 @@
 //!   allows (8-byte ones for 2 and 6 bits, 4-byte ones for 3 and 5), dequantizes in registers
 //!   and sums in f32, [`ROWS_AT_ONCE`] rows of `x` at a time; when `w` has too few rows to fill
 //!   the device, the inner axis is split and the pieces' f32 sums are added in a second kernel,
-//!   in a fixed order. `x · w` runs a plain kernel (a thread a pack of 32 outputs, a row of `x`
-//!   a block), split the same way, for f32 and for few rows;
+//!   in a fixed order. `NUVEC_QMV_MMA=1` sends the f16 and bf16 ones with 4 bits to the
+//!   tensor-core kernel instead (`mv_mma.rs`: about half the instructions a weight; off by
+//!   default until it is tested and timed on the H200). `x · w` runs a plain kernel (a thread a
+//!   pack of 32 outputs, a row of `x` a block), split the same way, for f32 and for few rows;
 //! - more rows in f32: `w` dequantized into a temporary f32 matrix (the CPU's weights bit for
 //!   bit), then one cuBLASLt product in f32;
 //! - more rows in f16 and bf16 (prefill), both orientations: the tiled tensor-core kernel
@@ -36,6 +38,7 @@
 
 pub(crate) mod gather;
 mod gather_mm;
+mod mv_mma;
 mod tiled;
 mod wgmma;
 
@@ -144,6 +147,7 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
         })
         .collect();
     sources.extend(tiled::all_sources());
+    sources.extend(mv_mma::all_sources());
     sources.extend(gather::all_sources());
     sources
 }
@@ -430,6 +434,15 @@ fn matmul(
         return Ok(None);
     }
     if let Some(out) = wgmma::matmul(
+        place,
+        inputs,
+        (group_size, bits, transpose),
+        (m, n, k),
+        outputs,
+    )? {
+        return Ok(Some(out));
+    }
+    if let Some(out) = mv_mma::matmul(
         place,
         inputs,
         (group_size, bits, transpose),

@@ -1,0 +1,173 @@
+//! The quantized product `x · wᵀ` for up to 8 rows of `x` (decoding) on the tensor cores
+//! (`kernels/quantized_mv_mma.cu`, `mma.sync`): f16 and bf16, 4-bit weights, groups of 32, 64
+//! or 128, on devices of compute capability 8.0 and later. Everything else keeps the
+//! CUDA-core matrix-vector kernels (`qmv_*` in `quantized.cu`).
+//!
+//! Each lane turns its 16-byte pack of a row of `w` into pairs of weights with a few integer
+//! operations and two of the activation type a pair (each weight rounded once to that type,
+//! as in the tiled kernels), and the tensor cores take the products, the rows of `x` as their
+//! 8 columns; `x`'s fragments take the pairs' order, so no weight moves between lanes. Sums
+//! stay in f32, the slices of the inner axis meet in shared memory in a fixed order. The
+//! kernel's header says more.
+//!
+//! Knobs, for tuning and comparison (read once):
+//! - `NUVEC_QMV_MMA=1` sends these products here. Off by default until its tests and its
+//!   speed against the CUDA-core kernel have run on the H200 (the emulation checks it against
+//!   the product in double meanwhile);
+//! - `NUVEC_QMV_MMA_SHAPE=R,S` picks the instantiated tiles of 16 rows a warp (`R`) and slices
+//!   of the inner axis a block of 8 warps (`S`) among [`SHAPES`] (by default `2,4`);
+//! - `NUVEC_KERNEL_DEFINES` sets the kernel's `NVQM_UNROLL` and `NVQM_MINB`.
+
+use std::sync::OnceLock;
+
+use cudarc::driver::{DeviceRepr, LaunchConfig};
+
+use super::super::Place;
+use super::super::dtype::type_names;
+use super::super::launch::symbol;
+use super::{COMMON, aligned, group_shift};
+use crate::array::ArrayData;
+use crate::primitive::OutputSpec;
+use crate::{DType, Result};
+
+const MV_MMA: &str = include_str!("../kernels/quantized_mv_mma.cu");
+
+/// Threads a block (`NVQM_WARPS` warps).
+const THREADS: u32 = 256;
+/// Rows of `x` a block takes (the products' 8 columns).
+const X_ROWS: usize = 8;
+/// The most rows of `x` sent here: beyond, the tiled kernels read each weight fewer times.
+const MAX_ROWS: usize = 8;
+/// The instantiated (tiles of 16 rows of `w` a warp, slices of the inner axis a block) pairs.
+const SHAPES: [(usize, usize); 4] = [(2, 4), (1, 4), (2, 2), (2, 8)];
+/// The largest grid dimension z.
+const GRID_Z: usize = 65_535;
+
+/// The kernel's arguments (`NvQmvMma` in `quantized_mv_mma.cu`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct MmaArgs {
+    n: i64,
+    m: i64,
+    packs: i32,
+    groups: i32,
+    gs_shift: i32,
+    /// 0x000F000F: the kernel's mask, passed so that it stays in a register.
+    nibbles: u32,
+}
+
+// SAFETY: `MmaArgs` is `repr(C)` plain data with the field order, types and alignment of
+// `NvQmvMma`, so its bytes are what the kernel reads as its parameter.
+unsafe impl DeviceRepr for MmaArgs {}
+
+/// Whether the kernel is on (`NUVEC_QMV_MMA=1`; off by default until timed on the H200).
+fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("NUVEC_QMV_MMA").is_some_and(|v| v == "1"))
+}
+
+/// The (tiles a warp, slices a block) pair: `NUVEC_QMV_MMA_SHAPE` where it names one of
+/// [`SHAPES`], else the first.
+fn shape() -> (usize, usize) {
+    static SHAPE: OnceLock<(usize, usize)> = OnceLock::new();
+    *SHAPE.get_or_init(|| {
+        let asked = std::env::var("NUVEC_QMV_MMA_SHAPE").ok().and_then(|v| {
+            let (r, s) = v.trim().split_once(',')?;
+            Some((r.trim().parse().ok()?, s.trim().parse().ok()?))
+        });
+        asked.filter(|a| SHAPES.contains(a)).unwrap_or(SHAPES[0])
+    })
+}
+
+/// The module of the kernels over `dtype` (f16 or bf16): every instantiated shape.
+fn source(dtype: DType) -> String {
+    let (ct, tn) = type_names(dtype).expect("a float type");
+    let mut s = format!("{COMMON}\n{MV_MMA}\n");
+    for (r, sl) in SHAPES {
+        s.push_str(&format!("NV_QMV_MMA({ct}, {tn}, {r}, {sl})\n"));
+    }
+    s
+}
+
+/// The kernels' sources, for compiling ahead of time (tests).
+#[cfg(test)]
+pub(super) fn all_sources() -> Vec<(String, String)> {
+    [DType::F16, DType::BF16]
+        .into_iter()
+        .map(|d| {
+            let tn = type_names(d).expect("a float type").1;
+            (format!("quantized_mv_mma_{tn}"), source(d))
+        })
+        .collect()
+}
+
+/// `quantized_matmul` of `m` rows on the tensor cores, or `None` where the kernel does not
+/// take it (the caller runs the others): f16 or bf16, `x · wᵀ` with 4 bits and groups of 32,
+/// 64 or 128, at most [`MAX_ROWS`] rows, compute capability 8.0 or later.
+pub(super) fn matmul(
+    place: &Place,
+    inputs: &[ArrayData],
+    (group_size, bits, transpose): (usize, u32, bool),
+    (m, n, k): (usize, usize, usize),
+    outputs: &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>> {
+    let (shape_out, dtype) = (&outputs[0].0, outputs[0].1);
+    let covered = enabled()
+        && place.gpu.props.arch.major >= 8
+        && matches!(dtype, DType::F16 | DType::BF16)
+        && transpose
+        && bits == 4
+        && matches!(group_size, 32 | 64 | 128)
+        && (1..=MAX_ROWS).contains(&m);
+    let w = &inputs[1];
+    // k is 8 words a row of w (a multiple of 32: rows of w and x start on 16 bytes).
+    if !covered
+        || k > i32::MAX as usize
+        || w.layout.shape[1] * 8 != k
+        || !k.is_multiple_of(group_size)
+    {
+        return Ok(None);
+    }
+    let (tiles, slices) = shape();
+    let rows = 16 * tiles * (THREADS as usize / 32 / slices);
+    let (gx, gz) = (n.div_ceil(rows), m.div_ceil(X_ROWS));
+    if gx > u32::MAX as usize || gz > GRID_Z {
+        return Ok(None);
+    }
+    let (_x, x) = aligned(place, &inputs[0])?;
+    let (_w, w_at) = aligned(place, w)?;
+    let (_s, scales) = aligned(place, &inputs[2])?;
+    let (_b, biases) = aligned(place, &inputs[3])?;
+    let (out, y) = place.output(dtype, shape_out)?;
+    let args = MmaArgs {
+        n: n as i64,
+        m: m as i64,
+        packs: (k / 32) as i32,
+        groups: (k / group_size) as i32,
+        gs_shift: group_shift(group_size),
+        nibbles: 0x000F_000F,
+    };
+    let tn = type_names(dtype).expect("a float type").1;
+    let f = place.gpu.kernel_in(
+        "quantized_mv_mma",
+        Some(dtype),
+        0,
+        symbol!("qmv_mma_{tn}_r{tiles}_s{slices}")?,
+        || source(dtype),
+    )?;
+    let cfg = LaunchConfig {
+        grid_dim: (gx as u32, 1, gz as u32),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    let params: [&dyn DeviceRepr; 6] = [&x, &w_at, &scales, &biases, &y, &args];
+    // SAFETY: `x` holds `m · k` values of `dtype`, `w_at` `n` rows of `k / 8` words, the
+    // scales and biases `n` rows of `k / group_size` values, all row-major from 16-byte-aligned
+    // starts (`aligned`; the primitive checked the shapes); `y` is a fresh block of `m · n`
+    // values. The kernel reads rows of w clamped below `n`, packs clamped below `k / 32`, rows
+    // of x below `m`, and writes outputs below `m` and `n` only; its shared memory is static;
+    // the arguments match `qmv_mma_*`. The arrays are held until the work is queued and the
+    // allocator keeps their blocks for this stream.
+    unsafe { f.launch(&place.stream, cfg, &params)? };
+    Ok(Some(vec![out]))
+}
