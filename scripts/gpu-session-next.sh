@@ -64,7 +64,7 @@ R="rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy
 echo "== rows"; timeout 60 $B --device gpu --budget 0.5 --json $OUT/rows.json copy $R 2>&1 | tail -9
 echo "== logsumexp in block rows"; NUVEC_LSE_WARP=0 timeout 30 $B --device gpu --budget 0.5 \
   logsumexp 2>&1 | tail -1
-for d in NV_LSE_BATCH=4 NV_LSE_BATCH=16; do echo "== logsumexp warp rows, $d"; \
+for d in NV_LSE_BATCH=16 "NV_LSE_BATCH=64 NV_LSE_WARP_MINB=3"; do echo "== logsumexp warp rows, $d"; \
   NUVEC_KERNEL_DEFINES="$d" timeout 30 $B --device gpu --budget 0.5 logsumexp 2>&1 | tail -1; done
 echo "== liger"; timeout 120 python3 bench/peers/liger_bench.py --json $OUT/liger.json $R 2>&1 | tail -8
 exit 0

@@ -146,7 +146,7 @@ impl CudaKernel for LogSumExp {
 const LSE_WARP_BLOCK: usize = 256;
 
 /// Rows a multiprocessor from which log-sum-exp streams each row through one warp rather than
-/// holding it in a block: with fewer, the warps' batches of loads (8 packs a lane) keep too
+/// holding it in a block: with fewer, the warps' batches of loads (32 values a lane) keep too
 /// few bytes in flight to cover the memory's latency.
 const LSE_WARP_ROWS_PER_SM: usize = 16;
 

@@ -157,13 +157,14 @@ __device__ __forceinline__ void nv_online_pack(float& m, float& s, const float (
 
 // ---- log-sum-exp of many rows too long for a warp to hold: a warp a row (eight rows a
 // block of 256), each lane streaming its packs (lane, lane + 32, ...) in batches of
-// NV_LSE_BATCH with an online maximum and sum, then one exchange of the lanes' pairs. A
-// batch's loads are all in flight before its first use and no block-wide barrier holds a
-// row back: the row-in-registers kernel above, a block of 128 a row with four barriers,
-// reads [16384, 4096] bf16 at 45% of the copy on the H200 (as long as the RMS norm takes to
-// read and write the same rows), the reductions' warp rows at 85%.
+// NV_LSE_BATCH values (8 packs of f32, 4 of the half types: 8 of those spill at the register
+// budget of 4 blocks a multiprocessor) with an online maximum and sum, then one exchange of
+// the lanes' pairs. A batch's loads are all in flight before its first use and no
+// block-wide barrier holds a row back: the row-in-registers kernel above, a block of 128 a
+// row with four barriers, reads [16384, 4096] bf16 at 45% of the copy on the H200 (as long
+// as the RMS norm takes to read and write the same rows), the reductions' warp rows at 85%.
 #ifndef NV_LSE_BATCH
-#define NV_LSE_BATCH 8
+#define NV_LSE_BATCH 32
 #endif
 #ifndef NV_LSE_WARP_MINB
 #define NV_LSE_WARP_MINB 4
@@ -353,10 +354,10 @@ __device__ __forceinline__ void nv_ce_grad(const T* __restrict__ x, const i32* _
 #define NV_CROSS_ENTROPY(T, tn) \
   extern "C" __global__ void __launch_bounds__(256, NV_LSE_WARP_MINB) logsumexp_warp_packs_##tn( \
       const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n) { \
-    nv_lse_warp_rows<T, NV_LSE_BATCH, true>(x, rows, st, out, nrows, n); } \
+    nv_lse_warp_rows<T, NV_LSE_BATCH / NvVec<T>::v, true>(x, rows, st, out, nrows, n); } \
   extern "C" __global__ void __launch_bounds__(256, NV_LSE_WARP_MINB) logsumexp_warp_elems_##tn( \
       const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n) { \
-    nv_lse_warp_rows<T, NV_LSE_BATCH, false>(x, rows, st, out, nrows, n); } \
+    nv_lse_warp_rows<T, NV_LSE_BATCH / NvVec<T>::v, false>(x, rows, st, out, nrows, n); } \
   extern "C" __global__ void __launch_bounds__(512, 2) cross_entropy_parts_##tn( \
       const T* x, float* parts, i64 n, i64 per) { nv_ce_parts<T>(x, parts, n, per); } \
   extern "C" __global__ void cross_entropy_loss_##tn( \
