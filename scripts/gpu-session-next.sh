@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The next H200 session's runs (device tool: carry [".gpu", ".whl"], command
-# "bash scripts/gpu-session-next.sh 1", then 2), after
-# `GPU_TESTS="gpu_quantized gpu_qmm gpu_flash gpu_gather fast_ops" gpu-pack --bench` and the
-# fla-core and liger-kernel wheels in .whl/ (the device README says how). Part 1: the tests
-# the last run cut short (alone, with room), the warpgroup quantized product's tests with each
-# in-flight form, and the quantized tests again with the tensor-core matrix-vector kernel on
-# (`NUVEC_QMV_MMA=1`; logs under $OUT). Part 2: the quantized products' timings (tensor-core
-# against CUDA-core matrix-vector kernels, warpgroup against tiled against PyTorch's bf16
-# product), `ncu`'s full sections on the mixture-of-experts matrix-vector kernel, and the rows
-# against Liger (log-sum-exp's warp rows against its block rows). Knobs need no rebuild.
+# "bash scripts/gpu-session-next.sh 1", then 2, then 3), after
+# `GPU_TESTS="gpu_quantized gpu_qmm gpu_flash gpu_gather gpu_rows fast_ops" gpu-pack --bench`
+# and the fla-core and liger-kernel wheels in .whl/ (the device README says how).
+# Part 1: the tests the last run cut short (alone, with room), the warpgroup quantized
+# product's tests with each in-flight form, the quantized and gathered tests again with the
+# tensor-core matrix-vector kernels on (`NUVEC_QMV_MMA=1`), and the row kernels' tests (the
+# log-sum-exp warp rows); logs under $OUT. Part 2: the quantized products' timings
+# (tensor-core against CUDA-core matrix-vector kernels, plain and gathered; warpgroup against
+# tiled against PyTorch's bf16 product). Part 3: `ncu`'s full sections on both gathered
+# matrix-vector kernels, and the rows against Liger (log-sum-exp's warp rows against its block
+# rows). Knobs need no rebuild.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -28,12 +30,15 @@ if [ "$part" = 1 ]; then
     $T/gpu_qmm_wgmma-* --test-threads=2 &
   t seed timeout 280 $T/fast_ops-* --test-threads=2 &
   t quant_mma env NUVEC_QMV_MMA=1 timeout 280 $T/gpu_quantized-* --test-threads=4 &
+  t gather_mma env NUVEC_QMV_MMA=1 timeout 280 $T/gpu_gather_qmm-* --test-threads=2 &
+  t rows timeout 280 $T/gpu_rows-* --test-threads=2 &
   wait
-  for f in quant flash gather wgmma wgmma_inflight seed quant_mma; do
+  for f in quant flash gather wgmma wgmma_inflight seed quant_mma gather_mma rows; do
     echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$f.log" | head -12
   done
   exit 0
 fi
+if [ "$part" = 2 ]; then
 Q="qmm_512x14336x4096 qmm_4096x14336x4096"
 echo "== qmm tiled"; timeout 60 $B --device gpu --budget 1 --json $OUT/q_tiled.json $Q 2>&1 | tail -2
 echo "== qmm wgmma"; NUVEC_QMM_WGMMA=1 timeout 60 $B --device gpu --budget 1 $Q 2>&1 | tail -2
@@ -55,11 +60,20 @@ for d in NVQM_UNROLL=1 NVQM_UNROLL=4 NVQM_MINB=3; do echo "== qmv mma, $d"; NUVE
   NUVEC_KERNEL_DEFINES="$d" timeout 40 $B --device gpu --budget 1 qmv_14336x4096 2>&1 | tail -1; done
 echo "== moe, at least 8 blocks an SM"; NUVEC_KERNEL_DEFINES="NVQG_MINB=8" \
   timeout 40 $B --device gpu --budget 1 moe_qmv_1 moe_qmv_64 2>&1 | tail -2
+for sh in 2,4 1,4 2,2; do echo "== moe, tensor-core form, shape $sh"; NUVEC_QMV_MMA=1 \
+  NUVEC_QMV_MMA_SHAPE=$sh timeout 40 $B --device gpu --budget 1 moe_qmv_1 moe_qmv_64 2>&1 | tail -2; done
+exit 0
+fi
+# Part 3: ncu on the gathered kernels (both forms), the rows against Liger.
+N="Duration|Memory Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Stall"
 echo "== ncu moe (full sections in \$OUT/ncu_gqmv.txt)"
 timeout 120 ncu --set full -k regex:gqmv_bf16 -c 1 $B --device gpu --budget 0.01 moe_qmv_64 \
   > $OUT/ncu_gqmv.txt 2>&1
-grep -E "Duration|Memory Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Stall" \
-  $OUT/ncu_gqmv.txt | head -16
+grep -E "$N" $OUT/ncu_gqmv.txt | head -16
+echo "== ncu moe, tensor-core form (\$OUT/ncu_gqmv_mma.txt)"
+NUVEC_QMV_MMA=1 timeout 120 ncu --set full -k regex:gqmv_mma -c 1 $B --device gpu --budget 0.01 \
+  moe_qmv_64 > $OUT/ncu_gqmv_mma.txt 2>&1
+grep -E "$N" $OUT/ncu_gqmv_mma.txt | head -16
 R="rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
 echo "== rows"; timeout 60 $B --device gpu --budget 0.5 --json $OUT/rows.json copy $R 2>&1 | tail -9
 echo "== logsumexp in block rows"; NUVEC_LSE_WARP=0 timeout 30 $B --device gpu --budget 0.5 \

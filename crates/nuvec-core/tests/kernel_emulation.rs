@@ -295,6 +295,7 @@ fn gathered_quantized_kernels_match_gather_qmm_in_double() {
         "quantized_gather",
         &[
             ("quantized.cu", QUANTIZED),
+            ("quantized_mv_mma.cu", QUANTIZED_MV_MMA),
             ("quantized_gather.cu", QUANTIZED_GATHER),
             ("quantized_tiled.cu", QUANTIZED_TILED),
         ],

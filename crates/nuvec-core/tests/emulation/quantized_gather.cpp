@@ -2,7 +2,8 @@
 // in the emulation against gather_qmm in double: index positions picking matrices of x (lhs)
 // and of a 4-bit w (rhs), unsorted, and sorted by matrix with the runs' offsets (the chunks'
 // table written first, as the host does; runs left empty; fewer blocks than chunks), and the
-// table alone over scrambled offsets. Built and run by tests/kernel_emulation.rs.
+// table alone over scrambled offsets; and the tensor-core form of the matrix-vector kernel.
+// Built and run by tests/kernel_emulation.rs.
 #include <algorithm>
 #include <random>
 
@@ -166,6 +167,44 @@ static int table_case(int E, int P, int mrows, unsigned seed) {
   return bad ? 1 : 0;
 }
 
+// The tensor-core form (quantized_mv_mma.cu's sums): chunks of 8 rows, R tiles of 16 rows of
+// w a warp, S slices of k a block; `zb` as above.
+template <int R, int S>
+static int gqmv_mma_case(bool sorted, int mrows, unsigned seed, int E = 5, int P = 12,
+                         unsigned zb = 0) {
+  Problem p = make(E, 3, mrows, 40, 256, 64, P, sorted, seed);
+  NvGqmv a{};
+  a.n = p.N;
+  a.w_batch = (i64)p.N * p.K / 8;
+  a.s_batch = (i64)p.N * (p.K / p.gs);
+  a.xmats = p.X;
+  a.experts = p.E;
+  a.indices = p.P;
+  const i64 per = (mrows + 7) / 8;
+  a.chunks = p.P * per + (sorted ? p.E : 0);
+  a.packs = p.K / 32;
+  a.groups = p.K / p.gs;
+  a.gs_shift = __builtin_ctz(p.gs / 32);
+  a.mrows = mrows;
+  a.sorted = sorted;
+  a.nibbles = 0x000F000Fu;
+  std::vector<bf16> y((size_t)p.P * mrows * p.N);
+  std::vector<i64> table(sorted ? (size_t)a.chunks * 3 : 0);
+  if (sorted)
+    nv_emu_launch({1, 1, 1}, NVQ_WARPS * 32,
+                  [&] { nvqg_table<8>(p.offs.data(), table.data(), a); });
+  const int rows = 16 * R * (NVQM_WARPS / S);
+  nv_emu_launch({(unsigned)((p.N + rows - 1) / rows), 1, zb ? zb : (unsigned)a.chunks},
+                NVQM_WARPS * 32, [&] {
+                  nvqm_gqmv<bf16, R, S>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(),
+                                        p.lhs.data(), p.rhs.data(), table.data(), a);
+                });
+  const double e = check(p, y);
+  std::printf("gqmv mma R %d S %d sorted %d mrows %d E %d P %d z %u: rel err %.3g\n", R, S,
+              sorted, mrows, E, P, zb, e);
+  return e < 2e-2 ? 0 : 1;
+}
+
 int main() {
   int bad = 0;
   bad += table_case<4>(9, 30, 1, 7);
@@ -177,6 +216,11 @@ int main() {
   // Sorted with most matrices picked by none (empty runs), and with fewer blocks than chunks.
   bad += gqmv_case<2>(true, 1, 5, 16, 6);
   bad += gqmv_case<4>(true, 3, 6, 7, 20, 3);
+  bad += gqmv_mma_case<2, 4>(false, 1, 11);
+  bad += gqmv_mma_case<2, 4>(false, 11, 12, 5, 4);
+  bad += gqmv_mma_case<2, 4>(true, 1, 13, 16, 20);
+  bad += gqmv_mma_case<1, 4>(true, 3, 14, 7, 20, 3);
+  bad += gqmv_mma_case<2, 2>(true, 2, 15, 5, 12, 2);
   bad += tiled_case(1, 40, 5);
   bad += tiled_case(2, 20, 6);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);

@@ -1,6 +1,7 @@
 // gather_qmm's few-row product, x · wᵀ with w picked by index (mixtures of experts while
-// decoding; `quantized/gather.rs` says which cases come here). Needs common.cuh and
-// quantized.cu, whose `nvq_qmv_rows` does the sums.
+// decoding; `quantized/gather.rs` says which cases come here). Needs common.cuh,
+// quantized.cu, whose `nvq_qmv_rows` does the sums, and (for `gqmv_mma_*`, 4 bits, chunks of
+// 8 rows) quantized_mv_mma.cu, whose `nvqm_sums` does them on the tensor cores.
 //
 // Row v of the product is row v % mrows of matrix lhs[v / mrows] of x (row v itself without
 // lhs). A block's warps take NvqRows<M> rows of w each (blockIdx.x), for a chunk of up to M
@@ -33,7 +34,7 @@ struct NvGqmv {
   i32 gs_shift; // log2(group size / 32)
   i32 mrows;    // rows of each matrix of x
   i32 sorted;   // whether offs gives the matrices' runs
-  i32 pad_;
+  u32 nibbles;  // 0x000F000F, for the tensor-core form (quantized_mv_mma.cu says why)
 };
 
 // Index `i` of an index array, clamped below `count` (or `i` itself without one).
@@ -136,6 +137,33 @@ __device__ __forceinline__ void nvqg_table(const i32* __restrict__ offs, i64* __
   }
 }
 
+// This chunk's rows [v0, v1) of the product and its matrix e of w (`nvq_gqmv`'s walk, for
+// chunks of M rows); false past the last sorted chunk.
+template <int M>
+__device__ __forceinline__ bool nvqg_chunk(const u32* __restrict__ rhs, const i64* __restrict__ table,
+                                           const NvGqmv& a, i64 z, i64& v0, i64& v1, i64& e) {
+  if (!a.sorted) {
+    const i64 per = (a.mrows + M - 1) / M;
+    const i64 i = z / per;
+    v0 = i * a.mrows + (z - i * per) * M;
+    v1 = (i + 1) * a.mrows;
+    e = nvqg_index(rhs, i, a.experts);
+    return true;
+  }
+  const i64* t = table + 3 * z;
+  e = t[0];
+  v0 = t[1];
+  v1 = t[2];
+  return e >= 0;
+}
+
+// Row v of the product's row of x (through lhs when given).
+__device__ __forceinline__ i64 nvqg_xrow(const u32* __restrict__ lhs, const NvGqmv& a, i64 v) {
+  if (lhs == nullptr) return v;
+  const i64 mi = v / a.mrows;
+  return nvqg_index(lhs, mi, a.xmats) * a.mrows + (v - mi * a.mrows);
+}
+
 template <typename T, int B, int M>
 __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __restrict__ w,
                                          const T* __restrict__ scales, const T* __restrict__ biases,
@@ -149,33 +177,13 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
   i64 row[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) row[r] = min(n0 + r, a.n - 1);
-  const i64 per = (a.mrows + M - 1) / M;
   for (i64 z = blockIdx.z; z < a.chunks; z += gridDim.z) {
     // This chunk's rows [v0, v1) of the product and its matrix of w.
     i64 v0, v1, e;
-    if (!a.sorted) {
-      const i64 i = z / per;
-      v0 = i * a.mrows + (z - i * per) * M;
-      v1 = (i + 1) * a.mrows;
-      e = nvqg_index(rhs, i, a.experts);
-    } else {
-      const i64* t = table + 3 * z;
-      e = t[0];
-      if (e < 0) break;
-      v0 = t[1];
-      v1 = t[2];
-    }
+    if (!nvqg_chunk<M>(rhs, table, a, z, v0, v1, e)) break;
     const T* xr[M];
 #pragma unroll
-    for (int i = 0; i < M; ++i) {
-      const i64 v = min(v0 + i, v1 - 1);
-      i64 at = v;
-      if (lhs != nullptr) {
-        const i64 mi = v / a.mrows;
-        at = nvqg_index(lhs, mi, a.xmats) * a.mrows + (v - mi * a.mrows);
-      }
-      xr[i] = x + at * (i64)a.packs * 32;
-    }
+    for (int i = 0; i < M; ++i) xr[i] = x + nvqg_xrow(lhs, a, min(v0 + i, v1 - 1)) * (i64)a.packs * 32;
     float acc[R][M];
     nvq_qmv_rows<T, B, M>(xr, w + e * a.w_batch, scales + e * a.s_batch, biases + e * a.s_batch, row, 0,
                           a.packs, a.packs, a.groups, a.gs_shift, acc);
@@ -188,6 +196,40 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
     }
   }
 }
+
+// The tensor-core form for 4 bits (f16, bf16; in modules that include quantized_mv_mma.cu
+// first): a block takes 16 R (8 / S) rows of w for a chunk of up to 8 rows of the product
+// (the products' 8 columns), chunks as above.
+#ifdef NVQM_WARPS
+template <typename T, int R, int S>
+__device__ __forceinline__ void nvqm_gqmv(const T* __restrict__ x, const u32* __restrict__ w,
+                                          const T* __restrict__ scales, const T* __restrict__ biases,
+                                          T* __restrict__ y, const u32* __restrict__ lhs,
+                                          const u32* __restrict__ rhs, const i64* __restrict__ table,
+                                          const NvGqmv a) {
+  static_assert(NVQM_WARPS % S == 0, "whole tiles a block");
+  __shared__ float sums[NVQM_WARPS][R][4][32];
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+  const i64 n0 = ((i64)blockIdx.x * (NVQM_WARPS / S) + warp / S) * 16 * R;
+  // Every thread of the block walks the same chunks (the exchange synchronises it).
+  for (i64 z = blockIdx.z; z < a.chunks; z += gridDim.z) {
+    i64 v0, v1, e;
+    if (!nvqg_chunk<8>(rhs, table, a, z, v0, v1, e)) break;
+    // The lane's column: row v0 + g of the product, if inside the chunk.
+    const uint4* xr = v0 + g < v1
+                          ? reinterpret_cast<const uint4*>(x + nvqg_xrow(lhs, a, v0 + g) * (i64)a.packs * 32)
+                          : nullptr;
+    float c[R][4];
+    nvqm_sums<T, R, S>(reinterpret_cast<const uint4*>(w + e * a.w_batch),
+                       reinterpret_cast<const u16*>(scales + e * a.s_batch),
+                       reinterpret_cast<const u16*>(biases + e * a.s_batch), xr, a.n, n0, a.packs,
+                       a.groups, a.gs_shift, a.nibbles, warp % S, c);
+    nvqm_meet<R, S>(sums, c, [&](int row, int col, float v) {
+      if (n0 + row < a.n && v0 + col < v1) y[(v0 + col) * a.n + n0 + row] = nv_down<T>(v);
+    });
+  }
+}
+#endif
 
 // Blocks of the product a multiprocessor must hold at least (the register bound), where
 // `NUVEC_KERNEL_DEFINES="NVQG_MINB=4"` sets it (a tunable); unset, ptxas picks (99 registers
@@ -208,4 +250,12 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
   extern "C" __global__ void __launch_bounds__(NVQ_WARPS * 32)                                  \
       gqmv_table_m##M(const i32* offs, i64* table, NvGqmv a) {                                 \
     nvqg_table<M>(offs, table, a);                                                              \
+  }
+
+// `gqmv_mma_<type>_r<R>_s<S>`: the tensor-core form (4 bits; its table is `gqmv_table_m8`).
+#define NV_GQMV_MMA(T, TN, R, S)                                                                \
+  extern "C" __global__ void __launch_bounds__(NVQM_WARPS * 32, NVQM_MINB)                       \
+      gqmv_mma_##TN##_r##R##_s##S(const T* x, const u32* w, const T* s, const T* b, T* y,        \
+                                  const u32* lhs, const u32* rhs, const i64* table, NvGqmv a) { \
+    nvqm_gqmv<T, R, S>(x, w, s, b, y, lhs, rhs, table, a);                                      \
   }

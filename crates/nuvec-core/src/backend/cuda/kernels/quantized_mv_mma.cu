@@ -106,34 +106,26 @@ __device__ __forceinline__ u32 nvqm_xpair(const u32 (&xw)[16], int i, int j) {
   return __byte_perm(xw[4 * i + j / 2], xw[4 * i + 2 + j / 2], (j & 1) ? 0x7632u : 0x5410u);
 }
 
+// The products of a warp's slice of k (chunks slice, slice + S, ...) for its R tiles of 16
+// rows of one matrix of w from row n0 (`w`, `scales` and `biases` at that matrix; rows past
+// n read the last row), with its lanes' column of x: the row at `xr` (null: zeros).
 template <typename T, int R, int S>
-__device__ __forceinline__ void nvqm_qmv(const T* __restrict__ x, const u32* __restrict__ w,
-                                         const T* __restrict__ scales, const T* __restrict__ biases,
-                                         T* __restrict__ y, const NvQmvMma& a) {
-  static_assert(NVQM_WARPS % S == 0, "whole tiles a block");
-  __shared__ float sums[NVQM_WARPS][R][4][32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int tile = warp / S, slice = warp % S;
-  const int g = lane >> 2, t = lane & 3;
-  const i64 n0 = ((i64)blockIdx.x * (NVQM_WARPS / S) + tile) * 16 * R;
-  const i64 m0 = (i64)blockIdx.z * 8;
-  const int packs = a.packs, groups = a.groups, gs_shift = a.gs_shift;
-  const u32 nib = a.nibbles;
-  // The lane's rows: g + 8 h of each m16 tile, h < 2 (past n: the last row, never written),
-  // their packed words and their scales and biases (the bits of T).
+__device__ __forceinline__ void nvqm_sums(const uint4* __restrict__ w, const u16* __restrict__ scales,
+                                          const u16* __restrict__ biases, const uint4* __restrict__ xr,
+                                          i64 n, i64 n0, int packs, int groups, int gs_shift,
+                                          u32 nib, int slice, float (&c)[R][4]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  // The lane's rows: g + 8 h of each m16 tile, h < 2, their packed words and their scales
+  // and biases (the bits of T).
   const uint4* wr[2 * R];
   const u16 *sr[2 * R], *br[2 * R];
 #pragma unroll
   for (int h = 0; h < 2 * R; ++h) {
-    const i64 row = min(n0 + g + 8 * h, a.n - 1);
-    wr[h] = reinterpret_cast<const uint4*>(w) + row * packs;
-    sr[h] = reinterpret_cast<const u16*>(scales) + row * groups;
-    br[h] = reinterpret_cast<const u16*>(biases) + row * groups;
+    const i64 row = min(n0 + g + 8 * h, n - 1);
+    wr[h] = w + row * packs;
+    sr[h] = scales + row * groups;
+    br[h] = biases + row * groups;
   }
-  // The lane's column of the product: row m0 + g of x.
-  const bool xin = m0 + g < a.m;
-  const uint4* xr = reinterpret_cast<const uint4*>(x + (xin ? m0 + g : 0) * (i64)packs * 32);
-  float c[R][4];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -159,7 +151,7 @@ __device__ __forceinline__ void nvqm_qmv(const T* __restrict__ x, const u32* __r
     u32 xw[16];
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-      const uint4 v = (xin && pin) ? xr[4 * p + i] : make_uint4(0u, 0u, 0u, 0u);
+      const uint4 v = (xr != nullptr && pin) ? xr[4 * p + i] : make_uint4(0u, 0u, 0u, 0u);
       xw[4 * i] = v.x;
       xw[4 * i + 1] = v.y;
       xw[4 * i + 2] = v.z;
@@ -180,25 +172,55 @@ __device__ __forceinline__ void nvqm_qmv(const T* __restrict__ x, const u32* __r
       }
     }
   }
-  // The slices' sums, added in slice order by the first slice's warp of each tile.
+}
+
+// The slices' sums of each warp's tiles meet in `sums` (the block's shared array), added in
+// slice order by the first slice's warp, which passes each to `store(row, column, value)`:
+// row 16 r + g (+ 8) of the warp's rows of w, column 2t (+ 1) of its 8 rows of x. Every thread
+// of the block calls it; `sums` is free again when it returns.
+template <int R, int S, typename Store>
+__device__ __forceinline__ void nvqm_meet(float (*sums)[R][4][32], const float (&c)[R][4],
+                                          Store store) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int e = 0; e < 4; ++e) sums[warp][r][e][lane] = c[r][e];
   __syncthreads();
-  if (slice != 0) return;
+  if (warp % S == 0) {
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
+    for (int r = 0; r < R; ++r) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      float v = c[r][e];
-      for (int s = 1; s < S; ++s) v += sums[warp + s][r][e][lane];
-      // Accumulator e of tile r: row g (e < 2) or g + 8 of the tile, column 2t + e % 2 (a
-      // row of x).
-      const i64 row = n0 + 16 * r + g + 8 * (e >> 1), col = m0 + 2 * t + (e & 1);
-      if (row < a.n && col < a.m) y[col * a.n + row] = nv_down<T>(v);
+      for (int e = 0; e < 4; ++e) {
+        float v = c[r][e];
+        for (int s = 1; s < S; ++s) v += sums[warp + s][r][e][lane];
+        store(16 * r + g + 8 * (e >> 1), 2 * t + (e & 1), v);
+      }
     }
   }
+  __syncthreads();
+}
+
+template <typename T, int R, int S>
+__device__ __forceinline__ void nvqm_qmv(const T* __restrict__ x, const u32* __restrict__ w,
+                                         const T* __restrict__ scales, const T* __restrict__ biases,
+                                         T* __restrict__ y, const NvQmvMma& a) {
+  static_assert(NVQM_WARPS % S == 0, "whole tiles a block");
+  __shared__ float sums[NVQM_WARPS][R][4][32];
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+  const i64 n0 = ((i64)blockIdx.x * (NVQM_WARPS / S) + warp / S) * 16 * R;
+  const i64 m0 = (i64)blockIdx.z * 8;
+  // The lane's column of the product: row m0 + g of x.
+  const uint4* xr =
+      m0 + g < a.m ? reinterpret_cast<const uint4*>(x + (m0 + g) * (i64)a.packs * 32) : nullptr;
+  float c[R][4];
+  nvqm_sums<T, R, S>(reinterpret_cast<const uint4*>(w), reinterpret_cast<const u16*>(scales),
+                     reinterpret_cast<const u16*>(biases), xr, a.n, n0, a.packs, a.groups,
+                     a.gs_shift, a.nibbles, warp % S, c);
+  nvqm_meet<R, S>(sums, c, [&](int row, int col, float v) {
+    if (n0 + row < a.n && m0 + col < a.m) y[(m0 + col) * a.n + n0 + row] = nv_down<T>(v);
+  });
 }
 
 // `qmv_mma_<type>_r<R>_s<S>`: the product for 4-bit weights, 16 R (8 / S) rows of w and 8

@@ -9,7 +9,9 @@
 //!   and rows to a table, so a block finds its chunk with one load (each block used to walk
 //!   the offsets itself, up to a step a matrix, at 126 registers; not yet timed on the H200).
 //!   Unsorted, each index position's rows go alone (its weights are read once for each
-//!   position that picks them). f32 takes this kernel for any number of rows.
+//!   position that picks them). f32 takes this kernel for any number of rows. With
+//!   `NUVEC_QMV_MMA=1`, 4 bits in f16 and bf16 take its tensor-core form instead (`mv_mma.rs`:
+//!   chunks of 8 rows as the products' columns, blocks of 64 rows of `w` by default).
 //! - Many rows a matrix (prefill), and every `x · w`: the tiled tensor-core kernel (`tiled.rs`),
 //!   f16 and bf16, over each matrix's run of sorted rows (from the offsets), else over each
 //!   index position's rows.
@@ -25,6 +27,7 @@ use super::super::Place;
 use super::super::dtype::type_names;
 use super::super::fast::{CudaKernel, nested};
 use super::super::launch::symbol;
+use super::mv_mma;
 use super::tiled::{self, Operands, Rows, TiledArgs};
 use super::{BITS, COMMON, QUANTIZED, ROWS_AT_ONCE, WARPS, aligned, group_shift, rows_a_warp};
 use crate::array::ArrayData;
@@ -59,19 +62,31 @@ struct GatherArgs {
     gs_shift: i32,
     mrows: i32,
     sorted: i32,
-    pad: i32,
+    /// 0x000F000F, the tensor-core form's mask (`mv_mma.rs`).
+    nibbles: u32,
 }
 
 // SAFETY: `GatherArgs` is `repr(C)` plain data with the field order, types and alignment of
 // `NvGqmv`, so its bytes are what the kernel reads as its parameter.
 unsafe impl DeviceRepr for GatherArgs {}
 
-/// The module of the gathered matrix-vector kernels over `dtype` packed with `bits` bits.
+/// The module of the gathered matrix-vector kernels over `dtype` packed with `bits` bits
+/// (with the tensor-core form's for 4 bits in f16 and bf16).
 fn source(dtype: DType, bits: u32) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
-    let mut s = format!("{COMMON}\n{QUANTIZED}\n{GATHER}\n");
+    let mma = bits == 4 && matches!(dtype, DType::F16 | DType::BF16);
+    let mut s = format!("{COMMON}\n{QUANTIZED}\n");
+    if mma {
+        s.push_str(mv_mma::SOURCE);
+        s.push('\n');
+    }
+    s.push_str(GATHER);
+    s.push('\n');
     for m in 1..=ROWS_AT_ONCE {
         s.push_str(&format!("NV_GQMV({ct}, {tn}, {bits}, {m})\n"));
+    }
+    if mma {
+        s.push_str(&mv_mma::gathered_instances(dtype));
     }
     s
 }
@@ -307,12 +322,15 @@ fn gathered_rows(
     dtype: DType,
 ) -> Result<()> {
     let rows = d.indices * d.mrows;
+    // The tensor-core form takes chunks of 8 rows (its products' columns) and blocks of
+    // `block_rows` rows of w; the other a warp's few rows of w for chunks of up to 8.
+    let mma = mv_mma::takes(place, dtype, op.bits, op.group_size).then(mv_mma::shape);
     // Rows of the product a block takes: an index position's (up to 8), or about a matrix's
     // share of the sorted rows.
-    let at_once = if sorted {
-        rows.div_ceil(d.experts.min(d.indices))
-    } else {
-        d.mrows
+    let at_once = match mma {
+        Some(_) => mv_mma::X_ROWS,
+        None if sorted => rows.div_ceil(d.experts.min(d.indices)),
+        None => d.mrows,
     }
     .clamp(1, ROWS_AT_ONCE);
     let chunks = if sorted {
@@ -320,7 +338,10 @@ fn gathered_rows(
     } else {
         d.indices * d.mrows.div_ceil(at_once)
     };
-    let bx = d.n.div_ceil(WARPS * rows_a_warp(at_once));
+    let bx = match mma {
+        Some(shape) => d.n.div_ceil(mv_mma::block_rows(shape)),
+        None => d.n.div_ceil(WARPS * rows_a_warp(at_once)),
+    };
     let args = GatherArgs {
         n: d.n as i64,
         w_batch: (d.wrows * d.wrow) as i64,
@@ -334,7 +355,7 @@ fn gathered_rows(
         gs_shift: group_shift(op.group_size),
         mrows: d.mrows as i32,
         sorted: i32::from(sorted),
-        pad: 0,
+        nibbles: 0x000F_000F,
     };
     let bits = op.bits;
     let tn = type_names(dtype).expect("a float type").1;
@@ -367,7 +388,10 @@ fn gathered_rows(
         None
     };
     let table_ptr = table.as_ref().map_or(0, |t| t.ptr());
-    let f = kernel(symbol!("gqmv_{tn}_b{bits}_m{at_once}")?)?;
+    let f = match mma {
+        Some((r, sl)) => kernel(symbol!("gqmv_mma_{tn}_r{r}_s{sl}")?)?,
+        None => kernel(symbol!("gqmv_{tn}_b{bits}_m{at_once}")?)?,
+    };
     let cfg = LaunchConfig {
         grid_dim: (bx as u32, 1, chunks.min(GRID_Z) as u32),
         block_dim: block,

@@ -10,8 +10,12 @@
 //! stay in f32, the slices of the inner axis meet in shared memory in a fixed order. The
 //! kernel's header says more.
 //!
+//! `gather_qmm`'s few-row products take the same sums through `gqmv_mma_*`
+//! (`kernels/quantized_gather.cu`, launched by `gather.rs`): a block a chunk of up to 8 rows
+//! of the product that share one matrix of `w`.
+//!
 //! Knobs, for tuning and comparison (read once):
-//! - `NUVEC_QMV_MMA=1` sends these products here. Off by default until its tests and its
+//! - `NUVEC_QMV_MMA=1` sends these products (and the gathered ones) here. Off by default until its tests and its
 //!   speed against the CUDA-core kernel have run on the H200 (the emulation checks it against
 //!   the product in double meanwhile);
 //! - `NUVEC_QMV_MMA_SHAPE=R,S` picks the instantiated tiles of 16 rows a warp (`R`) and slices
@@ -34,8 +38,8 @@ const MV_MMA: &str = include_str!("../kernels/quantized_mv_mma.cu");
 
 /// Threads a block (`NVQM_WARPS` warps).
 const THREADS: u32 = 256;
-/// Rows of `x` a block takes (the products' 8 columns).
-const X_ROWS: usize = 8;
+/// Rows of `x` a block takes (the products' 8 columns; the gathered form's chunks).
+pub(super) const X_ROWS: usize = 8;
 /// The most rows of `x` sent here: beyond, the tiled kernels read each weight fewer times.
 const MAX_ROWS: usize = 8;
 /// The instantiated (tiles of 16 rows of `w` a warp, slices of the inner axis a block) pairs.
@@ -60,15 +64,15 @@ struct MmaArgs {
 // `NvQmvMma`, so its bytes are what the kernel reads as its parameter.
 unsafe impl DeviceRepr for MmaArgs {}
 
-/// Whether the kernel is on (`NUVEC_QMV_MMA=1`; off by default until timed on the H200).
-fn enabled() -> bool {
+/// Whether the kernels are on (`NUVEC_QMV_MMA=1`; off by default until timed on the H200).
+pub(super) fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("NUVEC_QMV_MMA").is_some_and(|v| v == "1"))
 }
 
 /// The (tiles a warp, slices a block) pair: `NUVEC_QMV_MMA_SHAPE` where it names one of
 /// [`SHAPES`], else the first.
-fn shape() -> (usize, usize) {
+pub(super) fn shape() -> (usize, usize) {
     static SHAPE: OnceLock<(usize, usize)> = OnceLock::new();
     *SHAPE.get_or_init(|| {
         let asked = std::env::var("NUVEC_QMV_MMA_SHAPE").ok().and_then(|v| {
@@ -88,6 +92,34 @@ fn source(dtype: DType) -> String {
     }
     s
 }
+
+/// Rows of `w` a block of `shape`'s takes.
+pub(super) fn block_rows((tiles, slices): (usize, usize)) -> usize {
+    16 * tiles * (THREADS as usize / 32 / slices)
+}
+
+/// Whether the tensor-core kernels take products over `dtype` packed with `bits` bits in
+/// groups of `group_size`, on this device.
+pub(super) fn takes(place: &Place, dtype: DType, bits: u32, group_size: usize) -> bool {
+    enabled()
+        && place.gpu.props.arch.major >= 8
+        && matches!(dtype, DType::F16 | DType::BF16)
+        && bits == 4
+        && matches!(group_size, 32 | 64 | 128)
+}
+
+/// The gathered form's kernels (`gqmv_mma_*` in `quantized_gather.cu`) for the gathered
+/// module over `dtype`: the macro lines, every instantiated shape.
+pub(super) fn gathered_instances(dtype: DType) -> String {
+    let (ct, tn) = type_names(dtype).expect("a float type");
+    SHAPES
+        .iter()
+        .map(|(r, sl)| format!("NV_GQMV_MMA({ct}, {tn}, {r}, {sl})\n"))
+        .collect()
+}
+
+/// The kernel's source, without the helpers it needs first (`common.cuh`).
+pub(super) const SOURCE: &str = MV_MMA;
 
 /// The kernels' sources, for compiling ahead of time (tests).
 #[cfg(test)]
@@ -112,13 +144,7 @@ pub(super) fn matmul(
     outputs: &[OutputSpec],
 ) -> Result<Option<Vec<ArrayData>>> {
     let (shape_out, dtype) = (&outputs[0].0, outputs[0].1);
-    let covered = enabled()
-        && place.gpu.props.arch.major >= 8
-        && matches!(dtype, DType::F16 | DType::BF16)
-        && transpose
-        && bits == 4
-        && matches!(group_size, 32 | 64 | 128)
-        && (1..=MAX_ROWS).contains(&m);
+    let covered = takes(place, dtype, bits, group_size) && transpose && (1..=MAX_ROWS).contains(&m);
     let w = &inputs[1];
     // k is 8 words a row of w (a multiple of 32: rows of w and x start on 16 bytes).
     if !covered
@@ -129,8 +155,7 @@ pub(super) fn matmul(
         return Ok(None);
     }
     let (tiles, slices) = shape();
-    let rows = 16 * tiles * (THREADS as usize / 32 / slices);
-    let (gx, gz) = (n.div_ceil(rows), m.div_ceil(X_ROWS));
+    let (gx, gz) = (n.div_ceil(block_rows((tiles, slices))), m.div_ceil(X_ROWS));
     if gx > u32::MAX as usize || gz > GRID_Z {
         return Ok(None);
     }
