@@ -32,8 +32,10 @@ if [ "$part" = 1 ]; then
   t quant_mma env NUVEC_QMV_MMA=1 timeout 280 $T/gpu_quantized-* --test-threads=4 &
   t gather_mma env NUVEC_QMV_MMA=1 timeout 280 $T/gpu_gather_qmm-* --test-threads=2 &
   t rows timeout 280 $T/gpu_rows-* --test-threads=2 &
+  t rows_one env NUVEC_KERNEL_DEFINES="NV_SOFTMAX_ONE_EXCHANGE=1" \
+    timeout 280 $T/gpu_rows-* --test-threads=2 softmax &
   wait
-  for f in quant flash gather wgmma wgmma_inflight seed quant_mma gather_mma rows; do
+  for f in quant flash gather wgmma wgmma_inflight seed quant_mma gather_mma rows rows_one; do
     echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$f.log" | head -12
   done
   exit 0
@@ -80,5 +82,11 @@ echo "== logsumexp in block rows"; NUVEC_LSE_WARP=0 timeout 30 $B --device gpu -
   logsumexp 2>&1 | tail -1
 for d in NV_LSE_BATCH=16 "NV_LSE_BATCH=64 NV_LSE_WARP_MINB=3"; do echo "== logsumexp warp rows, $d"; \
   NUVEC_KERNEL_DEFINES="$d" timeout 30 $B --device gpu --budget 0.5 logsumexp 2>&1 | tail -1; done
+# Softmax (and log-sum-exp in block rows) with one exchange of (maximum, sum) pairs a row.
+echo "== softmax, one exchange"; NUVEC_KERNEL_DEFINES="NV_SOFTMAX_ONE_EXCHANGE=1" timeout 30 \
+  $B --device gpu --budget 0.5 softmax 2>&1 | tail -1
+echo "== logsumexp in block rows, one exchange"; NUVEC_LSE_WARP=0 \
+  NUVEC_KERNEL_DEFINES="NV_SOFTMAX_ONE_EXCHANGE=1" timeout 30 $B --device gpu --budget 0.5 \
+  logsumexp 2>&1 | tail -1
 echo "== liger"; timeout 120 python3 bench/peers/liger_bench.py --json $OUT/liger.json $R 2>&1 | tail -8
 exit 0

@@ -252,6 +252,8 @@ fn row_kernels_match_their_references() {
                 "NV_SOFTMAX_PREFETCH=1",
                 "NV_VJP_PREFETCH=1",
             ],
+            &["NV_SOFTMAX_ONE_EXCHANGE=1"],
+            &["NV_SOFTMAX_ONE_EXCHANGE=1", "NV_SOFTMAX_KEEP=0"],
         ],
     );
 }

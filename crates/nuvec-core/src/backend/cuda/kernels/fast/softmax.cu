@@ -31,10 +31,57 @@ __device__ __forceinline__ float nv_exp2(float x) {
 #ifndef NV_SOFTMAX_PREFETCH
 #define NV_SOFTMAX_PREFETCH 0
 #endif
+// Whether a row's maximum and sum meet in one exchange of (maximum, sum) pairs, each thread's
+// exponentials taken relative to its own maximum and rescaled after (two barriers a row in a
+// block where a maximum then a sum take four). The kernels with two exchanges a row
+// (softmax, log-sum-exp, layer norm) ran 20-50% below the RMS norm's one (H200); off until
+// timed there.
+#ifndef NV_SOFTMAX_ONE_EXCHANGE
+#define NV_SOFTMAX_ONE_EXCHANGE 0
+#endif
 // Log-sum-exp's budget: it holds only the row's packs.
 #ifndef NV_LSE_MINB
 #define NV_LSE_MINB 3
 #endif
+
+// (m, s) merged with another thread's (mo, so), each s a sum of exp(x - m) over that
+// thread's elements (0 where its m is -inf); only a finite maximum gives a meaningful sum.
+// Partners of a butterfly get the same result (the sum's two terms commute).
+__device__ __forceinline__ void nv_merge_max_sum(float& m, float& s, float mo, float so) {
+  const float top = nv_max_nan(m, mo);
+  if (top == top && top != -NV_INF && top != NV_INF) {
+    const float a = m == -NV_INF ? 0.0f : s * nv_exp2((m - top) * NV_LOG2E);
+    const float b = mo == -NV_INF ? 0.0f : so * nv_exp2((mo - top) * NV_LOG2E);
+    s = a + b;
+  }
+  m = top;
+}
+
+// The row's (maximum, sum of exponentials) from each thread's pair, over the `lanes` threads
+// of the row (a warp, or the whole block of up to 1024 threads), in every one of them: one
+// exchange where a maximum then a sum take two (`nv_row_max`, `nv_row_sum`).
+__device__ __forceinline__ void nv_row_max_sum(float& m, float& s, int lanes) {
+#pragma unroll
+  for (int k = 16; k >= 1; k >>= 1)
+    nv_merge_max_sum(m, s, __shfl_xor_sync(0xffffffffu, m, k), __shfl_xor_sync(0xffffffffu, s, k));
+  if (lanes > 32) {
+    __shared__ float part[2][32];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (lane == 0) {
+      part[0][warp] = m;
+      part[1][warp] = s;
+    }
+    __syncthreads();
+    const bool has = lane < lanes / 32;
+    m = has ? part[0][lane] : -NV_INF;
+    s = has ? part[1][lane] : 0.0f;
+#pragma unroll
+    for (int k = 16; k >= 1; k >>= 1)
+      nv_merge_max_sum(m, s, __shfl_xor_sync(0xffffffffu, m, k), __shfl_xor_sync(0xffffffffu, s, k));
+    // `part` is written again by the next call.
+    __syncthreads();
+  }
+}
 
 // Every row of `x` (located by `rows`, elements `st` apart) through `lanes` threads of P
 // packs: softmax into the row-major `out` (`lse` false) or log-sum-exp into out[t]. The row
@@ -73,10 +120,14 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
       for (int j = 0; j < V; ++j)
         if (j < valid) mx = nv_max_nan(mx, r.at(k, j));
     }
-    const float m = nv_row_max(mx, lanes);
-    // A row whose maximum is not finite has no finite exponentials.
-    const bool finite = m == m && m != -NV_INF && m != NV_INF;
-    const float mf = finite ? m : 0.0f;
+#if NV_SOFTMAX_ONE_EXCHANGE
+    // Exponentials relative to the thread's own maximum (0 where it is not finite: they are
+    // then 0, or the row's maximum is not finite either).
+    const float own = mx == mx && mx != -NV_INF && mx != NV_INF ? mx : 0.0f;
+#else
+    const float m0 = nv_row_max(mx, lanes);
+    const float own = m0 == m0 && m0 != -NV_INF && m0 != NV_INF ? m0 : 0.0f;
+#endif
     float acc = 0.0f;
 #if NV_SOFTMAX_KEEP
     float e[P][V];
@@ -86,7 +137,7 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
       const int valid = nv_pack_valid<T>(nv_pack_at(k, lane, lanes), n);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const float v = j < valid ? nv_exp2((r.at(k, j) - mf) * NV_LOG2E) : 0.0f;
+        const float v = j < valid ? nv_exp2((r.at(k, j) - own) * NV_LOG2E) : 0.0f;
 #if NV_SOFTMAX_KEEP
         if (!lse) e[k][j] = v;
 #endif
@@ -94,13 +145,22 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
       }
     }
     // Every thread takes part (the block form synchronises); `finite` is the same in all.
-    const float sum = nv_row_sum(acc, lanes);
+#if NV_SOFTMAX_ONE_EXCHANGE
+    float m = mx, sum = acc;
+    nv_row_max_sum(m, sum, lanes);
+    const bool finite = m == m && m != -NV_INF && m != NV_INF;
+    // The thread's exponentials relative to the row's maximum.
+    const float rescale = finite && mx != -NV_INF ? nv_exp2((own - m) * NV_LOG2E) : 0.0f;
+#else
+    const float m = m0, sum = nv_row_sum(acc, lanes), rescale = 1.0f;
+    const bool finite = m == m && m != -NV_INF && m != NV_INF;
+#endif
     if (lse) {
       if (lane == 0) out[t] = nv_down<T>(finite ? m + logf(sum) : m);
       if (NV_SOFTMAX_PREFETCH) r = rn;
       continue;
     }
-    const float scale = 1.0f / sum;
+    const float scale = rescale / sum;
 #pragma unroll
     for (int k = 0; k < P; ++k) {
       const i64 pk = nv_pack_at(k, lane, lanes);
@@ -111,7 +171,7 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
 #if NV_SOFTMAX_KEEP
         o.v[j] = nv_down<T>(finite ? e[k][j] * scale : NV_NAN);
 #else
-        o.v[j] = nv_down<T>(finite ? nv_exp2((r.at(k, j) - mf) * NV_LOG2E) * scale : NV_NAN);
+        o.v[j] = nv_down<T>(finite ? nv_exp2((r.at(k, j) - own) * NV_LOG2E) * scale : NV_NAN);
 #endif
       nv_pack_store<T>(q, pk, n, packed, o);
     }
