@@ -65,9 +65,9 @@ __device__ __forceinline__ void nv_rope_rows(
 
 // The rows of one batch entry and position (the `heads` rows `positions` apart within the
 // entry) share their angles: a block takes such a group at a time, its threads first compute
-// each pair's sine and cosine once into shared memory, then rotate every head's row with
-// 16-byte accesses, NV_ROPE_ITEMS (head, chunk) items a thread with all their loads issued
-// before the first use. For rows of step 1, 16-byte aligned, rotated whole (`dims == d`): an
+// each pair's sine and cosine once into shared memory (with their first items' loads already
+// in flight), then rotate every head's row with 16-byte accesses, NV_ROPE_ITEMS (head, chunk)
+// items a thread with all their loads issued before the first use. For rows of step 1, 16-byte aligned, rotated whole (`dims == d`): an
 // item is a chunk of V pairs (the halves' elements [cV, cV + V) and [half + cV, ...)) or,
 // `traditional`, of V adjacent elements (V / 2 pairs). Shared memory: 2 * pairs floats.
 #define NV_ROPE_ITEMS 2
@@ -93,17 +93,10 @@ __device__ __forceinline__ void nv_rope_heads(
                           ? (float)reinterpret_cast<const u32*>(offsets)[entry * ostride]
                           : (float)reinterpret_cast<const i32*>(offsets)[entry * ostride];
     const float position = ((float)l + off) * scale;
-    for (i64 j = threadIdx.x; j < half; j += blockDim.x) {
-      float sv, cv;
-      sincosf(position * nv_inv_freq(freqs, fstride, j, step), &sv, &cv);
-      cs[j] = cv;
-      sn[j] = forward ? sv : -sv;
-    }
-    __syncthreads();
     const int nitems = (int)items;
-    for (int first = threadIdx.x; first < nitems; first += NV_ROPE_ITEMS * blockDim.x) {
-      // As loaded, two half-precision elements a word (fewer registers: more loads in flight).
-      NvRaw a[NV_ROPE_ITEMS], b[NV_ROPE_ITEMS];
+    // As loaded, two half-precision elements a word (fewer registers: more loads in flight).
+    NvRaw a[NV_ROPE_ITEMS], b[NV_ROPE_ITEMS];
+    auto load = [&](int first) {
 #pragma unroll
       for (int u = 0; u < NV_ROPE_ITEMS; ++u) {
         const int it = first + u * blockDim.x;
@@ -114,6 +107,18 @@ __device__ __forceinline__ void nv_rope_heads(
           if (!traditional) b[u] = reinterpret_cast<const NvRaw*>(p + half)[c];
         }
       }
+    };
+    // The first items' loads go out before the angles are taken, which they do not need.
+    load(threadIdx.x);
+    for (i64 j = threadIdx.x; j < half; j += blockDim.x) {
+      float sv, cv;
+      sincosf(position * nv_inv_freq(freqs, fstride, j, step), &sv, &cv);
+      cs[j] = cv;
+      sn[j] = forward ? sv : -sv;
+    }
+    __syncthreads();
+    for (int first = threadIdx.x; first < nitems; first += NV_ROPE_ITEMS * blockDim.x) {
+      if (first != (int)threadIdx.x) load(first);
 #pragma unroll
       for (int u = 0; u < NV_ROPE_ITEMS; ++u) {
         const int it = first + u * blockDim.x;
