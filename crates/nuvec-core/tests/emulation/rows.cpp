@@ -158,7 +158,8 @@ static int lse_warp_case(int nrows, int n, unsigned seed) {
   rows.strides[0] = n;
   rows.ndim = 1;
   nv_emu_launch({2, 1, 1}, 256, [&] {
-    nv_lse_warp_rows<bf16, NV_LSE_BATCH / NvVec<bf16>::v, packed>(x.data(), rows, 1, out.data(), nrows, n);
+    nv_lse_warp_rows<bf16, NV_LSE_BATCH / NvVec<bf16>::v, packed>(x.data(), rows, 1, out.data(),
+                                                                   nrows, n);
   });
   double worst = 0;
   int off = 0;

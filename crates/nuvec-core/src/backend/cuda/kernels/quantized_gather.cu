@@ -140,8 +140,9 @@ __device__ __forceinline__ void nvqg_table(const i32* __restrict__ offs, i64* __
 // This chunk's rows [v0, v1) of the product and its matrix e of w (`nvq_gqmv`'s walk, for
 // chunks of M rows); false past the last sorted chunk.
 template <int M>
-__device__ __forceinline__ bool nvqg_chunk(const u32* __restrict__ rhs, const i64* __restrict__ table,
-                                           const NvGqmv& a, i64 z, i64& v0, i64& v1, i64& e) {
+__device__ __forceinline__ bool nvqg_chunk(const u32* __restrict__ rhs,
+                                           const i64* __restrict__ table, const NvGqmv& a, i64 z,
+                                           i64& v0, i64& v1, i64& e) {
   if (!a.sorted) {
     const i64 per = (a.mrows + M - 1) / M;
     const i64 i = z / per;
@@ -183,7 +184,8 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
     if (!nvqg_chunk<M>(rhs, table, a, z, v0, v1, e)) break;
     const T* xr[M];
 #pragma unroll
-    for (int i = 0; i < M; ++i) xr[i] = x + nvqg_xrow(lhs, a, min(v0 + i, v1 - 1)) * (i64)a.packs * 32;
+    for (int i = 0; i < M; ++i)
+      xr[i] = x + nvqg_xrow(lhs, a, min(v0 + i, v1 - 1)) * (i64)a.packs * 32;
     float acc[R][M];
     nvq_qmv_rows<T, B, M>(xr, w + e * a.w_batch, scales + e * a.s_batch, biases + e * a.s_batch, row, 0,
                           a.packs, a.packs, a.groups, a.gs_shift, acc);
@@ -203,10 +205,10 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
 #ifdef NVQM_WARPS
 template <typename T, int R, int S>
 __device__ __forceinline__ void nvqm_gqmv(const T* __restrict__ x, const u32* __restrict__ w,
-                                          const T* __restrict__ scales, const T* __restrict__ biases,
-                                          T* __restrict__ y, const u32* __restrict__ lhs,
-                                          const u32* __restrict__ rhs, const i64* __restrict__ table,
-                                          const NvGqmv a) {
+                                          const T* __restrict__ scales,
+                                          const T* __restrict__ biases, T* __restrict__ y,
+                                          const u32* __restrict__ lhs, const u32* __restrict__ rhs,
+                                          const i64* __restrict__ table, const NvGqmv a) {
   static_assert(NVQM_WARPS % S == 0, "whole tiles a block");
   __shared__ float sums[NVQM_WARPS][R][4][32];
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
@@ -216,9 +218,10 @@ __device__ __forceinline__ void nvqm_gqmv(const T* __restrict__ x, const u32* __
     i64 v0, v1, e;
     if (!nvqg_chunk<8>(rhs, table, a, z, v0, v1, e)) break;
     // The lane's column: row v0 + g of the product, if inside the chunk.
-    const uint4* xr = v0 + g < v1
-                          ? reinterpret_cast<const uint4*>(x + nvqg_xrow(lhs, a, v0 + g) * (i64)a.packs * 32)
-                          : nullptr;
+    const uint4* xr =
+        v0 + g < v1
+            ? reinterpret_cast<const uint4*>(x + nvqg_xrow(lhs, a, v0 + g) * (i64)a.packs * 32)
+            : nullptr;
     float c[R][4];
     nvqm_sums<T, R, S>(reinterpret_cast<const uint4*>(w + e * a.w_batch),
                        reinterpret_cast<const u16*>(scales + e * a.s_batch),

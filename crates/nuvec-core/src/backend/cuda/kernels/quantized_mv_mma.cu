@@ -55,14 +55,17 @@ struct NvQmvMma {
 
 // nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
 // C += A · B, m16n8k16, row.col, f32 accumulation.
-template <typename T> __device__ __forceinline__ void nvqm_mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1);
-template <> __device__ __forceinline__ void nvqm_mma<bf16>(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+template <typename T>
+__device__ __forceinline__ void nvqm_mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1);
+template <>
+__device__ __forceinline__ void nvqm_mma<bf16>(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
                "{%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-template <> __device__ __forceinline__ void nvqm_mma<f16>(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+template <>
+__device__ __forceinline__ void nvqm_mma<f16>(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
                "{%8,%9}, {%0,%1,%2,%3};\n"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -110,8 +113,10 @@ __device__ __forceinline__ u32 nvqm_xpair(const u32 (&xw)[16], int i, int j) {
 // rows of one matrix of w from row n0 (`w`, `scales` and `biases` at that matrix; rows past
 // n read the last row), with its lanes' column of x: the row at `xr` (null: zeros).
 template <typename T, int R, int S>
-__device__ __forceinline__ void nvqm_sums(const uint4* __restrict__ w, const u16* __restrict__ scales,
-                                          const u16* __restrict__ biases, const uint4* __restrict__ xr,
+__device__ __forceinline__ void nvqm_sums(const uint4* __restrict__ w,
+                                          const u16* __restrict__ scales,
+                                          const u16* __restrict__ biases,
+                                          const uint4* __restrict__ xr,
                                           i64 n, i64 n0, int packs, int groups, int gs_shift,
                                           u32 nib, int slice, float (&c)[R][4]) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;

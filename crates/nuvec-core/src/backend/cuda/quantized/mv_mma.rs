@@ -15,9 +15,9 @@
 //! of the product that share one matrix of `w`.
 //!
 //! Knobs, for tuning and comparison (read once):
-//! - `NUVEC_QMV_MMA=1` sends these products (and the gathered ones) here. Off by default until its tests and its
-//!   speed against the CUDA-core kernel have run on the H200 (the emulation checks it against
-//!   the product in double meanwhile);
+//! - `NUVEC_QMV_MMA=1` sends these products (and the gathered ones) here. Off by default
+//!   until their tests and their speed against the CUDA-core kernels have run on the H200
+//!   (the emulation checks them against the products in double meanwhile);
 //! - `NUVEC_QMV_MMA_SHAPE=R,S` picks the instantiated tiles of 16 rows a warp (`R`) and slices
 //!   of the inner axis a block of 8 warps (`S`) among [`SHAPES`] (by default `2,4`);
 //! - `NUVEC_KERNEL_DEFINES` sets the kernel's `NVQM_UNROLL` and `NVQM_MINB`.

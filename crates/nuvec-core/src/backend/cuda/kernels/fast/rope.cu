@@ -67,9 +67,10 @@ __device__ __forceinline__ void nv_rope_rows(
 // entry) share their angles: a block takes such a group at a time, its threads first compute
 // each pair's sine and cosine once into shared memory (with their first items' loads already
 // in flight), then rotate every head's row with 16-byte accesses, NV_ROPE_ITEMS (head, chunk)
-// items a thread with all their loads issued before the first use. For rows of step 1, 16-byte aligned, rotated whole (`dims == d`): an
-// item is a chunk of V pairs (the halves' elements [cV, cV + V) and [half + cV, ...)) or,
-// `traditional`, of V adjacent elements (V / 2 pairs). Shared memory: 2 * pairs floats.
+// items a thread with all their loads issued before the first use. For rows of step 1,
+// 16-byte aligned, rotated whole (`dims == d`): an item is a chunk of V pairs (the halves'
+// elements [cV, cV + V) and [half + cV, ...)) or, `traditional`, of V adjacent elements
+// (V / 2 pairs). Shared memory: 2 * pairs floats.
 #define NV_ROPE_ITEMS 2
 
 template <typename T>

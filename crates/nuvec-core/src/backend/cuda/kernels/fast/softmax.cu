@@ -62,8 +62,10 @@ __device__ __forceinline__ void nv_merge_max_sum(float& m, float& s, float mo, f
 // exchange where a maximum then a sum take two (`nv_row_max`, `nv_row_sum`).
 __device__ __forceinline__ void nv_row_max_sum(float& m, float& s, int lanes) {
 #pragma unroll
-  for (int k = 16; k >= 1; k >>= 1)
-    nv_merge_max_sum(m, s, __shfl_xor_sync(0xffffffffu, m, k), __shfl_xor_sync(0xffffffffu, s, k));
+  for (int k = 16; k >= 1; k >>= 1) {
+    const float mo = __shfl_xor_sync(0xffffffffu, m, k), so = __shfl_xor_sync(0xffffffffu, s, k);
+    nv_merge_max_sum(m, s, mo, so);
+  }
   if (lanes > 32) {
     __shared__ float part[2][32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -76,8 +78,10 @@ __device__ __forceinline__ void nv_row_max_sum(float& m, float& s, int lanes) {
     m = has ? part[0][lane] : -NV_INF;
     s = has ? part[1][lane] : 0.0f;
 #pragma unroll
-    for (int k = 16; k >= 1; k >>= 1)
-      nv_merge_max_sum(m, s, __shfl_xor_sync(0xffffffffu, m, k), __shfl_xor_sync(0xffffffffu, s, k));
+    for (int k = 16; k >= 1; k >>= 1) {
+      const float mo = __shfl_xor_sync(0xffffffffu, m, k), so = __shfl_xor_sync(0xffffffffu, s, k);
+      nv_merge_max_sum(m, s, mo, so);
+    }
     // `part` is written again by the next call.
     __syncthreads();
   }
