@@ -60,12 +60,9 @@ static double check(const Problem& p, const std::vector<bf16>& y) {
   return err / top;
 }
 
-// E matrices of w, P index positions; `zb` blocks along z (0: one a chunk; fewer make each
-// block take several chunks).
-template <int M>
-static int gqmv_case(bool sorted, int mrows, unsigned seed, int E = 5, int P = 12,
-                     unsigned zb = 0) {
-  Problem p = make(E, 3, mrows, 40, 256, 64, P, sorted, seed);
+// The gathered kernels' arguments for problem `p` in chunks of `m` rows (as the host sets
+// them: every chunk of every index position, plus one a matrix when sorted).
+static NvGqmv args_of(const Problem& p, int mrows, int m, bool sorted) {
   NvGqmv a{};
   a.n = p.N;
   a.w_batch = (i64)p.N * p.K / 8;
@@ -73,13 +70,23 @@ static int gqmv_case(bool sorted, int mrows, unsigned seed, int E = 5, int P = 1
   a.xmats = p.X;
   a.experts = p.E;
   a.indices = p.P;
-  const i64 per = (mrows + M - 1) / M;
-  a.chunks = p.P * per + (sorted ? p.E : 0);
+  a.chunks = p.P * ((mrows + m - 1) / m) + (sorted ? p.E : 0);
   a.packs = p.K / 32;
   a.groups = p.K / p.gs;
   a.gs_shift = __builtin_ctz(p.gs / 32);
   a.mrows = mrows;
   a.sorted = sorted;
+  a.nibbles = 0x000F000Fu;
+  return a;
+}
+
+// E matrices of w, P index positions; `zb` blocks along z (0: one a chunk; fewer make each
+// block take several chunks).
+template <int M>
+static int gqmv_case(bool sorted, int mrows, unsigned seed, int E = 5, int P = 12,
+                     unsigned zb = 0) {
+  Problem p = make(E, 3, mrows, 40, 256, 64, P, sorted, seed);
+  const NvGqmv a = args_of(p, mrows, M, sorted);
   std::vector<bf16> y((size_t)p.P * mrows * p.N);
   const int R = NvqRows<M>::v;
   // Sorted: the chunks' table first, as the host launches it.
@@ -173,21 +180,7 @@ template <int R, int S>
 static int gqmv_mma_case(bool sorted, int mrows, unsigned seed, int E = 5, int P = 12,
                          unsigned zb = 0) {
   Problem p = make(E, 3, mrows, 40, 256, 64, P, sorted, seed);
-  NvGqmv a{};
-  a.n = p.N;
-  a.w_batch = (i64)p.N * p.K / 8;
-  a.s_batch = (i64)p.N * (p.K / p.gs);
-  a.xmats = p.X;
-  a.experts = p.E;
-  a.indices = p.P;
-  const i64 per = (mrows + 7) / 8;
-  a.chunks = p.P * per + (sorted ? p.E : 0);
-  a.packs = p.K / 32;
-  a.groups = p.K / p.gs;
-  a.gs_shift = __builtin_ctz(p.gs / 32);
-  a.mrows = mrows;
-  a.sorted = sorted;
-  a.nibbles = 0x000F000Fu;
+  const NvGqmv a = args_of(p, mrows, 8, sorted);
   std::vector<bf16> y((size_t)p.P * mrows * p.N);
   std::vector<i64> table(sorted ? (size_t)a.chunks * 3 : 0);
   if (sorted)

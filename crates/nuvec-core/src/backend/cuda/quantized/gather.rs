@@ -29,7 +29,10 @@ use super::super::fast::{CudaKernel, nested};
 use super::super::launch::symbol;
 use super::mv_mma;
 use super::tiled::{self, Operands, Rows, TiledArgs};
-use super::{BITS, COMMON, QUANTIZED, ROWS_AT_ONCE, WARPS, aligned, group_shift, rows_a_warp};
+use super::{
+    BITS, COMMON, QUANTIZED, ROWS_AT_ONCE, WARPS, aligned, aligned_operands, group_shift,
+    rows_a_warp,
+};
 use crate::array::ArrayData;
 use crate::fast::Arg;
 use crate::fast::gather::GatherQmm;
@@ -257,10 +260,7 @@ pub(super) fn product(
     if tiles.is_none() && !op.transpose {
         return Ok(None);
     }
-    let (_x, x) = aligned(place, &operands[0])?;
-    let (_w, w) = aligned(place, &operands[1])?;
-    let (_s, scales) = aligned(place, &operands[2])?;
-    let (_b, biases) = aligned(place, &operands[3])?;
+    let (_held, [x, w, scales, biases]) = aligned_operands(place, operands)?;
     let (lhs, rhs) = match indices {
         Some((l, r)) => (Some(aligned(place, l)?), Some(aligned(place, r)?)),
         None => (None, None),

@@ -218,6 +218,19 @@ fn aligned(place: &Place, data: &ArrayData) -> Result<(ArrayData, u64)> {
     Ok((copy, at))
 }
 
+/// The operands `(x, w, scales, biases)` as the product kernels read them ([`aligned`] each):
+/// the arrays holding them (to keep until the launch is queued) and their addresses.
+fn aligned_operands(place: &Place, operands: &[ArrayData]) -> Result<(Vec<ArrayData>, [u64; 4])> {
+    let mut held = Vec::with_capacity(4);
+    let mut at = [0u64; 4];
+    for (slot, data) in at.iter_mut().zip(&operands[..4]) {
+        let (h, a) = aligned(place, data)?;
+        held.push(h);
+        *slot = a;
+    }
+    Ok((held, at))
+}
+
 /// The launch of a grid-stride kernel over `items` threads' work.
 fn flat(items: usize) -> LaunchConfig {
     LaunchConfig {
@@ -433,23 +446,17 @@ fn matmul(
     if packs > i32::MAX as usize || groups > i32::MAX as usize {
         return Ok(None);
     }
-    if let Some(out) = wgmma::matmul(
-        place,
-        inputs,
-        (group_size, bits, transpose),
-        (m, n, k),
-        outputs,
-    )? {
-        return Ok(Some(out));
-    }
-    if let Some(out) = mv_mma::matmul(
-        place,
-        inputs,
-        (group_size, bits, transpose),
-        (m, n, k),
-        outputs,
-    )? {
-        return Ok(Some(out));
+    // The tensor-core kernels that take only some products: many rows on Hopper, few rows.
+    for route in [wgmma::matmul, mv_mma::matmul] {
+        if let Some(out) = route(
+            place,
+            inputs,
+            (group_size, bits, transpose),
+            (m, n, k),
+            outputs,
+        )? {
+            return Ok(Some(out));
+        }
     }
     if m > ROWS_AT_ONCE
         && let Some(out) = tiled_matmul(
@@ -489,10 +496,7 @@ fn matmul(
     if grid.0 > u32::MAX as usize || grid.1 > GRID_YZ || grid.2 > GRID_YZ {
         return Ok(None);
     }
-    let (_x, x_at) = aligned(place, &inputs[0])?;
-    let (_w, w_at) = aligned(place, w)?;
-    let (_s, s_at) = aligned(place, &inputs[2])?;
-    let (_b, b_at) = aligned(place, &inputs[3])?;
+    let (_held, [x_at, w_at, s_at, b_at]) = aligned_operands(place, inputs)?;
     let (out, y_at) = place.output(dtype, shape)?;
     // The splits' f32 sums, [splits, m, n]; unused (and not allocated) with one split.
     let partial = match grid.1 {
@@ -642,10 +646,7 @@ fn tiled_matmul(
     if tiled::grid(tiled::Rows::Plain, &args, mt).is_none() {
         return Ok(None);
     }
-    let (_x, x) = aligned(place, &inputs[0])?;
-    let (_w, w_at) = aligned(place, w)?;
-    let (_s, scales) = aligned(place, &inputs[2])?;
-    let (_b, biases) = aligned(place, &inputs[3])?;
+    let (_held, [x, w_at, scales, biases]) = aligned_operands(place, inputs)?;
     let (out, y) = place.output(dtype, shape)?;
     let ops = tiled::Operands {
         x,

@@ -29,19 +29,22 @@ use cudarc::driver::{DeviceRepr, LaunchConfig};
 use super::super::Place;
 use super::super::dtype::type_names;
 use super::super::launch::symbol;
-use super::{COMMON, aligned, group_shift};
+use super::{COMMON, aligned_operands, group_shift};
 use crate::array::ArrayData;
 use crate::primitive::OutputSpec;
 use crate::{DType, Result};
 
-const MV_MMA: &str = include_str!("../kernels/quantized_mv_mma.cu");
+/// The kernels' source, without the helpers it needs first (`common.cuh`); the gathered
+/// module includes it too.
+pub(super) const SOURCE: &str = include_str!("../kernels/quantized_mv_mma.cu");
 
 /// Threads a block (`NVQM_WARPS` warps).
 const THREADS: u32 = 256;
 /// Rows of `x` a block takes (the products' 8 columns; the gathered form's chunks).
 pub(super) const X_ROWS: usize = 8;
-/// The most rows of `x` sent here: beyond, the tiled kernels read each weight fewer times.
-const MAX_ROWS: usize = 8;
+/// The most rows of `x` sent here (one block's columns): beyond, the tiled kernels read each
+/// weight fewer times.
+const MAX_ROWS: usize = X_ROWS;
 /// The instantiated (tiles of 16 rows of `w` a warp, slices of the inner axis a block) pairs.
 const SHAPES: [(usize, usize); 4] = [(2, 4), (1, 4), (2, 2), (2, 8)];
 /// The largest grid dimension z.
@@ -86,7 +89,7 @@ pub(super) fn shape() -> (usize, usize) {
 /// The module of the kernels over `dtype` (f16 or bf16): every instantiated shape.
 fn source(dtype: DType) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
-    let mut s = format!("{COMMON}\n{MV_MMA}\n");
+    let mut s = format!("{COMMON}\n{SOURCE}\n");
     for (r, sl) in SHAPES {
         s.push_str(&format!("NV_QMV_MMA({ct}, {tn}, {r}, {sl})\n"));
     }
@@ -117,9 +120,6 @@ pub(super) fn gathered_instances(dtype: DType) -> String {
         .map(|(r, sl)| format!("NV_GQMV_MMA({ct}, {tn}, {r}, {sl})\n"))
         .collect()
 }
-
-/// The kernel's source, without the helpers it needs first (`common.cuh`).
-pub(super) const SOURCE: &str = MV_MMA;
 
 /// The kernels' sources, for compiling ahead of time (tests).
 #[cfg(test)]
@@ -159,10 +159,7 @@ pub(super) fn matmul(
     if gx > u32::MAX as usize || gz > GRID_Z {
         return Ok(None);
     }
-    let (_x, x) = aligned(place, &inputs[0])?;
-    let (_w, w_at) = aligned(place, w)?;
-    let (_s, scales) = aligned(place, &inputs[2])?;
-    let (_b, biases) = aligned(place, &inputs[3])?;
+    let (_held, [x, w_at, scales, biases]) = aligned_operands(place, inputs)?;
     let (out, y) = place.output(dtype, shape_out)?;
     let args = MmaArgs {
         n: n as i64,

@@ -32,7 +32,7 @@ use cudarc::driver::{DeviceRepr, LaunchConfig};
 use super::super::Place;
 use super::super::dtype::type_names;
 use super::super::launch::{KernelKey, symbol};
-use super::{COMMON, aligned, group_shift};
+use super::{COMMON, aligned_operands, group_shift};
 use crate::array::ArrayData;
 use crate::primitive::OutputSpec;
 use crate::{DType, Result};
@@ -169,10 +169,7 @@ pub(super) fn matmul(
     if gx > u32::MAX as usize || gy > GRID_Y {
         return Ok(None);
     }
-    let (_x, x) = aligned(place, &inputs[0])?;
-    let (_w, w_at) = aligned(place, w)?;
-    let (_s, scales) = aligned(place, &inputs[2])?;
-    let (_b, biases) = aligned(place, &inputs[3])?;
+    let (_held, [x, w_at, scales, biases]) = aligned_operands(place, inputs)?;
     let (out, y) = place.output(dtype, shape_out)?;
     let args = WgArgs {
         m: m as i64,
