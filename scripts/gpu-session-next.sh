@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The next H200 session's runs (device tool: carry [".gpu", ".whl"], command
-# "bash scripts/gpu-session-next.sh 1", then 2, then 3), after
+# "bash scripts/gpu-session-next.sh 1", then 2, then 3, then 4), after
 # `GPU_TESTS="gpu_quantized gpu_qmm gpu_flash gpu_gather gpu_rows fast_ops" gpu-pack --bench`
 # and the fla-core and liger-kernel wheels in .whl/ (the device README says how).
 # Part 1: the tests the last run cut short (alone, with room), the warpgroup quantized
@@ -10,7 +10,9 @@
 # (tensor-core against CUDA-core matrix-vector kernels, plain and gathered; warpgroup against
 # tiled against PyTorch's bf16 product). Part 3: `ncu`'s full sections on both gathered
 # matrix-vector kernels, and the rows against Liger (log-sum-exp's warp rows against its block
-# rows). Knobs need no rebuild.
+# rows). Part 4: prefill attention (the exponentials' new code: the scale folded, the
+# diagonal's tests only on its tiles) against PyTorch, and with a share of the exponentials
+# taken by a polynomial (`NV_FLASH_POLY`). Knobs need no rebuild.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -31,11 +33,14 @@ if [ "$part" = 1 ]; then
   t seed timeout 280 $T/fast_ops-* --test-threads=2 &
   t quant_mma env NUVEC_QMV_MMA=1 timeout 280 $T/gpu_quantized-* --test-threads=4 &
   t gather_mma env NUVEC_QMV_MMA=1 timeout 280 $T/gpu_gather_qmm-* --test-threads=2 &
+  t flash_poly env NUVEC_KERNEL_DEFINES="NV_FLASH_POLY=4" timeout 280 $T/gpu_flash-* \
+    --test-threads=2 &
   t rows timeout 280 $T/gpu_rows-* --test-threads=2 &
   t rows_one env NUVEC_KERNEL_DEFINES="NV_SOFTMAX_ONE_EXCHANGE=1" \
     timeout 280 $T/gpu_rows-* --test-threads=2 softmax &
   wait
-  for f in quant flash gather wgmma wgmma_inflight seed quant_mma gather_mma rows rows_one; do
+  for f in quant flash gather wgmma wgmma_inflight seed quant_mma gather_mma flash_poly rows \
+    rows_one; do
     echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$f.log" | head -12
   done
   exit 0
@@ -64,6 +69,16 @@ echo "== moe, at least 8 blocks an SM"; NUVEC_KERNEL_DEFINES="NVQG_MINB=8" \
   timeout 40 $B --device gpu --budget 1 moe_qmv_1 moe_qmv_64 2>&1 | tail -2
 for sh in 2,4 1,4 2,2; do echo "== moe, tensor-core form, shape $sh"; NUVEC_QMV_MMA=1 \
   NUVEC_QMV_MMA_SHAPE=$sh timeout 40 $B --device gpu --budget 1 moe_qmv_1 moe_qmv_64 2>&1 | tail -2; done
+exit 0
+fi
+if [ "$part" = 4 ]; then
+S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
+echo "== sdpa"; timeout 120 $B --device gpu --budget 0.5 --json $OUT/sdpa.json $S 2>&1 | tail -4
+for p in 4 2 8; do echo "== sdpa, every ${p}th tile's exponentials by the polynomial"
+  NUVEC_KERNEL_DEFINES="NV_FLASH_POLY=$p" timeout 90 $B --device gpu --budget 0.5 \
+    sdpa_causal_8k_d64 sdpa_causal_4k 2>&1 | tail -2; done
+echo "== sdpa again (the spread between runs)"; timeout 120 $B --device gpu --budget 0.5 $S 2>&1 | tail -4
+echo "== torch"; timeout 150 python3 bench/peers/torch_bench.py --json $OUT/torch_sdpa.json $S 2>&1 | tail -4
 exit 0
 fi
 # Part 3: ncu on the gathered kernels (both forms), the rows against Liger.

@@ -74,6 +74,19 @@ fn check(
     dtype: DType,
 ) {
     let scale = 2.0 / (q.shape()[3] as f32).sqrt();
+    check_scaled(name, [q, k, v], mask, causal, sinks, scale, dtype);
+}
+
+/// [`check`] at a given scale.
+fn check_scaled(
+    name: &str,
+    [q, k, v]: [&Array; 3],
+    mask: Option<&Array>,
+    causal: bool,
+    sinks: Option<&Array>,
+    scale: f32,
+    dtype: DType,
+) {
     let run = |q: &Array, k: &Array, v: &Array, m: Option<Array>, s: Option<Array>| {
         let mask = match (&m, causal) {
             (Some(m), _) => fast::AttentionMask::Array(m),
@@ -190,6 +203,30 @@ fn flash_attention_over_long_sequences() {
         for causal in [false, true] {
             let name = format!("{dtype} Lq {lq} Lk {lk} causal {causal}");
             check(&name, &q, &k, &v, None, causal, None, dtype);
+        }
+    }
+}
+
+#[test]
+fn flash_attention_at_negative_and_zero_scales() {
+    if !gpu_available() {
+        return;
+    }
+    // A positive scale is folded into the exponentials (each row's maximum taken over the
+    // unscaled scores); these are not, and must still weigh the keys by exp(scale · score).
+    let mut rng = Rng::new(0xf1a8);
+    let (b, hq, hkv, l) = (1, 4, 2, 300);
+    for d in [64, 128] {
+        for dtype in [DType::BF16, DType::F16] {
+            let q = uniform(&mut rng, &[b, hq, l, d], dtype);
+            let k = uniform(&mut rng, &[b, hkv, l, d], dtype);
+            let v = uniform(&mut rng, &[b, hkv, l, d], dtype);
+            for scale in [-2.0 / (d as f32).sqrt(), 0.0, 0.3] {
+                for causal in [false, true] {
+                    let name = format!("{dtype} d {d} scale {scale} causal {causal}");
+                    check_scaled(&name, [&q, &k, &v], None, causal, None, scale, dtype);
+                }
+            }
         }
     }
 }

@@ -312,7 +312,13 @@ fn portable_flash_kernel_matches_attention_in_double() {
         "flash",
         &[("flash.cu", FLASH), ("flash_case.h", FLASH_CASE)],
         include_str!("emulation/flash.cpp"),
-        &[&[]],
+        &[
+            &[],
+            &["NV_CASE_NEGATIVE_SCALE=1"],
+            &["NV_FLASH_FOLD=1"],
+            &["NV_FLASH_FOLD=1", "NV_FLASH_POLY=4"],
+            &["NV_FLASH_POLY=1"],
+        ],
     );
 }
 
@@ -332,6 +338,9 @@ fn hopper_tma_prefill_matches_attention_in_double() {
             &["NV_T_PINGPONG=1"],
             &["NV_H_ORDER=1", "NV_H_L2_BYTES=100000"],
             &["NV_T_PINGPONG=1", "NV_T_STAGES=3", "NV_H_ORDER=1"],
+            &["NV_T_PINGPONG=1", "NV_H_ORDER=1", "NV_FLASH_FOLD=1"],
+            &["NV_T_PINGPONG=1", "NV_FLASH_FOLD=1", "NV_FLASH_POLY=4"],
+            &["NV_CASE_NEGATIVE_SCALE=1"],
         ],
     );
 }

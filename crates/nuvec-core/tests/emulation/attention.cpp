@@ -141,7 +141,7 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
             o += std::exp(s[j] - m) * nv_up(v[(((size_t)b * hkv + kvh) * lk + j) * D + d]);
           o /= den;
           const size_t at = (((size_t)b * hq + h) * lq + i) * D + d;
-          worst = std::max(worst, std::abs(o - nv_up(out[at])));
+          worst = nv_emu_worse(worst, std::abs(o - nv_up(out[at])));
           top = std::max(top, std::abs(o));
           unequal += bits_of(out[at]) != bits_of(pout[at]);
         }

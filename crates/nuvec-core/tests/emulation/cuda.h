@@ -264,3 +264,7 @@ template <typename V> inline void nv_emu_mix(const std::vector<V>& v) {
   const unsigned char* p = reinterpret_cast<const unsigned char*>(v.data());
   for (size_t i = 0; i < v.size() * sizeof(V); ++i) nv_emu_bits = (nv_emu_bits ^ p[i]) * 1099511628211ull;
 }
+
+// The larger of a test's worst error so far and a new one, where a NaN error (an output the
+// kernel got as NaN) is infinite: std::max(worst, NaN) keeps worst, and would pass it over.
+inline double nv_emu_worse(double worst, double e) { return e == e ? std::max(worst, e) : INFINITY; }

@@ -5,7 +5,9 @@
 // (head size 64) three. Built and run by tests/kernel_emulation.rs, once as the kernel is, once
 // in FlashAttention-3's block order over a small L2, and once and again with the consumers taking
 // turns (NV_T_PINGPONG=1), the second time over three stages in that block order (the defaults
-// on Hopper for head size 64).
+// on Hopper for head size 64); then with the scale folded into the exponentials (as the host
+// compiles it for a positive scale), with some exponentials by the polynomial, and with a
+// negative scale.
 
 // The test's tensor map (nv_tma4's stand-in reads it): base, [D, L, H, B], byte strides of a
 // row, a head and a batch entry, the box's rows.
@@ -56,6 +58,7 @@ int main() {
   bad += tma_case<128, 2, 2, true, true>(2, 2, 1, 100, 100, 4);
   bad += tma_case<64, 3, 0, true, false>(1, 2, 2, 250, 400, 5);
   bad += tma_case<64, 3, 2, false, true>(1, 1, 1, 100, 200, 6);
+  bad += tma_case<128, 2, 0, false, true>(1, 2, 1, 150, 300, 7);
   std::printf("bits %016llx\n", nv_emu_bits);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;

@@ -204,17 +204,17 @@ static int gd_case(int B, int T, int HK, int HV, unsigned seed) {
       for (int t = 0; t < T; ++t)
         for (int r = 0; r < DV; ++r) {
           const size_t yi = (((size_t)b * T + t) * HV + h) * DV + r;
-          ey = std::max({ey, std::abs(yr[(size_t)t * DV + r] - nv_up(y[yi])),
-                         std::abs(syr[(size_t)t * DV + r] - nv_up(yp[yi]))});
+          ey = nv_emu_worse(nv_emu_worse(ey, std::abs(yr[(size_t)t * DV + r] - nv_up(y[yi]))),
+                            std::abs(syr[(size_t)t * DV + r] - nv_up(yp[yi])));
           ty = std::max(ty, std::abs(yr[(size_t)t * DV + r]));
           for (int d = 0; d < DK; ++d) {
             const size_t si = ((((size_t)b * T + t) * HV + h) * DV + r) * DK + d;
-            es = std::max(es, std::abs(st[t + 1][r * DK + d] - steps[si]));
+            es = nv_emu_worse(es, std::abs(st[t + 1][r * DK + d] - steps[si]));
           }
         }
       for (size_t i = 0; i < head; ++i) {
-        es = std::max(es, std::abs(st[T][i] - out[((size_t)b * HV + h) * head + i]));
-        if (keep) es = std::max(es, std::abs(sst[T][i] - pool[((size_t)from * HV + h) * head + i]));
+        es = nv_emu_worse(es, std::abs(st[T][i] - out[((size_t)b * HV + h) * head + i]));
+        if (keep) es = nv_emu_worse(es, std::abs(sst[T][i] - pool[((size_t)from * HV + h) * head + i]));
         ts = std::max(ts, std::abs(st[T][i]));
       }
     }

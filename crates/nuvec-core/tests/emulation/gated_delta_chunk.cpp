@@ -81,13 +81,13 @@ int run(int B, int T, int HK, int HV, int vec, unsigned seed) {
             yy += S[r * DK + d] * qv(d);
           }
           const size_t yi = (((size_t)b * T + t) * HV + h) * DV + r;
-          ey = std::max(ey, std::abs(yy - nv_up(y[yi])));
+          ey = nv_emu_worse(ey, std::abs(yy - nv_up(y[yi])));
           ty = std::max(ty, std::abs(yy));
         }
       }
       for (int i = 0; i < DV * DK; ++i) {
         const size_t si = ((size_t)(b * HV + h)) * DV * DK + i;
-        es = std::max(es, std::abs(S[i] - out[si]));
+        es = nv_emu_worse(es, std::abs(S[i] - out[si]));
         ts = std::max(ts, std::abs(S[i]));
       }
     }

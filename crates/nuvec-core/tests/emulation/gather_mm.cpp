@@ -68,7 +68,7 @@ int gather_case(int mode, int mrows, int n, int k, int xmats, int experts, std::
         for (int kk = 0; kk < k; ++kk)
           acc += (double)nv_up(x[((size_t)xm * mrows + r) * k + kk]) * wv(e, kk, j);
         const double got = nv_up(y[((size_t)i * mrows + r) * n + j]);
-        err = std::max(err, std::abs(acc - got));
+        err = nv_emu_worse(err, std::abs(acc - got));
         top = std::max(top, std::abs(acc));
       }
   std::printf("plain TRANS %d MT %d mode %d: %d x (%d x %d x %d): rel err %.3g\n", TRANS, MT, mode,

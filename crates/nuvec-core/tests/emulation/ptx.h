@@ -86,6 +86,7 @@ inline void nv_cp_wait() {}
 inline void nv_ldsm4(u32* r, const void* p) { nv_emu_ldsm4(r, p, false); }
 inline void nv_ldsm4_t(u32* r, const void* p) { nv_emu_ldsm4(r, p, true); }
 inline float nv_flash_exp2(float x) { return std::exp2(x); }
+inline float nv_flash_max_nan(float x, float lo) { return x != x ? x : std::max(x, lo); }
 
 // rope.cu's.
 inline void nv_rope_cp16(void* dst, const void* src) { std::memcpy(dst, src, 16); }

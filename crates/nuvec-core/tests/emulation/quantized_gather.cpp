@@ -54,7 +54,7 @@ static double check(const Problem& p, const std::vector<bf16>& y) {
           acc += (double)nv_up(p.x[xo + k]) *
                  ((double)q * nv_up(p.s[so + k / p.gs]) + nv_up(p.b[so + k / p.gs]));
         }
-        err = std::max(err, std::abs(acc - nv_up(y[((size_t)i * p.mrows + r) * p.N + n])));
+        err = nv_emu_worse(err, std::abs(acc - nv_up(y[((size_t)i * p.mrows + r) * p.N + n])));
         top = std::max(top, std::abs(acc));
       }
   return err / top;

@@ -40,8 +40,8 @@ static int qmv_mma_case(int m, int n, int k, int gs, unsigned seed) {
         acc_e += xv * ((double)q * sv + bv);
       }
       const double got = nv_up<T>(y[(size_t)r * n + j]);
-      rounded = std::max(rounded, std::abs(got - acc_r));
-      exact = std::max(exact, std::abs(got - acc_e));
+      rounded = nv_emu_worse(rounded, std::abs(got - acc_r));
+      exact = nv_emu_worse(exact, std::abs(got - acc_e));
       top = std::max(top, std::abs(acc_e));
     }
   std::printf("qmv_mma %s r %d s %d m %d n %d k %d gs %d: rel to rounded weights %.3g, to exact "

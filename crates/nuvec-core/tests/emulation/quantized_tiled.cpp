@@ -55,7 +55,7 @@ int run(int M, int N, int K, int gs, unsigned seed) {
       double acc = 0;
       for (int k = 0; k < K; ++k)
         acc += (double)nv_up(x[(size_t)m * K + k]) * (TRANS ? deq(n, k) : deq(k, n));
-      err = std::max(err, std::abs(acc - nv_up(y[(size_t)m * N + n])));
+      err = nv_emu_worse(err, std::abs(acc - nv_up(y[(size_t)m * N + n])));
       top = std::max(top, std::abs(acc));
     }
   std::printf("B %d TRANS %d MT %d V %d M %d N %d K %d g %d: rel err %.3g\n", B, TRANS, MT, V, M, N,

@@ -39,7 +39,7 @@ static int wgmma_case(int M, int N, int K, int gs, unsigned seed) {
         const int gi = n * groups + k / gs;
         acc += (double)nv_up(x[(size_t)m * K + k]) * ((double)q * nv_up(s[gi]) + nv_up(b[gi]));
       }
-      err = std::max(err, std::abs(acc - nv_up(y[(size_t)m * N + n])));
+      err = nv_emu_worse(err, std::abs(acc - nv_up(y[(size_t)m * N + n])));
       top = std::max(top, std::abs(acc));
     }
   std::printf("wgmma BX %d S %d M %d N %d K %d g %d: rel err %.3g\n", BX, S, M, N, K, gs,

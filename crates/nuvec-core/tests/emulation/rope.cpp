@@ -56,8 +56,8 @@ static int rope_case(int B, int H, int T, int D, int grid, bool forward, unsigne
           const double a = nv_up(in[i1]), c = nv_up(in[i2]);
           const double o1 = a * std::cos(ang) - c * std::sin(ang);
           const double o2 = a * std::sin(ang) + c * std::cos(ang);
-          worst = std::max({worst, std::abs(o1 - nv_up(yh[out + i1])),
-                            std::abs(o2 - nv_up(yh[out + i2]))});
+          worst = nv_emu_worse(nv_emu_worse(worst, std::abs(o1 - nv_up(yh[out + i1]))),
+                               std::abs(o2 - nv_up(yh[out + i2])));
         }
         for (int d = 0; d < D; ++d)
           unequal += yh[out + d].b != yr[out + d].b;

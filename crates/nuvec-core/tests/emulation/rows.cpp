@@ -71,7 +71,7 @@ static int norm_case(int nrows, int n, int lanes, unsigned seed) {
       const size_t at = (size_t)t * n + i;
       const double d = std::abs(up(y[at]) - up(ry[at])),
                    scale = std::max(1.0f, std::abs(up(ry[at])));
-      worst = std::max(worst, d / scale);
+      worst = nv_emu_worse(worst, d / scale);
       if (d > scale / 64) ++off;
       if (res && h[at].b != rh[at].b) ++off;
     }
@@ -126,11 +126,11 @@ static int softmax_case(int nrows, int n, int lanes, unsigned seed) {
     for (int i = 0; i < n; ++i) s += std::exp(up(x[(size_t)t * n + i]) - m);
     if (lse) {
       const double want = m + std::log(s);
-      worst = std::max(worst, std::abs(want - up(out[t])) / std::max(1.0, std::abs(want)));
+      worst = nv_emu_worse(worst, std::abs(want - up(out[t])) / std::max(1.0, std::abs(want)));
     } else {
       for (int i = 0; i < n; ++i) {
         const double want = std::exp(up(x[(size_t)t * n + i]) - m) / s;
-        worst = std::max(worst, std::abs(want - up(out[(size_t)t * n + i])) / std::max(want, 1e-3));
+        worst = nv_emu_worse(worst, std::abs(want - up(out[(size_t)t * n + i])) / std::max(want, 1e-3));
       }
     }
   }
@@ -177,7 +177,7 @@ static int lse_warp_case(int nrows, int n, unsigned seed) {
     for (int i = 0; i < n; ++i) m = std::max(m, (double)up(x[(size_t)t * n + i]));
     for (int i = 0; i < n; ++i) s += std::exp(up(x[(size_t)t * n + i]) - m);
     const double want = m + std::log(s);
-    worst = std::max(worst, std::abs(want - got) / std::max(1.0, std::abs(want)));
+    worst = nv_emu_worse(worst, std::abs(want - got) / std::max(1.0, std::abs(want)));
   }
   std::printf("logsumexp warp rows packed %d rows %d n %d: worst rel %.3g, specials off %d\n",
               packed, nrows, n, worst, off);
@@ -232,7 +232,7 @@ static int vjp_case(int nrows, int n, int lanes, unsigned seed) {
     for (int i = 0; i < n; ++i) {
       const double c = up(x[o + i]) - mean, gv = up(g[o + i]);
       const double want = (gv * up(w[i]) - umean) * inv - c * proj;
-      worst = std::max(worst, std::abs(want - up(dx[o + i])));
+      worst = nv_emu_worse(worst, std::abs(want - up(dx[o + i])));
       top = std::max(top, std::abs(want));
       rw[i] += gv * c * inv;
       rb[i] += gv;
@@ -240,10 +240,10 @@ static int vjp_case(int nrows, int n, int lanes, unsigned seed) {
   }
   double pworst = 0, ptop = 0;
   for (int i = 0; i < n; ++i) {
-    pworst = std::max(pworst, std::abs(rw[i] - up(dw[i])));
+    pworst = nv_emu_worse(pworst, std::abs(rw[i] - up(dw[i])));
     ptop = std::max(ptop, std::abs(rw[i]));
     if (lay) {
-      pworst = std::max(pworst, std::abs(rb[i] - up(db[i])));
+      pworst = nv_emu_worse(pworst, std::abs(rb[i] - up(db[i])));
       ptop = std::max(ptop, std::abs(rb[i]));
     }
   }

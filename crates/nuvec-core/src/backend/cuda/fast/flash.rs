@@ -27,7 +27,14 @@
 //! 16k causal keys); `NUVEC_FLASH_CONSUMERS=3` gives head size 64 three consumers (192 query
 //! rows a block; within 2% of two on the H200); causal blocks start in FlashAttention-3's
 //! order (level at 4k keys, 5% faster at 16k in the run that compared them, though runs of
-//! one kernel spread as much), `NUVEC_FLASH_ORDER=rows` in the plain order.
+//! one kernel spread as much), `NUVEC_FLASH_ORDER=rows` in the plain order;
+//! `NUVEC_KERNEL_DEFINES="NV_FLASH_POLY=n"` takes every n-th tile of 8 scores' exponentials
+//! by a cubic on the FMA pipes (FlashAttention-4's relief of the special-function unit, whose
+//! 16 results a clock bound the softmax of head size 64; off by default until timed).
+//!
+//! Without a mask and with a positive scale (the usual case) the kernels take each row's
+//! maximum over the unscaled scores and fold the scale into the exponent's multiply-add; only
+//! the tiles that cross the causal diagonal or the keys' end test each score's position.
 
 use std::sync::OnceLock;
 
@@ -205,14 +212,23 @@ fn head(d: usize) -> bool {
     d.is_multiple_of(8) && (8..=256).contains(&d)
 }
 
-/// The module of one kernel: `arg` packs both head sizes, the mask's kind, causality and
-/// sinks.
+/// The module of one kernel: `arg` packs both head sizes, the mask's kind, causality, sinks
+/// and whether the scale folds into the exponentials.
 fn module_arg(d: usize, dv: usize, mask: u32, form: Form) -> u32 {
     d as u32
         | (dv as u32) << 9
         | mask << 18
         | u32::from(form.causal) << 20
         | u32::from(form.sinks) << 21
+        | u32::from(folds(form)) << 22
+}
+
+/// Whether the kernel takes each row's maximum over the unscaled scores and applies the scale
+/// inside the exponential (`NV_FLASH_FOLD`): only a positive, finite scale keeps the order of
+/// the scores, and a mask is added after scaling.
+fn folds(form: Form) -> bool {
+    let scale = form.scale * std::f32::consts::LOG2_E;
+    !form.mask && scale > 0.0 && scale.is_finite()
 }
 
 /// The source of the module holding one kernel of `family` (`flash`, `flash90`, `flashtma`
@@ -222,7 +238,8 @@ fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, family: &str
     let w = warps();
     let (c, s) = (u32::from(form.causal), u32::from(form.sinks));
     let args = format!("({ct}, {tn}, {d}, {dv}, {mask}, {c}, {s})");
-    match family {
+    let fold = format!("#define NV_FLASH_FOLD {}\n", u32::from(folds(form)));
+    let body = match family {
         "flashf32" => {
             format!("{COMMON}\n{FLASH}\n{FLASH_F32}\nNV_FLASH_F32({d}, {dv}, {mask}, {c}, {s})\n")
         }
@@ -240,7 +257,8 @@ fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, family: &str
             u32::from(grouped_order())
         ),
         _ => format!("#define NV_FLASH_WARPS {w}\n{COMMON}\n{FLASH}\nNV_FLASH{args}\n"),
-    }
+    };
+    fold + &body
 }
 
 /// The Hopper kernel's dynamic shared memory in bytes: queries, two key stages and three
@@ -396,30 +414,36 @@ pub(super) fn attention(
     Ok(Some(vec![out]))
 }
 
-/// The sources of `heads` over both half types and four forms (no mask; causal; a boolean
-/// mask with sinks; an additive mask, causal, with sinks), named `{prefix}_...`.
+/// The sources of `heads` over both half types and five forms (no mask; causal, with the
+/// scale folded and with a negative one that does not fold; a boolean mask with sinks; an
+/// additive mask, causal, with sinks), named `{prefix}_...`.
 #[cfg(test)]
 fn sources_over(heads: &[(usize, usize)], families: &[&str]) -> Vec<(String, String)> {
     let forms = [
-        (0, false, false),
-        (0, true, false),
-        (1, false, true),
-        (2, true, true),
+        (0, false, false, 1.0),
+        (0, true, false, 1.0),
+        (0, true, false, -0.5),
+        (1, false, true, 1.0),
+        (2, true, true, 1.0),
     ];
     let mut out = Vec::new();
     for dtype in [DType::F16, DType::BF16] {
         let tn = type_names(dtype).expect("float").1;
         for &(d, dv) in heads {
-            for (mask, causal, sinks) in forms {
+            for (mask, causal, sinks, scale) in forms {
                 let form = Form {
-                    scale: 1.0,
+                    scale,
                     causal,
                     mask: mask > 0,
                     sinks,
                 };
+                let fold = u32::from(folds(form));
                 for family in families {
                     out.push((
-                        format!("{family}_{tn}_{d}_{dv}_m{mask}"),
+                        format!(
+                            "{family}_{tn}_{d}_{dv}_m{mask}_c{}_f{fold}",
+                            u32::from(causal)
+                        ),
                         source(dtype, d, dv, mask, form, family),
                     ));
                 }
@@ -429,7 +453,7 @@ fn sources_over(heads: &[(usize, usize)], families: &[&str]) -> Vec<(String, Str
     out
 }
 
-/// The float32 kernel's sources over `heads` and the same four forms as [`sources_over`].
+/// The float32 kernel's sources over `heads` and four of the forms of [`sources_over`].
 #[cfg(test)]
 fn f32_sources(heads: &[(usize, usize)]) -> Vec<(String, String)> {
     let mut out = Vec::new();

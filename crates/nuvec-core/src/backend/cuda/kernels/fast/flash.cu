@@ -23,6 +23,13 @@
 // key averages all of them, as the composition does with the type's lowest value.
 #define NV_FLASH_HIDDEN (-3.402823466e38f)
 #define NV_FLASH_LOG2E 1.4426950408889634f
+// 1 when the host has checked that the scale is positive and finite: with no mask, the row's
+// maximum is then taken over the unscaled scores (scaling by a positive number and rounding
+// both keep the order, so the scaled maximum is the same number) and the scale goes into the
+// exponential's subtraction as one fused multiply-add, one instruction a score fewer.
+#ifndef NV_FLASH_FOLD
+#define NV_FLASH_FOLD 0
+#endif
 
 // Mirrors `FlashArgs` in `flash.rs` (repr(C)): all 64-bit fields first.
 struct NvFlash {
@@ -100,7 +107,33 @@ __device__ __forceinline__ float nv_flash_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
+// The larger of x and lo, NaN when x is.
+__device__ __forceinline__ float nv_flash_max_nan(float x, float lo) {
+  float y;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(x), "f"(lo));
+  return y;
+}
 // } nuvec-emulation
+
+// Every NV_FLASH_POLY-th tile of 8 scores (0: none) takes its exponentials on the FMA pipes
+// (nv_flash_exp2_poly) rather than the special-function unit, which at 16 results a clock a
+// multiprocessor takes as long over a tile of head size 64 as the tile's products do.
+#ifndef NV_FLASH_POLY
+#define NV_FLASH_POLY 0
+#endif
+
+// 2^x for x at most about 0 (a weight): x = j + f with j an integer and |f| <= 1/2, 2^f by a
+// cubic (relative error 7.5e-5, against bf16's 2^-9 rounding of the weights), and 2^j built in
+// the exponent bits. Below -127 the weight is 0; NaN stays NaN.
+__device__ __forceinline__ float nv_flash_exp2_poly(float x) {
+  const float round = 12582912.0f;  // 1.5 · 2^23: x + round holds j in its low mantissa bits
+  x = nv_flash_max_nan(x, -127.0f);
+  const float t = x + round;
+  const float f = x - (t - round);
+  const float p = fmaf(fmaf(fmaf(0.05517168f, f, 0.24261117f), f, 0.69326097f), f, 0.99992806f);
+  // (j + 127) << 23: the low bits of t's pattern are j + 2^22, whose high bit the shift drops.
+  return p * __uint_as_float((__float_as_uint(t) << 23) + 0x3f800000u);
+}
 
 // The tile shapes of head sizes (D for the keys, DV for the values); `tile` in `flash.rs`
 // mirrors them to size the dynamic shared memory (queries, two stages of keys and values).
@@ -225,16 +258,32 @@ struct NvFlashRows {
   // (alpha: the factor the output takes) and leaves the weights, in f32, in s.
   __device__ __forceinline__ void exponentials(float* s, int n0) {
     const int bn = NT * 8;
-    const bool edge = n0 + bn > lk || (CAUSAL && n0 + bn - 1 > m0 + off);
-    float mx[2] = {NV_FLASH_NEG_INF, NV_FLASH_NEG_INF};
+    // Only a tile that crosses the keys' end or the causal diagonal (one or two of a row of
+    // blocks) tests each score's position; the compiler would otherwise keep those tests,
+    // predicated, in every tile's code: 2.5 instructions a score.
+    if (n0 + bn > lk || (CAUSAL && n0 + bn - 1 > m0 + off)) {
+      exponentials_of<true>(s, n0);
+    } else {
+      exponentials_of<false>(s, n0);
+    }
+  }
+
+  template <bool EDGE> __device__ __forceinline__ void exponentials_of(float* s, int n0) {
+    constexpr bool FOLD = NV_FLASH_FOLD && MASK == 0;
+    // Each row's maximum in CH independent chains (one chain is NT · 2 dependent steps, whose
+    // latency the few warps of a multiprocessor do not hide), joined after.
+    constexpr int CH = NT % 4 == 0 ? 4 : 1;
+    float mc[2][CH];
+#pragma unroll
+    for (int i = 0; i < CH; ++i) mc[0][i] = mc[1][i] = NV_FLASH_NEG_INF;
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e < 2 ? r0 : r1;
         const int c = n0 + j * 8 + 2 * t4 + (e & 1);
-        float x = s[j * 4 + e] * scale;
-        if (MASK && r < lq && c < lk) {
+        float x = FOLD ? s[j * 4 + e] : s[j * 4 + e] * scale;
+        if (MASK && r < lq && (!EDGE || c < lk)) {
           const i64 at = (i64)r * mrow + (i64)c * mcol;
           if (MASK == 1) {
             x = mbase[at] ? x : NV_FLASH_HIDDEN;
@@ -242,16 +291,23 @@ struct NvFlashRows {
             x += nv_up(reinterpret_cast<const T*>(mbase)[at]) * NV_FLASH_LOG2E;
           }
         }
-        if (edge && (c >= lk || (CAUSAL && c > r + off))) x = NV_FLASH_NEG_INF;
+        if (EDGE && (c >= lk || (CAUSAL && c > r + off))) x = NV_FLASH_NEG_INF;
         s[j * 4 + e] = x;
-        mx[e >> 1] = fmaxf(mx[e >> 1], x);
+        mc[e >> 1][j % CH] = fmaxf(mc[e >> 1][j % CH], x);
       }
     }
-    float m_use[2];
+    float mx[2], m_use[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      mx[i] = mc[i][0];
+#pragma unroll
+      for (int c = 1; c < CH; ++c) mx[i] = fmaxf(mx[i], mc[i][c]);
+    }
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 1));
       mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], 2));
+      if (FOLD) mx[i] *= scale;
       const float m_new = fmaxf(m_run[i], mx[i]);
       // A row that has seen only −∞ so far keeps weights of 0 (not NaN).
       m_use[i] = m_new == NV_FLASH_NEG_INF ? 0.0f : m_new;
@@ -261,10 +317,17 @@ struct NvFlashRows {
     }
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
-      const float p0 = nv_flash_exp2(s[j * 4 + 0] - m_use[0]);
-      const float p1 = nv_flash_exp2(s[j * 4 + 1] - m_use[0]);
-      const float p2 = nv_flash_exp2(s[j * 4 + 2] - m_use[1]);
-      const float p3 = nv_flash_exp2(s[j * 4 + 3] - m_use[1]);
+      constexpr int EVERY = NV_FLASH_POLY > 0 ? NV_FLASH_POLY : 1;
+      const bool poly = NV_FLASH_POLY > 0 && j % EVERY == EVERY - 1;
+      // The weight of a score x in a row of maximum m.
+      auto weight = [&](float x, float m) {
+        const float d = FOLD ? fmaf(x, scale, -m) : x - m;
+        return poly ? nv_flash_exp2_poly(d) : nv_flash_exp2(d);
+      };
+      const float p0 = weight(s[j * 4 + 0], m_use[0]);
+      const float p1 = weight(s[j * 4 + 1], m_use[0]);
+      const float p2 = weight(s[j * 4 + 2], m_use[1]);
+      const float p3 = weight(s[j * 4 + 3], m_use[1]);
       l_run[0] += p0 + p1;
       l_run[1] += p2 + p3;
       s[j * 4 + 0] = p0;
