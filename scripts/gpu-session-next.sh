@@ -7,8 +7,9 @@
 # product's tests with each in-flight form, the quantized and gathered tests again with the
 # tensor-core matrix-vector kernels on (`NUVEC_QMV_MMA=1`), and the row kernels' tests (the
 # log-sum-exp warp rows); logs under $OUT. Part 2: the quantized products' timings
-# (tensor-core against CUDA-core matrix-vector kernels, plain and gathered; warpgroup against
-# tiled against PyTorch's bf16 product). Part 3: `ncu`'s full sections on both gathered
+# (tensor-core against CUDA-core matrix-vector kernels, plain and gathered; the prefill's
+# dequantized weights for cuBLAS, the default from 256 rows, against the tiled and warpgroup
+# kernels and PyTorch's bf16 product). Part 3: `ncu`'s full sections on both gathered
 # matrix-vector kernels, and the rows against Liger (log-sum-exp's warp rows against its block
 # rows). Part 4: prefill attention (the exponentials' new code: the scale folded, the
 # diagonal's tests only on its tiles) against PyTorch, and with a share of the exponentials
@@ -47,7 +48,10 @@ if [ "$part" = 1 ]; then
 fi
 if [ "$part" = 2 ]; then
 Q="qmm_512x14336x4096 qmm_4096x14336x4096"
-echo "== qmm tiled"; timeout 60 $B --device gpu --budget 1 --json $OUT/q_tiled.json $Q 2>&1 | tail -2
+echo "== qmm dequantized for cuBLAS (default)"; timeout 60 $B --device gpu --budget 1 \
+  --json $OUT/q_dequant.json $Q 2>&1 | tail -2
+echo "== qmm tiled"; NUVEC_QMM_DEQUANT=0 timeout 60 $B --device gpu --budget 1 \
+  --json $OUT/q_tiled.json $Q 2>&1 | tail -2
 echo "== qmm wgmma"; NUVEC_QMM_WGMMA=1 timeout 60 $B --device gpu --budget 1 $Q 2>&1 | tail -2
 echo "== qmm wgmma in flight"; NUVEC_QMM_WGMMA=1 NUVEC_KERNEL_DEFINES="NVQW_INFLIGHT=1" \
   timeout 60 $B --device gpu --budget 1 $Q 2>&1 | tail -2

@@ -216,7 +216,8 @@ fn quantized_matmul_splits_a_long_inner_axis() {
 /// `quantized_matmul` of `[m, k]` rows against an `[n, k]` (`transpose`) or `[k, n]` weight on
 /// both devices, over the CPU's packing; the GPU within `tol(dtype)` of the largest output (the
 /// tensor cores take each weight rounded to `dtype`, the CPU keeps it in f32, and the sums run
-/// in other orders: the error grows like the outputs, with `√k`).
+/// in other orders: the error grows like the outputs, with `√k`). Below 256 rows the tiled
+/// kernel runs; from 256, the weights dequantized for one cuBLASLt product.
 fn tiled(
     rng: &mut Rng,
     dtype: DType,

@@ -19,9 +19,11 @@
 //!   tensor-core kernel instead (`mv_mma.rs`: about half the instructions a weight; off by
 //!   default until it is tested and timed on the H200). `x · w` runs a plain kernel (a thread a
 //!   pack of 32 outputs, a row of `x` a block), split the same way, for f32 and for few rows;
-//! - more rows in f32: `w` dequantized into a temporary f32 matrix (the CPU's weights bit for
-//!   bit), then one cuBLASLt product in f32;
-//! - more rows in f16 and bf16 (prefill), both orientations: the tiled tensor-core kernel
+//! - more rows in f32 (past [`F32_GEMM_ROWS`]), and in f16 and bf16 from [`HALF_GEMM_ROWS`]
+//!   (a prefill's; `NUVEC_QMM_DEQUANT=0` keeps these on the tiled kernel): `w` dequantized
+//!   into a temporary matrix of the activations' type (the CPU's weights bit for bit; at most
+//!   [`HALF_GEMM_BYTES`] for the half types), then one cuBLASLt product;
+//! - between, in f16 and bf16, both orientations: the tiled tensor-core kernel
 //!   (`tiled.rs`), which dequantizes tiles of `w` into shared memory (each weight rounded once
 //!   to the activation type, where the CPU keeps it in f32: results agree within the type's
 //!   rounding, not bit for bit) and multiplies with `mma.sync`; `x · w` there needs an inner
@@ -67,6 +69,16 @@ const ROWS_AT_ONCE: usize = 8;
 /// kernel reads the packed weights (about an eighth of f32 ones at 4 bits) once for every
 /// [`ROWS_AT_ONCE`] rows, the dequantized matrix is written and read once.
 const F32_GEMM_ROWS: usize = 128;
+/// Rows of `x` in f16 or bf16 from which `w` is dequantized into a temporary matrix of the
+/// activations' type for one cuBLASLt product, rather than multiplied by the tiled kernel: the
+/// dequantization reads the packed weights and writes the matrix once (about 43 us for
+/// [14336, 4096] at 4 bits), which cuBLAS's product, at 2.5 to 3 times the tiled kernel's
+/// rate, earns back from about 128 rows; 256 leaves a margin (vLLM's AWQ takes the same
+/// turn there).
+const HALF_GEMM_ROWS: usize = 256;
+/// The largest temporary dequantized matrix, in bytes: past it the tiled kernel runs, which
+/// needs no more memory than its output.
+const HALF_GEMM_BYTES: usize = 1 << 30;
 /// Warps a block of the product kernel (`NVQ_WARPS`).
 const WARPS: usize = 4;
 /// Threads a block of the other kernels.
@@ -458,6 +470,20 @@ fn matmul(
             return Ok(Some(out));
         }
     }
+    if dtype != DType::F32
+        && m >= HALF_GEMM_ROWS
+        && n * k * dtype.size() <= HALF_GEMM_BYTES
+        && half_gemm()
+        && let Some(out) = dequantized_matmul(
+            place,
+            inputs,
+            (group_size, bits, transpose),
+            (m, n, k),
+            outputs,
+        )?
+    {
+        return Ok(Some(out));
+    }
     if m > ROWS_AT_ONCE
         && let Some(out) = tiled_matmul(
             place,
@@ -560,9 +586,18 @@ fn matmul(
     Ok(Some(vec![out]))
 }
 
-/// `quantized_matmul` in f32 of more than [`F32_GEMM_ROWS`] rows: `w` dequantized into a
-/// temporary f32 matrix (bit for bit the CPU's weights), then one cuBLASLt product in f32
-/// (the matrix-vector kernel would read the packed weights once for every 8 rows).
+/// Whether f16 and bf16 products of many rows dequantize `w` for cuBLASLt (the default;
+/// `NUVEC_QMM_DEQUANT=0` keeps them on the tiled kernel, for comparison).
+fn half_gemm() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("NUVEC_QMM_DEQUANT").is_none_or(|v| v != "0"))
+}
+
+/// `quantized_matmul` through a dequantized `w`: in f32 of more than [`F32_GEMM_ROWS`] rows,
+/// and in f16 and bf16 of at least [`HALF_GEMM_ROWS`]. `w` is dequantized into a temporary
+/// matrix of the output's type (bit for bit the CPU's weights), then multiplied by one
+/// cuBLASLt product with f32 accumulation (the matrix-vector kernel would read the packed
+/// weights once for every 8 rows, and the tiled kernel runs at a third of cuBLAS's rate).
 fn dequantized_matmul(
     place: &Place,
     inputs: &[ArrayData],
