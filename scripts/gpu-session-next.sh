@@ -12,8 +12,9 @@
 # kernels and PyTorch's bf16 product). Part 3: `ncu`'s full sections on both gathered
 # matrix-vector kernels, and the rows against Liger (log-sum-exp's warp rows against its block
 # rows). Part 4: prefill attention (the exponentials' new code: the scale folded, the
-# diagonal's tests only on its tiles) against PyTorch, and with a share of the exponentials
-# taken by a polynomial (`NV_FLASH_POLY`). Knobs need no rebuild.
+# diagonal's tests only on its tiles) against PyTorch, with a share of the exponentials taken
+# by a polynomial (`NV_FLASH_POLY`), and as persistent blocks (`NUVEC_FLASH_PERSISTENT=1`).
+# Knobs need no rebuild.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -36,12 +37,13 @@ if [ "$part" = 1 ]; then
   t gather_mma env NUVEC_QMV_MMA=1 timeout 280 $T/gpu_gather_qmm-* --test-threads=2 &
   t flash_poly env NUVEC_KERNEL_DEFINES="NV_FLASH_POLY=4" timeout 280 $T/gpu_flash-* \
     --test-threads=2 &
+  t flash_persistent env NUVEC_FLASH_PERSISTENT=1 timeout 280 $T/gpu_flash-* --test-threads=2 &
   t rows timeout 280 $T/gpu_rows-* --test-threads=2 &
   t rows_one env NUVEC_KERNEL_DEFINES="NV_SOFTMAX_ONE_EXCHANGE=1" \
     timeout 280 $T/gpu_rows-* --test-threads=2 softmax &
   wait
-  for f in quant flash gather wgmma wgmma_inflight seed quant_mma gather_mma flash_poly rows \
-    rows_one; do
+  for f in quant flash gather wgmma wgmma_inflight seed quant_mma gather_mma flash_poly \
+    flash_persistent rows rows_one; do
     echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$f.log" | head -12
   done
   exit 0
@@ -81,6 +83,8 @@ echo "== sdpa"; timeout 120 $B --device gpu --budget 0.5 --json $OUT/sdpa.json $
 for p in 4 2 8; do echo "== sdpa, every ${p}th tile's exponentials by the polynomial"
   NUVEC_KERNEL_DEFINES="NV_FLASH_POLY=$p" timeout 90 $B --device gpu --budget 0.5 \
     sdpa_causal_8k_d64 sdpa_causal_4k 2>&1 | tail -2; done
+echo "== sdpa, persistent blocks"; NUVEC_FLASH_PERSISTENT=1 timeout 120 $B --device gpu \
+  --budget 0.5 $S 2>&1 | tail -4
 echo "== sdpa again (the spread between runs)"; timeout 120 $B --device gpu --budget 0.5 $S 2>&1 | tail -4
 echo "== torch"; timeout 150 python3 bench/peers/torch_bench.py --json $OUT/torch_sdpa.json $S 2>&1 | tail -4
 exit 0

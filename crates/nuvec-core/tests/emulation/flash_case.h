@@ -56,6 +56,7 @@ double flash_case(int B, int HQ, int HKV, int LQ, int LK, unsigned seed, bool tr
   }
   a.s_stride = 1;
   a.hq = HQ;
+  a.batch = B;
   a.group = HQ / HKV;
   a.lq = LQ;
   a.lk = LK;

@@ -6,8 +6,8 @@
 // in FlashAttention-3's block order over a small L2, and once and again with the consumers taking
 // turns (NV_T_PINGPONG=1), the second time over three stages in that block order (the defaults
 // on Hopper for head size 64); then with the scale folded into the exponentials (as the host
-// compiles it for a positive scale), with some exponentials by the polynomial, and with a
-// negative scale.
+// compiles it for a positive scale), with some exponentials by the polynomial, with a
+// negative scale, and with three persistent blocks walking every item (NV_T_PERSISTENT).
 
 // The test's tensor map (nv_tma4's stand-in reads it): base, [D, L, H, B], byte strides of a
 // row, a head and a batch entry, the box's rows.
@@ -37,11 +37,17 @@ static int tma_case(int B, int HQ, int HKV, int LQ, int LK, unsigned seed) {
         const NvTmap qm = map_of(q, D, LQ, HQ, B, BM), km = map_of(k, D, LK, HKV, B, NV_H_BN),
                      vm = map_of(v, D, LK, HKV, B, NV_H_BN);
         nv_emu_smem_base = nv_t_smem;
-        nv_emu_launch({(unsigned)((LQ + BM - 1) / BM), (unsigned)HQ, (unsigned)B},
-                      128 * (NC + 1), [&] {
-                        nv_flash_tma<bf16, D, D, MASK, CAUSAL, SINKS, NC>(&qm, &km, &vm, mask,
-                                                                          sinks, out, a);
-                      });
+        const unsigned mtiles = (LQ + BM - 1) / BM;
+        NvFlash args = a;
+        args.items = (int)(mtiles * HQ * B);
+        // Persistent: three blocks (or fewer, for fewer items) walk every item.
+        const Dim3 grid = NV_T_PERSISTENT
+                              ? Dim3{std::min(3u, (unsigned)args.items), 1, 1}
+                              : Dim3{mtiles, (unsigned)HQ, (unsigned)B};
+        nv_emu_launch(grid, 128 * (NC + 1), [&] {
+          nv_flash_tma<bf16, D, D, MASK, CAUSAL, SINKS, NC>(&qm, &km, &vm, mask, sinks, out,
+                                                            args);
+        });
       });
   std::printf(
       "tma D %d consumers %d mask %d causal %d sinks %d B %d HQ %d HKV %d LQ %d LK %d: rel err "
@@ -59,6 +65,7 @@ int main() {
   bad += tma_case<64, 3, 0, true, false>(1, 2, 2, 250, 400, 5);
   bad += tma_case<64, 3, 2, false, true>(1, 1, 1, 100, 200, 6);
   bad += tma_case<128, 2, 0, false, true>(1, 2, 1, 150, 300, 7);
+  bad += tma_case<128, 2, 0, true, false>(2, 3, 1, 300, 300, 8);
   std::printf("bits %016llx\n", nv_emu_bits);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;

@@ -28,6 +28,9 @@
 //! rows a block; within 2% of two on the H200); causal blocks start in FlashAttention-3's
 //! order (level at 4k keys, 5% faster at 16k in the run that compared them, though runs of
 //! one kernel spread as much), `NUVEC_FLASH_ORDER=rows` in the plain order;
+//! `NUVEC_FLASH_PERSISTENT=1` runs the TMA form as FlashAttention-3's persistent blocks (one a
+//! multiprocessor, each walking its share of the work items, the next item's loads under the
+//! last one's products and stores; off by default until timed);
 //! `NUVEC_KERNEL_DEFINES="NV_FLASH_POLY=n"` takes every n-th tile of 8 scores' exponentials
 //! by a cubic on the FMA pipes (FlashAttention-4's relief of the special-function unit, whose
 //! 16 results a clock bound the softmax of head size 64; off by default until timed).
@@ -46,7 +49,7 @@ use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::type_names;
 use crate::backend::cuda::launch::{KernelKey, symbol};
 use crate::primitive::OutputSpec;
-use crate::{DType, Result};
+use crate::{DType, Error, Result};
 
 const COMMON: &str = include_str!("../kernels/common.cuh");
 const FLASH: &str = include_str!("../kernels/fast/flash.cu");
@@ -102,7 +105,16 @@ const HOPPER_SHARED: usize = 227 * 1024;
 /// stages, the 1,024-byte alignment of the swizzled tiles and the barriers.
 fn tma_shared(bm: usize, d: usize, dv: usize, stages: usize) -> usize {
     let bn = SM90_TILE.1;
-    (bm * d + stages * bn * (d + dv)) * 2 + 1024 + 128
+    // The 1,024-aligned tiles, then 2 + 4 · stages barriers of 8 bytes.
+    (bm * d + stages * bn * (d + dv)) * 2 + 1024 + 8 * (2 + 4 * stages)
+}
+
+/// Whether the TMA form runs persistent blocks, about one a multiprocessor, each walking many
+/// work items (`NUVEC_FLASH_PERSISTENT=1`; `NV_T_PERSISTENT` in `flash_tma.cu`), rather than a
+/// block an item (the default until timed).
+fn persistent() -> bool {
+    static PERSISTENT: OnceLock<bool> = OnceLock::new();
+    *PERSISTENT.get_or_init(|| std::env::var_os("NUVEC_FLASH_PERSISTENT").is_some_and(|v| v != "0"))
 }
 
 /// Whether causal blocks on Hopper start in FlashAttention-3's order (the default: heads in
@@ -148,6 +160,8 @@ struct FlashArgs {
     lq: i32,
     lk: i32,
     scale: f32,
+    batch: i32,
+    items: i32,
 }
 
 // SAFETY: `FlashArgs` is `repr(C)` plain data with the field order, types and alignment of
@@ -245,11 +259,12 @@ fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, family: &str
         }
         "flashtma" => format!(
             "#define NV_T_STAGES {}\n#define NV_T_PINGPONG {}\n#define NV_T_CONSUMERS {}\n\
-             #define NV_H_ORDER {}\n{COMMON}\n{FLASH}\n{FLASH_SM90}\n{FLASH_TMA}\n\
-             NV_FLASH_TMA{args}\n",
+             #define NV_T_PERSISTENT {}\n#define NV_H_ORDER {}\n{COMMON}\n{FLASH}\n\
+             {FLASH_SM90}\n{FLASH_TMA}\nNV_FLASH_TMA{args}\n",
             tma_stages(d, dv),
             u32::from(pingpong()),
             consumers(d, dv),
+            u32::from(persistent()),
             u32::from(grouped_order())
         ),
         "flash90" => format!(
@@ -315,6 +330,7 @@ pub(super) fn attention(
         lq: lq as i32,
         lk: lk as i32,
         scale: form.scale * std::f32::consts::LOG2_E,
+        batch: batch as i32,
         ..FlashArgs::default()
     };
     let (mut mask_ptr, mut mask_kind) = (0u64, 0u32);
@@ -393,11 +409,22 @@ pub(super) fn attention(
         shared_mem_bytes: shared as u32,
     };
     if let Some((qm, km, vm)) = &maps {
+        let mut config = config;
+        let items = lq.div_ceil(bm) * hq * batch;
+        if persistent() {
+            // Every block walks its share of the items (the kernel is compiled for it:
+            // `source`); one a multiprocessor, as the shared memory allows.
+            let sms = place.gpu.props.sms as usize;
+            args.items = i32::try_from(items)
+                .map_err(|_| Error::Device(format!("cuda: attention: {items} blocks of work")))?;
+            config.grid_dim = (items.min(sms) as u32, 1, 1);
+        }
         let params: [&dyn DeviceRepr; 7] = [qm, km, vm, &mask_ptr, &sinks_ptr, &out_ptr, &args];
         // SAFETY: the tensor maps address q, k and v within their shapes (the copy engine fills
         // rows past them with zeros); the mask is read at its strides for query rows below Lq
         // and keys below Lk, the sinks at Hq indices; the output holds B·Hq·Lq·Dv elements; the
-        // grid fits (B and Hq at most 65,535, checked by `covers`) and the arguments match the
+        // grid fits (B and Hq at most 65,535, checked by `covers`; a persistent grid walks
+        // exactly `items` work items, the module compiled for it) and the arguments match the
         // kernel's signature.
         unsafe { f.launch(&place.stream, config, &params) }?;
         return Ok(Some(vec![out]));

@@ -48,6 +48,8 @@ struct NvFlash {
   i32 lq;
   i32 lk;
   float scale;       // the score scale times log2(e)
+  i32 batch;
+  i32 items;         // blocks of work (tiles of query rows × heads × batch)
 };
 
 // nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
@@ -178,30 +180,33 @@ struct NvFlashBlock {
 #define NV_H_L2_BYTES (24 << 20)
 #endif
 
+// Work item `lin` of a grid of mtiles × hq × batch blocks (query-row tiles fastest, then
+// query heads): the block's own place (blockIdx, gridDim) or one a persistent block takes.
 // `row_bytes`: the bytes of one key row and one value row (for NV_H_ORDER).
 template <bool CAUSAL, int BN, int BM>
-__device__ __forceinline__ NvFlashBlock nv_flash_block(const NvFlash& a, int row_bytes) {
+__device__ __forceinline__ NvFlashBlock nv_flash_item(const NvFlash& a, int row_bytes, i64 lin,
+                                                      int mtiles) {
   NvFlashBlock k;
-  const int mtiles = gridDim.x;
+  const i64 heads_lin = lin / mtiles;
+  const int x = (int)(lin - heads_lin * mtiles);
   // Causal blocks with the most keys go first.
-  int mt = CAUSAL ? mtiles - 1 - (int)blockIdx.x : (int)blockIdx.x;
-  k.h = blockIdx.y;
-  k.b = blockIdx.z;
+  int mt = CAUSAL ? mtiles - 1 - x : x;
+  k.h = heads_lin % a.hq;
+  k.b = heads_lin / a.hq;
   if (CAUSAL && NV_H_ORDER) {
     // Blocks start in launch order (x fastest): rank them (group, key tiles, head).
-    const i64 heads = (i64)gridDim.y * gridDim.z;  // (batch, query head), heads fastest
+    const i64 heads = (i64)a.hq * a.batch;  // (batch, query head), heads fastest
     const i64 kv = (i64)a.lk * row_bytes;
     i64 g = (i64)NV_H_L2_BYTES / (kv > 0 ? kv : 1);
     g = (g > 1 ? g : 1) * a.group;
     g = g < heads ? g : heads;
-    const i64 lin = blockIdx.x + (i64)gridDim.x * (blockIdx.y + (i64)gridDim.y * blockIdx.z);
     const i64 gi = lin / (g * mtiles), first = gi * g;
     const i64 size = heads - first < g ? heads - first : g;
     const i64 r = lin - first * mtiles;
     const i64 head = first + r % size;
     mt = mtiles - 1 - (int)(r / size);
-    k.h = head % gridDim.y;
-    k.b = head / gridDim.y;
+    k.h = head % a.hq;
+    k.b = head / a.hq;
   }
   k.kvh = k.h / a.group;
   k.m0 = mt * BM;
@@ -214,6 +219,13 @@ __device__ __forceinline__ NvFlashBlock nv_flash_block(const NvFlash& a, int row
   }
   k.ntiles = (kend + BN - 1) / BN;
   return k;
+}
+
+// The place of this block of a grid of (query-row tiles, query heads, batch).
+template <bool CAUSAL, int BN, int BM>
+__device__ __forceinline__ NvFlashBlock nv_flash_block(const NvFlash& a, int row_bytes) {
+  const i64 lin = blockIdx.x + (i64)gridDim.x * (blockIdx.y + (i64)gridDim.y * blockIdx.z);
+  return nv_flash_item<CAUSAL, BN, BM>(a, row_bytes, lin, (int)gridDim.x);
 }
 
 // The online softmax (base 2) of the two query rows a lane holds in the tensor cores'
@@ -258,10 +270,11 @@ struct NvFlashRows {
   // (alpha: the factor the output takes) and leaves the weights, in f32, in s.
   __device__ __forceinline__ void exponentials(float* s, int n0) {
     const int bn = NT * 8;
-    // Only a tile that crosses the keys' end or the causal diagonal (one or two of a row of
-    // blocks) tests each score's position; the compiler would otherwise keep those tests,
-    // predicated, in every tile's code: 2.5 instructions a score.
-    if (n0 + bn > lk || (CAUSAL && n0 + bn - 1 > m0 + off)) {
+    // Without a mask, only a tile that crosses the keys' end or the causal diagonal (one or
+    // two of a row of blocks) tests each score's position; the compiler would otherwise keep
+    // those tests, predicated, in every tile's code: 2.5 instructions a score. (With a mask,
+    // whose loads take more, a second copy of the code costs the Hopper kernels registers.)
+    if (MASK != 0 || n0 + bn > lk || (CAUSAL && n0 + bn - 1 > m0 + off)) {
       exponentials_of<true>(s, n0);
     } else {
       exponentials_of<false>(s, n0);
@@ -271,8 +284,9 @@ struct NvFlashRows {
   template <bool EDGE> __device__ __forceinline__ void exponentials_of(float* s, int n0) {
     constexpr bool FOLD = NV_FLASH_FOLD && MASK == 0;
     // Each row's maximum in CH independent chains (one chain is NT · 2 dependent steps, whose
-    // latency the few warps of a multiprocessor do not hide), joined after.
-    constexpr int CH = NT % 4 == 0 ? 4 : 1;
+    // latency the few warps of a multiprocessor do not hide), joined after; with a mask, whose
+    // loads hide it, in one (the Hopper kernels have no registers to spare there).
+    constexpr int CH = MASK == 0 && NT % 4 == 0 ? 4 : 1;
     float mc[2][CH];
 #pragma unroll
     for (int i = 0; i < CH; ++i) mc[0][i] = mc[1][i] = NV_FLASH_NEG_INF;

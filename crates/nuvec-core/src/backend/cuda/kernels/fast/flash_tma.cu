@@ -30,6 +30,12 @@ struct alignas(64) NvTmap {
 #ifndef NV_T_CONSUMERS
 #define NV_T_CONSUMERS 2
 #endif
+// Whether a grid of about one block a multiprocessor walks all the work items (FlashAttention-3's
+// persistent blocks: the producer loads an item's queries and first tiles while the consumers
+// finish the item before and write its rows), rather than a block an item.
+#ifndef NV_T_PERSISTENT
+#define NV_T_PERSISTENT 0
+#endif
 
 // nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
 __device__ __forceinline__ void nv_bar_init(u32 bar, u32 count) {
@@ -75,6 +81,32 @@ __device__ __forceinline__ void nv_turn_pass(int consumer, int consumers) {
 }
 // } nuvec-emulation
 
+// The work items a block takes, in order: its own place in a grid of (query-row tiles, query
+// heads, batch), or, persistent (NV_T_PERSISTENT), a.items over gridDim.x blocks in rounds of
+// gridDim.x, every other round in reverse (block i takes i, 2G - 1 - i, 2G + i, ...), so that
+// over the causal order's descending tiles each block's sum of work comes out about even.
+struct NvTItems {
+  int count;  // items this block takes
+  __device__ __forceinline__ NvTItems(const NvFlash& a) {
+    count = 1;
+    if (NV_T_PERSISTENT) {
+      // Every round but the last is whole.
+      const i64 rounds = ((i64)a.items + gridDim.x - 1) / gridDim.x;
+      count = (int)rounds - (rounds > 0 && at(a, rounds - 1) >= a.items ? 1 : 0);
+    }
+  }
+  // The linear index of the block's item of round r (past a.items: none).
+  static __device__ __forceinline__ i64 at(const NvFlash& a, i64 r) {
+    const i64 g = gridDim.x, i = blockIdx.x;
+    return r * g + ((r & 1) ? g - 1 - i : i);
+  }
+  // The place of the block's j-th item (j < count) when persistent.
+  template <bool CAUSAL, int BN, int BM>
+  static __device__ __forceinline__ NvFlashBlock item(const NvFlash& a, int row_bytes, int j) {
+    return nv_flash_item<CAUSAL, BN, BM>(a, row_bytes, at(a, j), (a.lq + BM - 1) / BM);
+  }
+};
+
 template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS, int NC>
 __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* vm,
                              const void* __restrict__ mask, const T* __restrict__ sinks,
@@ -82,28 +114,38 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
   constexpr int BM = 64 * NC, BN = NV_H_BN, S = NV_T_STAGES;
   typedef NvHRows<T, D, DV, MASK, CAUSAL, SINKS, BN, BM> Rows;
   constexpr int KT = BN * D * 2, VT = BN * DV * 2;
+  constexpr int ROW_BYTES = (D + DV) * (int)sizeof(T);
   extern __shared__ __align__(16) unsigned char nv_t_smem[];
   unsigned char* qs = nv_h_base(nv_t_smem);
   const u32 qa = nv_smem(qs);
   const u32 ka = qa + BM * D * 2;
   const u32 va = ka + S * KT;
   const u32 bars = va + S * VT;
-  const u32 q_full = bars;
-  // Barriers: queries in; a stage's keys in and free, its values in and free.
+  // Barriers: queries in and free; a stage's keys in and free, its values in and free.
+  const u32 q_full = bars, q_free = bars + 8 * (1 + 4 * S);
   auto k_full = [&](int s) { return bars + 8 * (1 + s); };
   auto k_free = [&](int s) { return bars + 8 * (1 + S + s); };
   auto v_full = [&](int s) { return bars + 8 * (1 + 2 * S + s); };
   auto v_free = [&](int s) { return bars + 8 * (1 + 3 * S + s); };
-  const NvFlashBlock blk = nv_flash_block<CAUSAL, BN, BM>(a, (D + DV) * (int)sizeof(T));
-  const int ntiles = blk.ntiles;
+  const NvTItems items(a);
+  // The place of the block's j-th item. A block of one item: its own place, which the
+  // consumers take from before the warpgroups part and the producer works out again (ptxas
+  // spills the masked kernels' registers when the consumers' branch works it out, and keeps
+  // none when the producer's does).
+  auto place = [&](int j) {
+    return NV_T_PERSISTENT ? NvTItems::item<CAUSAL, BN, BM>(a, ROW_BYTES, j)
+                           : nv_flash_block<CAUSAL, BN, BM>(a, ROW_BYTES);
+  };
+  const NvFlashBlock own = NV_T_PERSISTENT ? NvFlashBlock{} : place(0);
   const int wg = threadIdx.x >> 7;
 
   if (threadIdx.x == 0) {
     nv_bar_init(q_full, 1);
+    nv_bar_init(q_free, 4 * NC);  // lane 0 of each consumer warp
     for (int s = 0; s < S; ++s) {
       nv_bar_init(k_full(s), 1);
       nv_bar_init(v_full(s), 1);
-      nv_bar_init(k_free(s), 4 * NC);  // lane 0 of each consumer warp
+      nv_bar_init(k_free(s), 4 * NC);
       nv_bar_init(v_free(s), 4 * NC);
     }
 // nuvec-emulation: device only (a hint, nothing to stand in for) {
@@ -112,25 +154,35 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
   }
   __syncthreads();
 
+  // Tiles of keys and values pass through the stages in one sequence over all of a block's
+  // items: tile number `it` (counting from the block's first item) uses stage it % S in
+  // phase (it / S) & 1, for the producer and the consumers alike.
   if (wg == 0) {
 // nuvec-emulation: device only (a hint, nothing to stand in for) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
 // } nuvec-emulation
     if (threadIdx.x == 0) {
-      const int b = (int)blk.b, h = (int)blk.h, kvh = (int)blk.kvh;
-      nv_bar_expect(q_full, BM * D * 2);
-      for (int c = 0; c < D / 64; ++c) nv_tma4(qa + c * BM * 128, qm, c * 64, blk.m0, h, b, q_full);
-      for (int t = 0; t < ntiles; ++t) {
-        const int s = t % S;
-        const u32 use = (t / S) & 1;
-        if (t >= S) nv_bar_wait(k_free(s), use ^ 1);
-        nv_bar_expect(k_full(s), KT);
-        for (int c = 0; c < D / 64; ++c)
-          nv_tma4(ka + s * KT + c * BN * 128, km, c * 64, t * BN, kvh, b, k_full(s));
-        if (t >= S) nv_bar_wait(v_free(s), use ^ 1);
-        nv_bar_expect(v_full(s), VT);
-        for (int c = 0; c < DV / 64; ++c)
-          nv_tma4(va + s * VT + c * BN * 128, vm, c * 64, t * BN, kvh, b, v_full(s));
+      u32 it = 0;
+      for (int j = 0; j < items.count; ++j) {
+        const NvFlashBlock blk = place(j);
+        const int b = (int)blk.b, h = (int)blk.h, kvh = (int)blk.kvh;
+        // The queries' buffer is free once the consumers' last scores of the item before
+        // have landed (while they finish its products and write its rows).
+        if (j > 0) nv_bar_wait(q_free, (u32)((j - 1) & 1));
+        nv_bar_expect(q_full, BM * D * 2);
+        for (int c = 0; c < D / 64; ++c) nv_tma4(qa + c * BM * 128, qm, c * 64, blk.m0, h, b, q_full);
+        for (int t = 0; t < blk.ntiles; ++t, ++it) {
+          const int s = (int)(it % S);
+          const u32 use = (it / S) & 1;
+          if (it >= S) nv_bar_wait(k_free(s), use ^ 1);
+          nv_bar_expect(k_full(s), KT);
+          for (int c = 0; c < D / 64; ++c)
+            nv_tma4(ka + s * KT + c * BN * 128, km, c * 64, t * BN, kvh, b, k_full(s));
+          if (it >= S) nv_bar_wait(v_free(s), use ^ 1);
+          nv_bar_expect(v_full(s), VT);
+          for (int c = 0; c < DV / 64; ++c)
+            nv_tma4(va + s * VT + c * BN * 128, vm, c * 64, t * BN, kvh, b, v_full(s));
+        }
       }
     }
     return;
@@ -148,49 +200,64 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
   }
   const bool lead = (threadIdx.x & 31) == 0;
   const int me = wg - 1;
-  Rows rows(a, mask, sinks, blk.b, blk.h, blk.m0, me, qa);
-  typename Rows::Weights p;
-  // Each consumer takes ntiles + 1 turns (the first tile's scores alone, then scores with the
-  // previous tile's product, the last product alone); the first consumer goes first, so the
-  // last one passes once before its first turn and not after its last.
+  // Each consumer takes ntiles + 1 turns an item (the first tile's scores alone, then scores
+  // with the previous tile's product, the last product alone); the first consumer goes
+  // first, so the last one passes once before its first turn and not after its last.
   if (me == NC - 1) nv_turn_pass(me, NC);
-  nv_bar_wait(q_full, 0);
-  nv_bar_wait(k_full(0), 0);
-  nv_turn_wait(me);
-  rows.scores(ka);
-  nv_turn_pass(me, NC);
-  nv_wg_wait<0>();
-  nv_wg_pin<Rows::NT * 4>(rows.s);
-  if (lead) nv_bar_arrive(k_free(0));
-  rows.exponentials(0);
-  rows.pack(p);
-  for (int t = 1; t < ntiles; ++t) {
-    const int s = t % S, sp = (t - 1) % S;
-    nv_bar_wait(k_full(s), (t / S) & 1);
+  u32 it = 0;
+  for (int j = 0; j < items.count; ++j) {
+    const NvFlashBlock blk = NV_T_PERSISTENT ? place(j) : own;
+    const int ntiles = blk.ntiles;
+    Rows rows(a, mask, sinks, blk.b, blk.h, blk.m0, me, qa);
+    typename Rows::Weights p;
+    auto stage = [&](int t) { return (int)((it + t) % S); };
+    auto phase = [&](int t) { return ((it + t) / S) & 1; };
+    nv_bar_wait(q_full, (u32)(j & 1));
+    nv_bar_wait(k_full(stage(0)), phase(0));
     nv_turn_wait(me);
-    rows.scores(ka + s * KT);
-    nv_bar_wait(v_full(sp), ((t - 1) / S) & 1);
-    rows.product(p, va + sp * VT);
+    rows.scores(ka + stage(0) * KT);
     nv_turn_pass(me, NC);
-    nv_wg_wait<1>();
+    nv_wg_wait<0>();
     nv_wg_pin<Rows::NT * 4>(rows.s);
-    if (lead) nv_bar_arrive(k_free(s));
-    rows.exponentials(t);
+    if (lead) {
+      nv_bar_arrive(k_free(stage(0)));
+      if (ntiles == 1) nv_bar_arrive(q_free);
+    }
+    rows.exponentials(0);
+    rows.pack(p);
+    for (int t = 1; t < ntiles; ++t) {
+      const int s = stage(t), sp = stage(t - 1);
+      nv_bar_wait(k_full(s), phase(t));
+      nv_turn_wait(me);
+      rows.scores(ka + s * KT);
+      nv_bar_wait(v_full(sp), phase(t - 1));
+      rows.product(p, va + sp * VT);
+      nv_turn_pass(me, NC);
+      nv_wg_wait<1>();
+      nv_wg_pin<Rows::NT * 4>(rows.s);
+      if (lead) {
+        nv_bar_arrive(k_free(s));
+        if (t == ntiles - 1) nv_bar_arrive(q_free);
+      }
+      rows.exponentials(t);
+      nv_wg_wait<0>();
+      nv_wg_pin<Rows::OT * 4>(rows.o);
+      nv_wg_pin<Rows::NT * 2>(reinterpret_cast<float*>(p));
+      if (lead) nv_bar_arrive(v_free(sp));
+      rows.rescale();
+      rows.pack(p);
+    }
+    const int sl = stage(ntiles - 1);
+    nv_bar_wait(v_full(sl), phase(ntiles - 1));
+    nv_turn_wait(me);
+    rows.product(p, va + sl * VT);
+    if (me != NC - 1 || j + 1 < items.count) nv_turn_pass(me, NC);
     nv_wg_wait<0>();
     nv_wg_pin<Rows::OT * 4>(rows.o);
-    nv_wg_pin<Rows::NT * 2>(reinterpret_cast<float*>(p));
-    if (lead) nv_bar_arrive(v_free(sp));
-    rows.rescale();
-    rows.pack(p);
+    if (lead) nv_bar_arrive(v_free(sl));
+    rows.store(out, blk.b, blk.h, a.hq);
+    it += ntiles;
   }
-  const int sl = (ntiles - 1) % S;
-  nv_bar_wait(v_full(sl), ((ntiles - 1) / S) & 1);
-  nv_turn_wait(me);
-  rows.product(p, va + sl * VT);
-  if (me != NC - 1) nv_turn_pass(me, NC);
-  nv_wg_wait<0>();
-  nv_wg_pin<Rows::OT * 4>(rows.o);
-  rows.store(out, blk.b, blk.h, a.hq);
 }
 
 #define NV_FLASH_TMA(T, TN, D, DV, MASK, CAUSAL, SINKS)                                        \
