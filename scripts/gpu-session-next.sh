@@ -87,6 +87,12 @@ echo "== sdpa, persistent blocks"; NUVEC_FLASH_PERSISTENT=1 timeout 120 $B --dev
   --budget 0.5 $S 2>&1 | tail -4
 echo "== sdpa again (the spread between runs)"; timeout 120 $B --device gpu --budget 0.5 $S 2>&1 | tail -4
 echo "== torch"; timeout 150 python3 bench/peers/torch_bench.py --json $OUT/torch_sdpa.json $S 2>&1 | tail -4
+# decode_b1_8k (2,201 GB/s: 15 us for 33.5 MB): the kernels' own time against the op's, to
+# tell the device's work (two kernels and the gap between them) from the host's.
+echo "== decode_b1_8k: the op, then its kernels under ncu"
+timeout 60 $B --device gpu --budget 0.5 decode_b1_8k launch_floor 2>&1 | tail -2
+timeout 120 ncu --metrics gpu__time_duration.sum -k regex:attention -c 6 $B --device gpu \
+  --budget 0.01 decode_b1_8k 2>&1 | grep -E "attention|gpu__time_duration" | tail -6
 exit 0
 fi
 # Part 3: ncu on the gathered kernels (both forms), the rows against Liger.
