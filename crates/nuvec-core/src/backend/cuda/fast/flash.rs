@@ -531,3 +531,36 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
 pub(crate) fn sm90_sources() -> Vec<(String, String)> {
     sources_over(&[(64, 64), (128, 128)], &["flash90", "flashtma"])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn form(scale: f32, mask: bool) -> Form {
+        Form {
+            scale,
+            causal: true,
+            mask,
+            sinks: false,
+        }
+    }
+
+    #[test]
+    fn only_a_positive_finite_scale_without_a_mask_folds() {
+        assert!(folds(form(0.125, false)));
+        assert!(folds(form(f32::MIN_POSITIVE, false)));
+        assert!(!folds(form(0.125, true)));
+        assert!(!folds(form(-0.125, false)));
+        assert!(!folds(form(0.0, false)));
+        assert!(!folds(form(-0.0, false)));
+        assert!(!folds(form(f32::NAN, false)));
+        assert!(!folds(form(f32::INFINITY, false)));
+        // Finite, but not once multiplied by log2(e), as the kernel takes it.
+        assert!(!folds(form(f32::MAX, false)));
+        // Folded and unfolded kernels are distinct modules.
+        assert_ne!(
+            module_arg(64, 64, 0, form(0.125, false)),
+            module_arg(64, 64, 0, form(-0.125, false))
+        );
+    }
+}

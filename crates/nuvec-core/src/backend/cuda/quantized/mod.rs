@@ -470,10 +470,8 @@ fn matmul(
             return Ok(Some(out));
         }
     }
-    if dtype != DType::F32
-        && m >= HALF_GEMM_ROWS
-        && n * k * dtype.size() <= HALF_GEMM_BYTES
-        && half_gemm()
+    if half_gemm()
+        && dequantizes_halves(dtype, m, n, k)
         && let Some(out) = dequantized_matmul(
             place,
             inputs,
@@ -584,6 +582,15 @@ fn matmul(
         unsafe { f.launch(&place.stream, flat(m * n), &params)? };
     }
     Ok(Some(vec![out]))
+}
+
+/// Whether an f16 or bf16 product of `m` rows by an `[n, k]` (or `[k, n]`) `w` goes through
+/// the dequantized matrix: [`HALF_GEMM_ROWS`] rows at least, a matrix of at most
+/// [`HALF_GEMM_BYTES`].
+fn dequantizes_halves(dtype: DType, m: usize, n: usize, k: usize) -> bool {
+    matches!(dtype, DType::F16 | DType::BF16)
+        && m >= HALF_GEMM_ROWS
+        && n.saturating_mul(k).saturating_mul(dtype.size()) <= HALF_GEMM_BYTES
 }
 
 /// Whether f16 and bf16 products of many rows dequantize `w` for cuBLASLt (the default;
@@ -711,4 +718,30 @@ fn tiled_matmul(
         )?
     };
     Ok(Some(vec![out]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_half_type_prefills_of_modest_weights_dequantize() {
+        // An 8B model's MLP weight, at a prefill's rows and below them.
+        assert!(dequantizes_halves(DType::BF16, 512, 14336, 4096));
+        assert!(dequantizes_halves(DType::F16, 256, 14336, 4096));
+        assert!(!dequantizes_halves(DType::BF16, 255, 14336, 4096));
+        // f32 takes its own turn (past F32_GEMM_ROWS), f64 has no product kernels.
+        assert!(!dequantizes_halves(DType::F32, 4096, 14336, 4096));
+        assert!(!dequantizes_halves(DType::F64, 4096, 14336, 4096));
+        // A vocabulary's projection past the temporary's cap stays on the tiled kernel.
+        assert!(!dequantizes_halves(DType::BF16, 4096, 151_936, 4096));
+        assert!(dequantizes_halves(DType::BF16, 4096, 1 << 16, 1 << 13));
+        assert!(!dequantizes_halves(
+            DType::BF16,
+            4096,
+            1 << 16,
+            (1 << 13) + 8
+        ));
+        assert!(!dequantizes_halves(DType::BF16, 4096, usize::MAX, 2));
+    }
 }
