@@ -410,10 +410,10 @@ pub(super) fn attention(
     };
     if let Some((qm, km, vm)) = &maps {
         let mut config = config;
-        let items = lq.div_ceil(bm) * hq * batch;
         if persistent() {
             // Every block walks its share of the items (the kernel is compiled for it:
             // `source`); one a multiprocessor, as the shared memory allows.
+            let items = lq.div_ceil(bm) * hq * batch;
             let sms = place.gpu.props.sms as usize;
             args.items = i32::try_from(items)
                 .map_err(|_| Error::Device(format!("cuda: attention: {items} blocks of work")))?;
