@@ -359,7 +359,7 @@ SETUPS = {
     "matmul_8192": matmul_8192, "gemv_4096_14336": linear(1),
     "linear_m16": linear(16), "linear_m64": linear(64), "linear_m256": linear(256),
     "qmv_14336x4096": quantized_linear(1), "qmm_512x14336x4096": quantized_linear(512),
-    "qmm_4096x14336x4096": quantized_linear(4096),
+    "qmm_1024x14336x4096": quantized_linear(1024), "qmm_4096x14336x4096": quantized_linear(4096),
     "moe_qmv_1": unavailable("PyTorch has no gathered (mixture of experts) quantized product"),
     "moe_qmv_64": unavailable("PyTorch has no gathered (mixture of experts) quantized product"),
     "moe_mm_64": unavailable("PyTorch has no gathered (mixture of experts) product"),

@@ -1,6 +1,6 @@
-//! The quantized product `x · wᵀ` that Hopper runs on the warpgroup tensor cores with
-//! `NUVEC_QMM_WGMMA=1` (4 bits, f16 and bf16, more than 64 rows of `x`:
-//! `backend/cuda/quantized/wgmma.rs`; without it the tiled kernel takes them) against the
+//! The quantized product `x · wᵀ` that Hopper runs on the warpgroup tensor cores (4 bits, f16
+//! and bf16, 65 to 1,024 rows of `x`: `backend/cuda/quantized/wgmma.rs`; with
+//! `NUVEC_QMM_WGMMA=0` the tiled kernel takes them) against the
 //! CPU's `quantized_matmul` on the same packed weights, within a tolerance relative to the
 //! largest output (the GPU rounds each weight once to the activation type, the CPU keeps it in
 //! f32, and the sums run in other orders). The shapes take both block sizes (128 and 256 rows

@@ -1,7 +1,7 @@
 //! Quantized products on the GPU, 4-bit weights in groups of 64 with bf16 scales, biases and
 //! activations: a linear layer's weight [14336, 4096] while decoding (`qmv_14336x4096`, GB/s
 //! of the packed words, scales and biases read) and in prefill (`qmm_512x14336x4096`,
-//! `qmm_4096x14336x4096`, TFLOP/s of `2 · m · n · k`), and a mixture of experts' layer while
+//! `qmm_1024x14336x4096`, `qmm_4096x14336x4096`, TFLOP/s of `2 · m · n · k`), and a mixture of experts' layer while
 //! decoding, 8 of 128 experts of [768, 2048] for 1 and 64 tokens (`moe_qmv_1`, `moe_qmv_64`,
 //! `gather_qmm`; GB/s of the distinct experts' bytes).
 //!
@@ -117,6 +117,10 @@ pub(super) fn qmv() -> Result<Prepared, Skip> {
 
 pub(super) fn qmm_512() -> Result<Prepared, Skip> {
     linear(512, 2.0 * (512 * N * K) as f64)
+}
+
+pub(super) fn qmm_1024() -> Result<Prepared, Skip> {
+    linear(1024, 2.0 * (1024 * N * K) as f64)
 }
 
 pub(super) fn qmm_4096() -> Result<Prepared, Skip> {

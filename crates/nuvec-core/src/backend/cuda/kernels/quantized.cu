@@ -100,28 +100,35 @@ __device__ __forceinline__ void nvq_read32(const T* __restrict__ p, typename Acc
 }
 
 // ---- dequantize ----
-// out = T(T(s * q) + b) per value (MLX's multiply then add of T arrays), one pack a thread.
+// out = T(T(s * q) + b) per value (MLX's multiply then add of T arrays). A thread writes one
+// 16-byte piece of a pack's values (the 32 / V threads of a pack each load the whole pack,
+// from the same cache lines), so that a warp's stores are consecutive: with a pack a thread,
+// each store instruction left gaps of 48 bytes between its pieces.
 template <typename T, int B>
 __device__ __forceinline__ void nvq_dequantize(const u32* __restrict__ wq, const T* __restrict__ scales,
                                                const T* __restrict__ biases, T* __restrict__ out,
                                                i64 packs, int gs_shift) {
   typedef typename Acc<T>::type C;
-  constexpr int V = 16 / sizeof(T);
-  NV_FOR_EACH(c, packs) {
+  constexpr int V = 16 / sizeof(T), PIECES = 32 / V;
+  NV_FOR_EACH(u, packs * PIECES) {
+    const i64 c = u / PIECES;
+    const int i = (int)(u % PIECES);
     u32 w[B];
     nvq_load<B>(wq + c * B, w);
     const i64 g = c >> gs_shift;
     const C s = nv_up<T>(scales[g]), b = nv_up<T>(biases[g]);
-    NvPack<T, V>* dst = reinterpret_cast<NvPack<T, V>*>(out + c * 32);
+    // The piece's number as a constant, so that the words are picked in registers (indexed
+    // by `i`, they went to the stack).
 #pragma unroll
-    for (int i = 0; i < 32 / V; ++i) {
+    for (int p = 0; p < PIECES; ++p) {
+      if (p != i) continue;
       NvPack<T, V> r;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const C q = (C)nvq_get<B>(w, i * V + j);
+        const C q = (C)nvq_get<B>(w, p * V + j);
         r.v[j] = nv_down<T>(nvq_add(nv_up<T>(nv_down<T>(nvq_mul(q, s))), b));
       }
-      dst[i] = r;
+      reinterpret_cast<NvPack<T, V>*>(out + c * 32)[p] = r;
     }
   }
 }

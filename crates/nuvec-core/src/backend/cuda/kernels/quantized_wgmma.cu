@@ -21,9 +21,9 @@
 //   and s · q + b is one fused multiply-add of T pairs (each weight rounded once to T).
 // - x's rows are wgmma's B, K-major (no transpose), through a descriptor: start at the stage
 //   plus 32 bytes a k16 sub-step, 1,024 bytes between groups of 8 rows, 128-byte swizzle.
-// - f32 accumulators, 64 x BX a warpgroup (BX / 2 registers a thread); each step's products
-//   retire before the next step's (NVQW_INFLIGHT below says why), the A fragments double
-//   buffered for the overlapped form, and a barrier a step frees the stage read before.
+// - f32 accumulators, 64 x BX a warpgroup (BX / 2 registers a thread); a step's products stay
+//   in flight while the next step's weights are dequantized (NVQW_INFLIGHT below), the A
+//   fragments double buffered for it, and a barrier a step frees the stage read before.
 // - The accumulators go through shared memory (row m, column n) so that y's rows are written
 //   16 bytes at a time.
 //
@@ -44,10 +44,10 @@
 // while the last products were still landing (seen in the SASS: F2FP before
 // WARPGROUP.DEPBAR.LE gsb0, 0x0). The last step now waits for its own products inside the
 // loop, where nothing after the loop can move above it (the SASS shows the conversions after
-// the wait). 0, the default, was right on the H200 before that change; 1 is to be tested there
-// (`NUVEC_KERNEL_DEFINES="NVQW_INFLIGHT=1"`).
+// the wait). Both forms pass the tests on an H100 since; 1, the default, ran
+// `qmm_512x14336x4096` at 428 TFLOP/s there, 0 at 345 (`NUVEC_KERNEL_DEFINES="NVQW_INFLIGHT=0"`).
 #ifndef NVQW_INFLIGHT
-#define NVQW_INFLIGHT 0
+#define NVQW_INFLIGHT 1
 #endif
 
 // Mirrors `WgArgs` in `quantized/wgmma.rs` (repr(C)).

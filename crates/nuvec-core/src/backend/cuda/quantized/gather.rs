@@ -10,7 +10,8 @@
 //!   the offsets itself, up to a step a matrix, at 126 registers; not yet timed on the H200).
 //!   Unsorted, each index position's rows go alone (its weights are read once for each
 //!   position that picks them). f32 takes this kernel for any number of rows. With
-//!   `NUVEC_QMV_MMA=1`, 4 bits in f16 and bf16 take its tensor-core form instead (`mv_mma.rs`:
+//!   4 bits, f16 and bf16 take its tensor-core form instead (`mv_mma.rs`, unless
+//!   `NUVEC_QMV_MMA=0`:
 //!   chunks of 8 rows as the products' columns, blocks of 64 rows of `w` by default).
 //! - Many rows a matrix (prefill), and every `x · w`: the tiled tensor-core kernel (`tiled.rs`),
 //!   f16 and bf16, over each matrix's run of sorted rows (from the offsets), else over each
@@ -105,6 +106,17 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
                 .map(move |b| (format!("quantized_gather_{tn}_d{b}"), source(d, b)))
         })
         .collect()
+}
+
+/// Threads a block of the gathered matrix-vector kernels: the tensor-core form's 8 warps
+/// (`NVQM_WARPS`, which `mv_mma::block_rows` counts on), the other's and the sorted chunks'
+/// table's 4 (`NVQ_WARPS`).
+fn block_threads(mma: bool) -> u32 {
+    if mma {
+        mv_mma::THREADS
+    } else {
+        (WARPS * 32) as u32
+    }
 }
 
 /// The sizes of one gathered product.
@@ -366,7 +378,8 @@ fn gathered_rows(
                 source(dtype, bits)
             })
     };
-    let block = ((WARPS * 32) as u32, 1, 1);
+    let table_block = (block_threads(false), 1, 1);
+    let block = (block_threads(mma.is_some()), 1, 1);
     // Sorted: every chunk's matrix and rows, for the product's blocks to read (three int64 a
     // chunk), back to the stream's pool after the launches queued on it.
     let table = if sorted {
@@ -375,7 +388,7 @@ fn gathered_rows(
         let f = kernel(symbol!("gqmv_table_m{at_once}")?)?;
         let cfg = LaunchConfig {
             grid_dim: (1, 1, 1),
-            block_dim: block,
+            block_dim: table_block,
             shared_mem_bytes: 0,
         };
         let params: [&dyn DeviceRepr; 3] = [&offs, &ptr, &args];
@@ -418,4 +431,28 @@ fn gathered_rows(
     let launched = unsafe { f.launch(&place.stream, cfg, &params) };
     drop(table);
     launched
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The number `#define NAME n` gives in `source`.
+    fn defined(source: &str, name: &str) -> u32 {
+        let line = source
+            .lines()
+            .find(|l| l.starts_with(&format!("#define {name} ")))
+            .unwrap_or_else(|| panic!("no #define {name}"));
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn blocks_have_the_kernels_warps() {
+        // A block short of the kernel's warps leaves rows of the output unwritten.
+        assert_eq!(
+            block_threads(true),
+            32 * defined(mv_mma::SOURCE, "NVQM_WARPS")
+        );
+        assert_eq!(block_threads(false), 32 * defined(QUANTIZED, "NVQ_WARPS"));
+    }
 }

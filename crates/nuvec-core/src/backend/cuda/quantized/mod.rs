@@ -15,23 +15,25 @@
 //!   allows (8-byte ones for 2 and 6 bits, 4-byte ones for 3 and 5), dequantizes in registers
 //!   and sums in f32, [`ROWS_AT_ONCE`] rows of `x` at a time; when `w` has too few rows to fill
 //!   the device, the inner axis is split and the pieces' f32 sums are added in a second kernel,
-//!   in a fixed order. `NUVEC_QMV_MMA=1` sends the f16 and bf16 ones with 4 bits to the
-//!   tensor-core kernel instead (`mv_mma.rs`: about half the instructions a weight; off by
-//!   default until it is tested and timed on the H200). `x · w` runs a plain kernel (a thread a
+//!   in a fixed order. The f16 and bf16 ones with 4 bits go to the tensor-core kernel instead
+//!   (`mv_mma.rs`: about half the instructions a weight, 1.3 times the speed on an H100;
+//!   `NUVEC_QMV_MMA=0` keeps the CUDA-core kernel). `x · w` runs a plain kernel (a thread a
 //!   pack of 32 outputs, a row of `x` a block), split the same way, for f32 and for few rows;
 //! - more rows in f32 (past [`F32_GEMM_ROWS`]), and in f16 and bf16 from [`HALF_GEMM_ROWS`]
-//!   (a prefill's; `NUVEC_QMM_DEQUANT=0` keeps these on the tiled kernel): `w` dequantized
+//!   (a prefill's; `NUVEC_QMM_DEQUANT=0` keeps these on the kernels below): `w` dequantized
 //!   into a temporary matrix of the activations' type (the CPU's weights bit for bit; at most
-//!   [`HALF_GEMM_BYTES`] for the half types), then one cuBLASLt product;
+//!   [`HALF_GEMM_BYTES`] for the half types), then one cuBLASLt product. Where the warpgroup
+//!   kernel takes the product, it keeps it up to [`wgmma::MAX_ROWS`] rows: below, the
+//!   dequantization's fixed cost outweighs cuBLAS's faster product;
 //! - between, in f16 and bf16, both orientations: the tiled tensor-core kernel
 //!   (`tiled.rs`), which dequantizes tiles of `w` into shared memory (each weight rounded once
 //!   to the activation type, where the CPU keeps it in f32: results agree within the type's
 //!   rounding, not bit for bit) and multiplies with `mma.sync`; `x · w` there needs an inner
 //!   axis that is a multiple of 8 (the plain kernel takes the others). On Hopper (compute
-//!   capability 9.x), `NUVEC_QMM_WGMMA=1` sends `x · wᵀ` with 4 bits and more than
-//!   [`wgmma::MIN_ROWS`] rows to the warpgroup kernel instead (`wgmma.rs`: the dequantized
-//!   weights go straight from registers into `wgmma`; off by default until it is tested and
-//!   timed on the H200 in its corrected form).
+//!   capability 9.x), `x · wᵀ` with 4 bits and more than [`wgmma::MIN_ROWS`] rows goes to the
+//!   warpgroup kernel instead (`wgmma.rs`: the dequantized weights go straight from registers
+//!   into `wgmma`, twice the tiled kernel's speed on an H100; `NUVEC_QMM_WGMMA=0` keeps the
+//!   tiled kernel).
 //!
 //! Operands are read row-major from 16-byte-aligned starts (copied on the device where they
 //! are not). A batched `w` runs these kernels through `gather_qmm`'s (`batched_matmul`). What
@@ -274,13 +276,16 @@ fn dequantize(
     let (_b, biases) = aligned(place, &inputs[2])?;
     let tn = type_names(dtype).expect("a float type").1;
     let f = kernel(place, dtype, bits, symbol!("dequantize_{tn}_b{bits}")?)?;
+    // A thread a 16-byte piece of a pack's values.
+    let pieces = packs * 32 * dtype.size() / 16;
     let (packs, shift) = (packs as i64, group_shift(group_size));
     let params: [&dyn DeviceRepr; 6] = [&wq, &scales, &biases, &to, &packs, &shift];
     // SAFETY: `wq` holds `packs · bits` words and the scales and biases `packs >> shift`
     // elements of `dtype`, row-major from 16-byte-aligned starts (`aligned`; the primitive
     // checked the shapes); `to` is a fresh block of `packs · 32` elements of `dtype`; the
-    // grid-stride loop stays below `packs`; the arguments match `dequantize_*`.
-    unsafe { f.launch(&place.stream, flat(packs as usize), &params)? };
+    // grid-stride loop stays below the pieces of `packs` packs; the arguments match
+    // `dequantize_*`.
+    unsafe { f.launch(&place.stream, flat(pieces), &params)? };
     Ok(Some(vec![out]))
 }
 
@@ -362,10 +367,22 @@ fn broadcast_batch(data: &ArrayData, batch: &[usize]) -> ArrayData {
     })
 }
 
+/// Whether `data` (`[..., r, c]`) holds one matrix: every batch axis of one element or a
+/// broadcast (a step of 0), as `quantized_matmul` makes a `w` of one matrix against a batched
+/// `x`.
+fn one_matrix(data: &ArrayData) -> bool {
+    let l = &data.layout;
+    let own = l.shape.len().saturating_sub(2);
+    l.shape[..own]
+        .iter()
+        .zip(&l.strides[..own])
+        .all(|(&size, &step)| size == 1 || step == 0)
+}
+
 /// `quantized_matmul` with a batched `w` (its scales and biases batched alike), the batch
-/// axes broadcast as the output's: one matrix of `w` (every batch axis of one element) is the
-/// 2-D product over every row of `x`; a `w` batched as the output is a gathered product with
-/// matrix i of `x` (broadcast to the output's batch, copied on the device where it repeats)
+/// axes broadcast as the output's: one matrix of `w` ([`one_matrix`], the scales and biases
+/// too) is the 2-D product over every row of `x`; a `w` batched as the output is a gathered
+/// product with matrix i of `x` (broadcast to the output's batch, copied on the device where it repeats)
 /// and of `w` at index position i. `w` broadcast over part of the output's batch stays on the
 /// host bridge.
 fn batched_matmul(
@@ -382,7 +399,7 @@ fn batched_matmul(
     }
     let batch = &shape[..shape.len() - 2];
     let wbatch: usize = w.layout.shape[..nd - 2].iter().product();
-    if wbatch == 1 {
+    if inputs[1..4].iter().all(one_matrix) {
         // The last two axes of w, the scales and the biases as matrices.
         let matrix = |d: &ArrayData| {
             let l = &d.layout;
@@ -458,7 +475,22 @@ fn matmul(
     if packs > i32::MAX as usize || groups > i32::MAX as usize {
         return Ok(None);
     }
-    // The tensor-core kernels that take only some products: many rows on Hopper, few rows.
+    // Past the warpgroup kernel's rows, the dequantized weights and cuBLAS are faster (where
+    // the temporary fits); below, the tensor-core kernels that take only some products (many
+    // rows on Hopper, few rows) come first.
+    let dequantizes = half_gemm() && dequantizes_halves(dtype, m, n, k);
+    if dequantizes
+        && m > wgmma::MAX_ROWS
+        && let Some(out) = dequantized_matmul(
+            place,
+            inputs,
+            (group_size, bits, transpose),
+            (m, n, k),
+            outputs,
+        )?
+    {
+        return Ok(Some(out));
+    }
     for route in [wgmma::matmul, mv_mma::matmul] {
         if let Some(out) = route(
             place,
@@ -470,8 +502,7 @@ fn matmul(
             return Ok(Some(out));
         }
     }
-    if half_gemm()
-        && dequantizes_halves(dtype, m, n, k)
+    if dequantizes
         && let Some(out) = dequantized_matmul(
             place,
             inputs,
@@ -723,6 +754,22 @@ fn tiled_matmul(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_broadcast_w_is_one_matrix() {
+        let w = ArrayData::from_vec(vec![0.0f32; 6], &[1, 2, 3]);
+        assert!(one_matrix(&w));
+        // As `quantized_matmul` widens it against an `x` of batch 4: steps of 0.
+        let wide = w.view(Layout {
+            shape: vec![4, 2, 3],
+            strides: vec![0, 3, 1],
+            offset: 0,
+        });
+        assert!(one_matrix(&wide));
+        let two = ArrayData::from_vec(vec![0.0f32; 12], &[2, 1, 2, 3]);
+        assert!(!one_matrix(&two));
+        assert!(one_matrix(&ArrayData::from_vec(vec![0.0f32; 6], &[2, 3])));
+    }
 
     #[test]
     fn only_half_type_prefills_of_modest_weights_dequantize() {

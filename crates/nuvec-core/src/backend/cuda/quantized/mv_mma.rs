@@ -15,9 +15,9 @@
 //! of the product that share one matrix of `w`.
 //!
 //! Knobs, for tuning and comparison (read once):
-//! - `NUVEC_QMV_MMA=1` sends these products (and the gathered ones) here. Off by default
-//!   until their tests and their speed against the CUDA-core kernels have run on the H200
-//!   (the emulation checks them against the products in double meanwhile);
+//! - `NUVEC_QMV_MMA=0` keeps these products (and the gathered ones) on the CUDA-core kernels,
+//!   for comparison: on an H100 this kernel read the weights of `qmv_14336x4096` at 2,324
+//!   GB/s, the CUDA-core one at 1,792;
 //! - `NUVEC_QMV_MMA_SHAPE=R,S` picks the instantiated tiles of 16 rows a warp (`R`) and slices
 //!   of the inner axis a block of 8 warps (`S`) among [`SHAPES`] (by default `2,4`);
 //! - `NUVEC_KERNEL_DEFINES` sets the kernel's `NVQM_UNROLL` and `NVQM_MINB`.
@@ -38,8 +38,8 @@ use crate::{DType, Result};
 /// module includes it too.
 pub(super) const SOURCE: &str = include_str!("../kernels/quantized_mv_mma.cu");
 
-/// Threads a block (`NVQM_WARPS` warps).
-const THREADS: u32 = 256;
+/// Threads a block (`NVQM_WARPS` warps), of both forms.
+pub(super) const THREADS: u32 = 256;
 /// Rows of `x` a block takes (the products' 8 columns; the gathered form's chunks).
 pub(super) const X_ROWS: usize = 8;
 /// The most rows of `x` sent here (one block's columns): beyond, the tiled kernels read each
@@ -67,10 +67,10 @@ struct MmaArgs {
 // `NvQmvMma`, so its bytes are what the kernel reads as its parameter.
 unsafe impl DeviceRepr for MmaArgs {}
 
-/// Whether the kernels are on (`NUVEC_QMV_MMA=1`; off by default until timed on the H200).
+/// Whether the kernels are on (the default; `NUVEC_QMV_MMA=0` turns them off).
 pub(super) fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("NUVEC_QMV_MMA").is_some_and(|v| v == "1"))
+    *ON.get_or_init(|| std::env::var_os("NUVEC_QMV_MMA").is_none_or(|v| v != "0"))
 }
 
 /// The (tiles a warp, slices a block) pair: `NUVEC_QMV_MMA_SHAPE` where it names one of

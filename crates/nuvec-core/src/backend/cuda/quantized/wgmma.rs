@@ -13,13 +13,9 @@
 //! f32. The kernel's header says more.
 //!
 //! Knobs, for tuning and comparison (read once):
-//! - `NUVEC_QMM_WGMMA=1` sends these products here. Off by default: on the H200 the form
-//!   that keeps one step's products in flight during the next step's dequantization lost the
-//!   last step's products (the kernel's `NVQW_INFLIGHT` says why, and how the kernel now
-//!   avoids it); the form that retires each step's products first (the kernel's default) was
-//!   right on the six shapes checked there (64 to 256 values, f16 and bf16, groups of 32 and
-//!   64), but neither this file's tests nor its speed against the tiled kernel, which takes
-//!   these products meanwhile, have run on it yet;
+//! - `NUVEC_QMM_WGMMA=0` keeps these products on the tiled kernel, for comparison (on an
+//!   H100, `qmm_512x14336x4096` ran at 428 TFLOP/s here, 209 there, and 330 through the
+//!   dequantized weights and cuBLAS, which takes the products past [`MAX_ROWS`]);
 //! - `NUVEC_QMM_WGMMA_BX` (128 or 256) sets the rows of `x` a block takes (by default 128 for
 //!   up to 128 rows, else 256);
 //! - `NUVEC_QMM_WGMMA_STAGES` sets the stages where that pair is instantiated ([`SHAPES`]) and
@@ -48,6 +44,10 @@ const THREADS: u32 = 256;
 /// The products with more rows of `x` than this come here; fewer would leave most of a
 /// block's columns empty.
 pub(super) const MIN_ROWS: usize = 64;
+/// The most rows of `x` this kernel keeps where the dequantized route can take the product:
+/// past them, dequantizing `w` once (about 90 us for [14336, 4096] on an H100) costs less
+/// than what cuBLAS's product (about 1.5 times this kernel's rate) saves.
+pub(super) const MAX_ROWS: usize = 1024;
 /// The largest grid dimension y.
 const GRID_Y: usize = 65_535;
 /// The instantiated (rows of `x` a block, stages) pairs.
@@ -69,11 +69,10 @@ struct WgArgs {
 // `NvQw`, so its bytes are what the kernel reads as its parameter.
 unsafe impl DeviceRepr for WgArgs {}
 
-/// Whether the kernel is on (`NUVEC_QMM_WGMMA=1` turns it on; off by default until its
-/// corrected form is timed against the tiled kernel on the H200).
+/// Whether the kernel is on (the default; `NUVEC_QMM_WGMMA=0` turns it off).
 fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("NUVEC_QMM_WGMMA").is_some_and(|v| v == "1"))
+    *ON.get_or_init(|| std::env::var_os("NUVEC_QMM_WGMMA").is_none_or(|v| v != "0"))
 }
 
 /// A numeric environment knob, read once into `cell`.
