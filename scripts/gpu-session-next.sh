@@ -10,7 +10,8 @@
 # quantized timings (prefill at 512, 1,024 and 4,096 rows by route, the warpgroup kernel's
 # block shapes, decoding and the experts' products by kernel) against PyTorch. Part 3: the
 # headline cases (rows, attention, decoding, the gated delta rule) against PyTorch, Liger and
-# flash-linear-attention in the same run. Knobs need no rebuild.
+# flash-linear-attention in the same run. Part 4: the row kernels' threads a row. Knobs need no
+# rebuild.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -56,6 +57,18 @@ for d in NVQM_UNROLL=4 NVQM_MINB=1; do echo "== decode, $d"; NUVEC_KERNEL_DEFINE
   $B --device gpu --budget 1 qmv_14336x4096 moe_qmv_1 moe_qmv_64 2>&1 | tail -3; done
 for sh in 1,4 2,2 2,8; do echo "== decode, tensor-core shape $sh"; NUVEC_QMV_MMA_SHAPE=$sh timeout 40 \
   $B --device gpu --budget 1 qmv_14336x4096 moe_qmv_1 moe_qmv_64 2>&1 | tail -3; done
+exit 0
+fi
+if [ "$part" = 4 ]; then
+# The row kernels' threads a row (`NUVEC_ROWS_PACKS`: 16-byte packs a thread in rows longer
+# than a warp holds; by default 4, 128 threads a row of 4,096 bf16) for the two-exchange
+# kernels behind Liger (softmax, layer norm), the RMS norms beside them, and Liger again.
+W="copy softmax layer_norm rms_norm add_rms_norm logsumexp"
+echo "== rows, default"; timeout 60 $B --device gpu --budget 0.5 --json $OUT/rows.json $W 2>&1 | tail -6
+for p in 1 2 8; do echo "== rows, $p packs a thread"; NUVEC_ROWS_PACKS=$p timeout 60 $B --device gpu \
+  --budget 0.5 --json $OUT/rows_p$p.json $W 2>&1 | tail -6; done
+echo "== liger"; timeout 90 python3 bench/peers/liger_bench.py --json $OUT/liger.json softmax \
+  layer_norm rms_norm 2>&1 | tail -3
 exit 0
 fi
 # Part 3: the headline cases against the peers in the same run.

@@ -121,6 +121,29 @@ pub(super) fn packs(n: usize, size: usize, max_packs: usize) -> Option<(usize, u
         .find(|&(lanes, _)| lanes <= 512)
 }
 
+/// [`packs`] for the forward row kernels (norms, softmax, log-sum-exp), whose every count of
+/// [`FORWARD_PACKS`] is instantiated: `NUVEC_ROWS_PACKS`, where it names one of them, is the
+/// packs a thread takes in rows longer than a warp holds (a tuning knob: fewer packs, more
+/// threads a row, fewer registers a thread), as long as the row fits 512 threads.
+pub(super) fn forward_packs(n: usize, size: usize) -> Option<(usize, usize)> {
+    static ASKED: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    let asked = *ASKED.get_or_init(|| {
+        std::env::var("NUVEC_ROWS_PACKS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|p| FORWARD_PACKS.contains(p))
+    });
+    let chosen = packs(n, size, 8)?;
+    let total = n.div_ceil(16 / size).max(1);
+    match asked {
+        Some(p) if chosen.0 > 32 => {
+            let lanes = total.div_ceil(p).next_multiple_of(32);
+            Some(if lanes <= 512 { (lanes, p) } else { chosen })
+        }
+        _ => Some(chosen),
+    }
+}
+
 /// `blocks`, or at most `NUVEC_ROWS_RESIDENT` blocks a multiprocessor where that is set: a
 /// tuning knob for the forward row kernels (norms, softmax, log-sum-exp), whose rows then loop
 /// in each block (with `NUVEC_KERNEL_DEFINES="NV_NORM_PREFETCH=1 NV_SOFTMAX_PREFETCH=1"`,
@@ -166,7 +189,6 @@ pub(super) fn pack_mode(n: usize, dtype: DType, views: &[(u64, &Strided, i64)]) 
 }
 
 /// The pack counts the forward kernels are instantiated for ([`packs`]' choices).
-#[cfg(test)]
 pub(super) const FORWARD_PACKS: [usize; 4] = [1, 2, 4, 8];
 
 /// The module family of norm kernels of kind `kind` (`NV_NORMS_<kind>` in `norms.cu`): `rms`,
@@ -345,7 +367,7 @@ fn norm(
         }
     }
     let mode = pack_mode(n, dtype, &views);
-    let (f, lanes, block) = match packs(n, dtype.size(), 8) {
+    let (f, lanes, block) = match forward_packs(n, dtype.size()) {
         Some((lanes, p)) => {
             let name = symbol!("{kind}_{mode}_{tn}_{p}")?;
             (kernel(place, dtype, kind, p, name)?, lanes, block_of(lanes))

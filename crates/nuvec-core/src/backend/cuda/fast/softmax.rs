@@ -19,7 +19,7 @@
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
-use super::norms::{block_of, pack_mode, packs, resident, rows_view};
+use super::norms::{block_of, forward_packs, pack_mode, resident, rows_view};
 use super::{CudaKernel, Place, with_copies};
 use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::type_names;
@@ -174,7 +174,7 @@ fn packed_rows(
     };
     let (true, Some((lanes, p)), Some((rows, st))) = (
         TYPES.contains(&dtype),
-        packs(n, dtype.size(), 8),
+        forward_packs(n, dtype.size()),
         rows_view(&x.layout),
     ) else {
         return Ok(None);

@@ -28,12 +28,12 @@
 // - Lanes whose column g of x lies past m, and packs past k, read nothing and give zeros.
 //
 // Knobs (`NUVEC_KERNEL_DEFINES`): NVQM_UNROLL (chunks a warp's loop unrolls, so that their
-// loads are in flight together) and NVQM_MINB (blocks a multiprocessor the register budget
-// aims at).
+// loads are in flight together: 4 read `qmv_14336x4096` at 2,368 GB/s on the H200, 2 at
+// 2,306) and NVQM_MINB (blocks a multiprocessor the register budget aims at).
 
 #define NVQM_WARPS 8
 #ifndef NVQM_UNROLL
-#define NVQM_UNROLL 2
+#define NVQM_UNROLL 4
 #endif
 #ifndef NVQM_MINB
 #define NVQM_MINB 2

@@ -13,9 +13,10 @@
 //! f32. The kernel's header says more.
 //!
 //! Knobs, for tuning and comparison (read once):
-//! - `NUVEC_QMM_WGMMA=0` keeps these products on the tiled kernel, for comparison (on an
-//!   H100, `qmm_512x14336x4096` ran at 428 TFLOP/s here, 209 there, and 330 through the
-//!   dequantized weights and cuBLAS, which takes the products past [`MAX_ROWS`]);
+//! - `NUVEC_QMM_WGMMA=0` keeps these products on the tiled kernel, for comparison (on the
+//!   H200, `qmm_512x14336x4096` ran at 422 TFLOP/s here and 349 through the dequantized
+//!   weights and cuBLAS, which takes the products past [`MAX_ROWS`]; on an H100, 428 here
+//!   and 209 on the tiled kernel);
 //! - `NUVEC_QMM_WGMMA_BX` (128 or 256) sets the rows of `x` a block takes (by default 128 for
 //!   up to 128 rows, else 256);
 //! - `NUVEC_QMM_WGMMA_STAGES` sets the stages where that pair is instantiated ([`SHAPES`]) and
@@ -45,9 +46,11 @@ const THREADS: u32 = 256;
 /// block's columns empty.
 pub(super) const MIN_ROWS: usize = 64;
 /// The most rows of `x` this kernel keeps where the dequantized route can take the product:
-/// past them, dequantizing `w` once (about 90 us for [14336, 4096] on an H100) costs less
-/// than what cuBLAS's product (about 1.5 times this kernel's rate) saves.
-pub(super) const MAX_ROWS: usize = 1024;
+/// past them, dequantizing `w` once costs less than what cuBLAS's product (about 1.6 times
+/// this kernel's rate) saves. On the H200, [14336, 4096] at 4 bits took 0.28 us a row here
+/// and 110 us plus 0.12 a row through the dequantized weights (even at about 700 rows: 422
+/// against 349 TFLOP/s at 512, 423 against 513 at 1,024).
+pub(super) const MAX_ROWS: usize = 640;
 /// The largest grid dimension y.
 const GRID_Y: usize = 65_535;
 /// The instantiated (rows of `x` a block, stages) pairs.
