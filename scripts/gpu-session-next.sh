@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # The next GPU session's runs (device tool: carry [".gpu", ".whl"], command
-# "bash scripts/gpu-session-next.sh 1", then 2, then 3), after
-# `GPU_TESTS="gpu_quantized gpu_qmm gpu_gather fast_ops" gpu-pack --bench` and the fla-core
-# and liger-kernel wheels in .whl/ (the device README says how).
-# Part 1: the quantized tests with the new defaults (the tensor-core matrix-vector kernels,
-# their gathered form now launched with its eight warps, the warpgroup prefill with products
-# in flight, a `w` of one matrix broadcast against a batched `x` as a plain product) and with
-# the older routes (`NUVEC_QMV_MMA=0 NUVEC_QMM_WGMMA=0`); logs under $OUT. Part 2: the
+# "bash scripts/gpu-session-next.sh 1", then 4, 2 and 3), after
+# `GPU_TESTS="gpu_quantized gpu_qmm gpu_gather gpu_rows gpu_norms fast_ops" gpu-pack --bench` and the
+# fla-core and liger-kernel wheels in .whl/ (the device README says how).
+# Part 1: the quantized tests with this session's defaults (the tensor-core matrix-vector
+# kernels, the warpgroup prefill up to 640 rows) and with the older routes
+# (`NUVEC_QMV_MMA=0 NUVEC_QMM_WGMMA=0`), the row kernels' tests with one barrier an exchange
+# and with two, and `compute-sanitizer`'s race check on them; logs under $OUT. Part 2: the
 # quantized timings (prefill at 512, 1,024 and 4,096 rows by route, the warpgroup kernel's
 # block shapes, decoding and the experts' products by kernel) against PyTorch. Part 3: the
 # headline cases (rows, attention, decoding, the gated delta rule) against PyTorch, Liger and
-# flash-linear-attention in the same run. Part 4: the row kernels' threads a row. Knobs need no
-# rebuild.
+# flash-linear-attention in the same run. Part 4: the row kernels' exchanges with one barrier
+# against two. Knobs need no rebuild.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -32,8 +32,19 @@ if [ "$part" = 1 ]; then
   t wgmma_retire env NUVEC_KERNEL_DEFINES="NVQW_INFLIGHT=0" timeout 280 $T/gpu_qmm_wgmma-* \
     --test-threads=2 &
   t seed timeout 280 $T/fast_ops-* --test-threads=2 &
+  t rows timeout 280 $T/gpu_rows-* --test-threads=2 &
+  t norms timeout 280 $T/gpu_norms-* --test-threads=2 &
+  t rows_two env NUVEC_KERNEL_DEFINES="NV_ROW_TWO_BARRIERS=1" timeout 280 $T/gpu_rows-* \
+    --test-threads=2 &
   wait
-  for f in quant quant_old gather gather_old wgmma wgmma_retire seed; do
+  # The row exchanges' alternating buffers under the race checker (one thread: softmax's
+  # tests, then the forward norms').
+  t racecheck_rows timeout 150 compute-sanitizer --tool racecheck $T/gpu_rows-* \
+    --test-threads=1 softmax
+  t racecheck_norms timeout 150 compute-sanitizer --tool racecheck $T/gpu_norms-* \
+    --test-threads=1
+  for f in quant quant_old gather gather_old wgmma wgmma_retire seed rows norms rows_two \
+    racecheck_rows racecheck_norms; do
     echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$f.log" | head -8
     grep -A3 "panicked" "$OUT/$f.log" | head -8
   done
@@ -60,13 +71,15 @@ for sh in 1,4 2,2 2,8; do echo "== decode, tensor-core shape $sh"; NUVEC_QMV_MMA
 exit 0
 fi
 if [ "$part" = 4 ]; then
-# The row kernels' threads a row (`NUVEC_ROWS_PACKS`: 16-byte packs a thread in rows longer
-# than a warp holds; by default 4, 128 threads a row of 4,096 bf16) for the two-exchange
-# kernels behind Liger (softmax, layer norm), the RMS norms beside them, and Liger again.
-W="copy softmax layer_norm rms_norm add_rms_norm logsumexp"
+# The row kernels' exchanges with one barrier each (the buffers alternated) against two (as
+# before, `NV_ROW_TWO_BARRIERS=1`), and Liger again: softmax and layer norm (two exchanges a
+# row) ran behind Liger. (`NUVEC_ROWS_PACKS` 1, 2 and 8 all lost to the default 4 on the
+# H200.)
+W="copy softmax layer_norm rms_norm add_rms_norm rms_norm_vjp"
 echo "== rows, default"; timeout 60 $B --device gpu --budget 0.5 --json $OUT/rows.json $W 2>&1 | tail -6
-for p in 1 2 8; do echo "== rows, $p packs a thread"; NUVEC_ROWS_PACKS=$p timeout 60 $B --device gpu \
-  --budget 0.5 --json $OUT/rows_p$p.json $W 2>&1 | tail -6; done
+echo "== rows, two barriers an exchange (as before)"; NUVEC_KERNEL_DEFINES="NV_ROW_TWO_BARRIERS=1" \
+  timeout 60 $B --device gpu --budget 0.5 $W 2>&1 | tail -6
+echo "== rows, default again"; timeout 60 $B --device gpu --budget 0.5 $W 2>&1 | tail -6
 echo "== liger"; timeout 90 python3 bench/peers/liger_bench.py --json $OUT/liger.json softmax \
   layer_norm rms_norm 2>&1 | tail -3
 exit 0

@@ -6,10 +6,12 @@
 // stand-ins sum in double, so results match the device's to rounding, not bit for bit.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <barrier>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <random>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -204,7 +206,23 @@ inline std::unique_ptr<std::barrier<>> nv_emu_wg[8];
 // Named barriers 1 to 15 of 256 threads (two warpgroups: one waits, one arrives).
 inline std::unique_ptr<std::barrier<>> nv_emu_named[16];
 inline float nv_emu_xf[32][32];
-inline void __syncthreads() { nv_emu_block->arrive_and_wait(); }
+// With NV_EMU_JITTER, whole warps leaving a block barrier sleep now and then (about one
+// barrier in four, 5 ms: every lane of a warp draws the same), so that a warp still to read
+// a shared buffer lags well behind one that goes on to write it again; a missing barrier then
+// shows in the results (without it the window is too small to hit).
+#ifdef NV_EMU_JITTER
+inline void nv_emu_jitter() {
+  thread_local unsigned passed = 0;
+  const unsigned h = (unsigned)(threadIdx.x >> 5) * 2654435761u + ++passed * 40503u;
+  if (((h >> 7) & 3) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+#else
+inline void nv_emu_jitter() {}
+#endif
+inline void __syncthreads() {
+  nv_emu_block->arrive_and_wait();
+  nv_emu_jitter();
+}
 inline void nv_emu_warp_sync() { nv_emu_warp[threadIdx.x >> 5]->arrive_and_wait(); }
 inline float nv_emu_shfl(float v, int src) {
   const int w = threadIdx.x >> 5, l = threadIdx.x & 31;

@@ -263,6 +263,7 @@ int main() {
   bad += softmax_case<4, true, false>(20, 1024, 32, 7);
   bad += softmax_case<4, true, true>(20, 1024, 32, 8);
   bad += softmax_case<4, true, false>(7, 4096, 128, 9);
+  bad += softmax_case<4, true, true>(7, 4096, 128, 19);
   bad += softmax_case<4, false, true>(9, 1001, 32, 10);
   bad += lse_warp_case<true>(37, 4096, 15);
   bad += lse_warp_case<true>(21, 3000, 16);
@@ -271,6 +272,7 @@ int main() {
   bad += vjp_case<4, true, false>(20, 1024, 32, 11);
   bad += vjp_case<4, true, true>(20, 1024, 32, 12);
   bad += vjp_case<4, true, false>(7, 4096, 128, 13);
+  bad += vjp_case<4, true, true>(7, 4096, 128, 20);
   bad += vjp_case<4, false, true>(9, 1001, 32, 14);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;

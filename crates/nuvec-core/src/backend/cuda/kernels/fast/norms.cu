@@ -121,9 +121,11 @@ __device__ __forceinline__ void nv_norm_rows(const T* __restrict__ x, const Stri
 #define NV_LAYER_ONE_PASS 0
 #endif
 
+// `slot`: the exchanges' buffers (rows.cuh), or null for exchanges that end with a barrier.
 template <typename T, int P>
 __device__ __forceinline__ void nv_pack_stats(const NvPacks<T, P>& x, i64 n, float eps, bool centre,
-                                              int lane, int lanes, float& mean, float& inv) {
+                                              int lane, int lanes, float& mean, float& inv,
+                                              int* slot = nullptr) {
   constexpr int V = NvVec<T>::v;
   const float fn = (float)n;
   if (centre && NV_LAYER_ONE_PASS) {
@@ -146,7 +148,7 @@ __device__ __forceinline__ void nv_pack_stats(const NvPacks<T, P>& x, i64 n, flo
         m2 += j < valid ? d * d : 0.0f;
       }
     }
-    nv_row_moments(c, m, m2, lanes);
+    nv_row_moments(c, m, m2, lanes, slot);
     mean = m;
     inv = 1.0f / sqrtf(m2 / fn + eps);
     return;
@@ -158,7 +160,7 @@ __device__ __forceinline__ void nv_pack_stats(const NvPacks<T, P>& x, i64 n, flo
     for (int k = 0; k < P; ++k)
 #pragma unroll
       for (int j = 0; j < V; ++j) sum += x.at(k, j);
-    mean = nv_row_sum(sum, lanes) / fn;
+    mean = nv_row_sum(sum, lanes, slot) / fn;
   }
   float sq = 0.0f;
 #pragma unroll
@@ -171,7 +173,7 @@ __device__ __forceinline__ void nv_pack_stats(const NvPacks<T, P>& x, i64 n, flo
       sq += j < valid ? d * d : 0.0f;
     }
   }
-  sq = nv_row_sum(sq, lanes);
+  sq = nv_row_sum(sq, lanes, slot);
   inv = 1.0f / sqrtf(sq / fn + eps);
 }
 
@@ -210,7 +212,7 @@ __device__ __forceinline__ void nv_norm_load(const NvNormRow<T>& R, i64 n, int l
 template <typename T, int P, bool packed, bool res, bool centre>
 __device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, NvPacks<T, P> x,
                                               const NvPacks<T, P>& q, i64 n, float eps, int lane,
-                                              int lanes) {
+                                              int lanes, int* slot) {
   constexpr int V = NvVec<T>::v;
   if (res) {
 #pragma unroll
@@ -232,7 +234,7 @@ __device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, NvPacks<T, 
     }
   }
   float mean, inv;
-  nv_pack_stats<T, P>(x, n, eps, centre, lane, lanes, mean, inv);
+  nv_pack_stats<T, P>(x, n, eps, centre, lane, lanes, mean, inv, slot);
   const bool hw = R.w != nullptr, hb = centre && R.b != nullptr;
 #pragma unroll
   for (int k = 0; k < P; ++k) {
@@ -296,6 +298,8 @@ __device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const
     return R;
   };
   const i64 step = (i64)gridDim.x * groups;
+  // The exchanges' buffers, alternated (rows.cuh).
+  int slot = 0;
   NvPacks<T, P> xp, qp;
   if (NV_NORM_PREFETCH) {
     // The next row's loads go out before this row's exchanges, so the memory stays busy
@@ -306,7 +310,7 @@ __device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const
     for (; t < nrows; t += step) {
       NvPacks<T, P> xn = xp, qn = qp;
       if (t + step < nrows) nv_norm_load<T, P, packed, res>(row(t + step), n, lane, lanes, xn, qn);
-      nv_norm_packs<T, P, packed, res, centre>(row(t), xp, qp, n, eps, lane, lanes);
+      nv_norm_packs<T, P, packed, res, centre>(row(t), xp, qp, n, eps, lane, lanes, &slot);
       xp = xn;
       qp = qn;
     }
@@ -315,7 +319,7 @@ __device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const
   for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += step) {
     const NvNormRow<T> R = row(t);
     nv_norm_load<T, P, packed, res>(R, n, lane, lanes, xp, qp);
-    nv_norm_packs<T, P, packed, res, centre>(R, xp, qp, n, eps, lane, lanes);
+    nv_norm_packs<T, P, packed, res, centre>(R, xp, qp, n, eps, lane, lanes, &slot);
   }
 }
 
@@ -329,16 +333,18 @@ __device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const
 // kernel adds the partial rows in a fixed order (no atomics: every run gives the same bits).
 // The RMS norm needs one row reduction (of two sums), the layer norm two.
 
-// The sums a and b over the `lanes` threads of a row, as `nv_row_sum` (one exchange).
-__device__ __forceinline__ void nv_row_sum2(float& a, float& b, int lanes) {
+// The sums a and b over the `lanes` threads of a row, as `nv_row_sum` (one exchange; `slot`
+// as there).
+__device__ __forceinline__ void nv_row_sum2(float& a, float& b, int lanes, int* slot) {
 #pragma unroll
   for (int m = 16; m >= 1; m >>= 1) {
     a += __shfl_xor_sync(0xffffffffu, a, m);
     b += __shfl_xor_sync(0xffffffffu, b, m);
   }
   if (lanes > 32) {
-    __shared__ float part[2][32];
+    __shared__ float parts[2][2][32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float (*part)[32] = parts[*slot];
     if (lane == 0) {
       part[0][warp] = a;
       part[1][warp] = b;
@@ -351,7 +357,8 @@ __device__ __forceinline__ void nv_row_sum2(float& a, float& b, int lanes) {
       a += __shfl_xor_sync(0xffffffffu, a, m);
       b += __shfl_xor_sync(0xffffffffu, b, m);
     }
-    __syncthreads();
+    *slot ^= 1;
+    if (NV_ROW_TWO_BARRIERS) __syncthreads();
   }
 }
 
@@ -402,6 +409,8 @@ __device__ __forceinline__ void nv_norm_vjp_packs(const T* __restrict__ x, const
   (void)zero;
   const float fn = (float)n;
   const i64 step = (i64)gridDim.x * groups;
+  // The exchanges' buffers, alternated (rows.cuh).
+  int slot = 0;
   NvPacks<T, P> xr, gr;
   if (NV_VJP_PREFETCH && (i64)blockIdx.x * groups + gi < nrows) {
     const i64 t = (i64)blockIdx.x * groups + gi;
@@ -443,7 +452,7 @@ __device__ __forceinline__ void nv_norm_vjp_packs(const T* __restrict__ x, const
           su += gr.at(k, j) * wv[j];
         }
       }
-      nv_row_sum2(sx, su, lanes);
+      nv_row_sum2(sx, su, lanes, &slot);
       mean = sx / fn;
       umean = su / fn;
     }
@@ -461,7 +470,7 @@ __device__ __forceinline__ void nv_norm_vjp_packs(const T* __restrict__ x, const
         suc += gr.at(k, j) * wv[j] * c;
       }
     }
-    nv_row_sum2(sq, suc, lanes);
+    nv_row_sum2(sq, suc, lanes, &slot);
     const float inv = 1.0f / sqrtf(sq / fn + eps);
     const float proj = suc / fn * inv * inv * inv;
 #pragma unroll

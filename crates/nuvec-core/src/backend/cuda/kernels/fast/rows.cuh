@@ -9,21 +9,36 @@
 #define NV_INF __int_as_float(0x7f800000)
 #define NV_NAN __int_as_float(0x7fc00000)
 
+// The block form of an exchange (a row over more than a warp) meets in a shared buffer, after
+// one barrier. Before the buffer is written again, every thread must have read it:
+// - `slot` null: a second barrier ends the exchange;
+// - else the exchange takes buffer *slot of two and flips *slot, with no second barrier. A
+//   kernel that passes one slot variable to every exchange of its rows alternates the two
+//   buffers, so a buffer is written again only after another exchange's barrier, which every
+//   thread reaches after its reads of the buffer (one barrier an exchange where there were
+//   two: a row of softmax or layer norm waited on four).
+// NV_ROW_TWO_BARRIERS=1 (`NUVEC_KERNEL_DEFINES`) ends every exchange with the second barrier
+// again, for the comparison.
+#ifndef NV_ROW_TWO_BARRIERS
+#define NV_ROW_TWO_BARRIERS 0
+#endif
+
 // The sum of `v` over the `lanes` threads of a row (a warp, or the whole block of up to 1024
 // threads), in every one of them. With the block form every thread of the block must call it.
-__device__ __forceinline__ float nv_row_sum(float v, int lanes) {
+__device__ __forceinline__ float nv_row_sum(float v, int lanes, int* slot = nullptr) {
 #pragma unroll
   for (int m = 16; m >= 1; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
   if (lanes > 32) {
-    __shared__ float part[32];
+    __shared__ float part[2][32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0) part[warp] = v;
+    const int b = slot != nullptr ? *slot : 0;
+    if (lane == 0) part[b][warp] = v;
     __syncthreads();
-    v = lane < lanes / 32 ? part[lane] : 0.0f;
+    v = lane < lanes / 32 ? part[b][lane] : 0.0f;
 #pragma unroll
     for (int m = 16; m >= 1; m >>= 1) v += __shfl_xor_sync(0xffffffffu, v, m);
-    // `part` is written again by the next call.
-    __syncthreads();
+    if (slot != nullptr) *slot ^= 1;
+    if (slot == nullptr || NV_ROW_TWO_BARRIERS) __syncthreads();  // `part` is written again
   }
   return v;
 }
@@ -42,7 +57,8 @@ __device__ __forceinline__ void nv_merge_moments(float& c, float& m, float& m2, 
 
 // The moments of a row from each thread's own (count, mean, squared deviations), merged over
 // the `lanes` threads of the row, in every one of them (the block form as nv_row_sum).
-__device__ __forceinline__ void nv_row_moments(float& c, float& m, float& m2, int lanes) {
+__device__ __forceinline__ void nv_row_moments(float& c, float& m, float& m2, int lanes,
+                                               int* slot = nullptr) {
 #pragma unroll
   for (int s = 16; s >= 1; s >>= 1) {
     const float cb = __shfl_xor_sync(0xffffffffu, c, s);
@@ -51,8 +67,9 @@ __device__ __forceinline__ void nv_row_moments(float& c, float& m, float& m2, in
     nv_merge_moments(c, m, m2, cb, mb, m2b);
   }
   if (lanes > 32) {
-    __shared__ float part[3][32];
+    __shared__ float parts[2][3][32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float (*part)[32] = parts[slot != nullptr ? *slot : 0];
     if (lane == 0) {
       part[0][warp] = c;
       part[1][warp] = m;
@@ -70,7 +87,8 @@ __device__ __forceinline__ void nv_row_moments(float& c, float& m, float& m2, in
       const float m2b = __shfl_xor_sync(0xffffffffu, m2, s);
       nv_merge_moments(c, m, m2, cb, mb, m2b);
     }
-    __syncthreads();
+    if (slot != nullptr) *slot ^= 1;
+    if (slot == nullptr || NV_ROW_TWO_BARRIERS) __syncthreads();
   }
 }
 
@@ -78,18 +96,20 @@ __device__ __forceinline__ void nv_row_moments(float& c, float& m, float& m2, in
 __device__ __forceinline__ float nv_max_nan(float a, float b) { return (a != a || a > b) ? a : b; }
 
 // The maximum of `v` over the `lanes` threads of a row, as `nv_row_sum`.
-__device__ __forceinline__ float nv_row_max(float v, int lanes) {
+__device__ __forceinline__ float nv_row_max(float v, int lanes, int* slot = nullptr) {
 #pragma unroll
   for (int m = 16; m >= 1; m >>= 1) v = nv_max_nan(v, __shfl_xor_sync(0xffffffffu, v, m));
   if (lanes > 32) {
-    __shared__ float part[32];
+    __shared__ float part[2][32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    if (lane == 0) part[warp] = v;
+    const int b = slot != nullptr ? *slot : 0;
+    if (lane == 0) part[b][warp] = v;
     __syncthreads();
-    v = lane < lanes / 32 ? part[lane] : -NV_INF;
+    v = lane < lanes / 32 ? part[b][lane] : -NV_INF;
 #pragma unroll
     for (int m = 16; m >= 1; m >>= 1) v = nv_max_nan(v, __shfl_xor_sync(0xffffffffu, v, m));
-    __syncthreads();
+    if (slot != nullptr) *slot ^= 1;
+    if (slot == nullptr || NV_ROW_TWO_BARRIERS) __syncthreads();
   }
   return v;
 }

@@ -59,16 +59,17 @@ __device__ __forceinline__ void nv_merge_max_sum(float& m, float& s, float mo, f
 
 // The row's (maximum, sum of exponentials) from each thread's pair, over the `lanes` threads
 // of the row (a warp, or the whole block of up to 1024 threads), in every one of them: one
-// exchange where a maximum then a sum take two (`nv_row_max`, `nv_row_sum`).
-__device__ __forceinline__ void nv_row_max_sum(float& m, float& s, int lanes) {
+// exchange where a maximum then a sum take two (`nv_row_max`, `nv_row_sum`; `slot` as there).
+__device__ __forceinline__ void nv_row_max_sum(float& m, float& s, int lanes, int* slot) {
 #pragma unroll
   for (int k = 16; k >= 1; k >>= 1) {
     const float mo = __shfl_xor_sync(0xffffffffu, m, k), so = __shfl_xor_sync(0xffffffffu, s, k);
     nv_merge_max_sum(m, s, mo, so);
   }
   if (lanes > 32) {
-    __shared__ float part[2][32];
+    __shared__ float parts[2][2][32];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    float (*part)[32] = parts[*slot];
     if (lane == 0) {
       part[0][warp] = m;
       part[1][warp] = s;
@@ -82,8 +83,8 @@ __device__ __forceinline__ void nv_row_max_sum(float& m, float& s, int lanes) {
       const float mo = __shfl_xor_sync(0xffffffffu, m, k), so = __shfl_xor_sync(0xffffffffu, s, k);
       nv_merge_max_sum(m, s, mo, so);
     }
-    // `part` is written again by the next call.
-    __syncthreads();
+    *slot ^= 1;
+    if (NV_ROW_TWO_BARRIERS) __syncthreads();
   }
 }
 
@@ -99,6 +100,8 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
   const int groups = blockDim.x / lanes;
   const int g = threadIdx.x / lanes, lane = threadIdx.x % lanes;
   const i64 step = (i64)gridDim.x * groups;
+  // The exchanges' buffers, alternated (rows.cuh).
+  int slot = 0;
   NvPacks<T, P> r, rn;
   if (NV_SOFTMAX_PREFETCH && (i64)blockIdx.x * groups + g < nrows) {
     const i64 t = (i64)blockIdx.x * groups + g;
@@ -129,7 +132,7 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
     // then 0, or the row's maximum is not finite either).
     const float own = mx == mx && mx != -NV_INF && mx != NV_INF ? mx : 0.0f;
 #else
-    const float m0 = nv_row_max(mx, lanes);
+    const float m0 = nv_row_max(mx, lanes, &slot);
     const float own = m0 == m0 && m0 != -NV_INF && m0 != NV_INF ? m0 : 0.0f;
 #endif
     float acc = 0.0f;
@@ -151,12 +154,12 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
     // Every thread takes part (the block form synchronises); `finite` is the same in all.
 #if NV_SOFTMAX_ONE_EXCHANGE
     float m = mx, sum = acc;
-    nv_row_max_sum(m, sum, lanes);
+    nv_row_max_sum(m, sum, lanes, &slot);
     const bool finite = m == m && m != -NV_INF && m != NV_INF;
     // The thread's exponentials relative to the row's maximum.
     const float rescale = finite && mx != -NV_INF ? nv_exp2((own - m) * NV_LOG2E) : 0.0f;
 #else
-    const float m = m0, sum = nv_row_sum(acc, lanes), rescale = 1.0f;
+    const float m = m0, sum = nv_row_sum(acc, lanes, &slot), rescale = 1.0f;
     const bool finite = m == m && m != -NV_INF && m != NV_INF;
 #endif
     if (lse) {
