@@ -1,9 +1,9 @@
 //! Quantized products on the GPU, 4-bit weights in groups of 64 with bf16 scales, biases and
 //! activations: a linear layer's weight [14336, 4096] while decoding (`qmv_14336x4096`, GB/s
 //! of the packed words, scales and biases read) and in prefill (`qmm_512x14336x4096`,
-//! `qmm_1024x14336x4096`, `qmm_4096x14336x4096`, TFLOP/s of `2 · m · n · k`), and a mixture of experts' layer while
-//! decoding, 8 of 128 experts of [768, 2048] for 1 and 64 tokens (`moe_qmv_1`, `moe_qmv_64`,
-//! `gather_qmm`; GB/s of the distinct experts' bytes).
+//! `qmm_1024x14336x4096`, `qmm_4096x14336x4096`, TFLOP/s of `2 · m · n · k`), and a mixture
+//! of experts' layer while decoding, 8 of 128 experts of [768, 2048] for 1 and 64 tokens
+//! (`moe_qmv_1`, `moe_qmv_64`, `gather_qmm`; GB/s of the distinct experts' bytes).
 //!
 //! The weights are quantized on the device when the case is prepared; the checks recompute
 //! sampled outputs in f64 from the packed words, scales and biases read back once.

@@ -16,7 +16,7 @@
 //!   and sums in f32, [`ROWS_AT_ONCE`] rows of `x` at a time; when `w` has too few rows to fill
 //!   the device, the inner axis is split and the pieces' f32 sums are added in a second kernel,
 //!   in a fixed order. The f16 and bf16 ones with 4 bits go to the tensor-core kernel instead
-//!   (`mv_mma.rs`: about half the instructions a weight, 1.3 times the speed on an H100;
+//!   (`mv_mma.rs`: about half the instructions a weight, 1.25 times the speed on the H200;
 //!   `NUVEC_QMV_MMA=0` keeps the CUDA-core kernel). `x · w` runs a plain kernel (a thread a
 //!   pack of 32 outputs, a row of `x` a block), split the same way, for f32 and for few rows;
 //! - more rows in f32 (past [`F32_GEMM_ROWS`]), and in f16 and bf16 from [`HALF_GEMM_ROWS`]
@@ -382,9 +382,9 @@ fn one_matrix(data: &ArrayData) -> bool {
 /// `quantized_matmul` with a batched `w` (its scales and biases batched alike), the batch
 /// axes broadcast as the output's: one matrix of `w` ([`one_matrix`], the scales and biases
 /// too) is the 2-D product over every row of `x`; a `w` batched as the output is a gathered
-/// product with matrix i of `x` (broadcast to the output's batch, copied on the device where it repeats)
-/// and of `w` at index position i. `w` broadcast over part of the output's batch stays on the
-/// host bridge.
+/// product with matrix i of `x` (broadcast to the output's batch, copied on the device where
+/// it repeats) and of `w` at index position i. `w` broadcast over part of the output's batch
+/// stays on the host bridge.
 fn batched_matmul(
     place: &Place,
     inputs: &[ArrayData],
