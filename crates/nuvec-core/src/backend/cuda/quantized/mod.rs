@@ -443,6 +443,16 @@ fn batched_matmul(
     Ok(gather::product(place, &op, &d, &operands, None, None, outputs)?.map(|y| vec![y]))
 }
 
+/// A product route of [`matmul`]: `(place, inputs, (group_size, bits, transpose), (m, n, k),
+/// outputs)` to the output, or `None` where it does not take the product.
+type Route = fn(
+    &Place,
+    &[ArrayData],
+    (usize, u32, bool),
+    (usize, usize, usize),
+    &[OutputSpec],
+) -> Result<Option<Vec<ArrayData>>>;
+
 /// `quantized_matmul` on the device (a batched `w` through [`batched_matmul`]).
 fn matmul(
     place: &Place,
@@ -475,23 +485,19 @@ fn matmul(
     if packs > i32::MAX as usize || groups > i32::MAX as usize {
         return Ok(None);
     }
-    // Past the warpgroup kernel's rows, the dequantized weights and cuBLAS are faster (where
-    // the temporary fits); below, the tensor-core kernels that take only some products (many
+    // The routes that take only some products, in order, each where its condition holds; the
+    // first to give a result wins. Past the warpgroup kernel's rows the dequantized weights
+    // and cuBLAS are faster (where the temporary fits); below, the tensor-core kernels (many
     // rows on Hopper, few rows) come first.
     let dequantizes = half_gemm() && dequantizes_halves(dtype, m, n, k);
-    if dequantizes
-        && m > wgmma::MAX_ROWS
-        && let Some(out) = dequantized_matmul(
-            place,
-            inputs,
-            (group_size, bits, transpose),
-            (m, n, k),
-            outputs,
-        )?
-    {
-        return Ok(Some(out));
-    }
-    for route in [wgmma::matmul, mv_mma::matmul] {
+    let routes: [(bool, Route); 5] = [
+        (dequantizes && m > wgmma::MAX_ROWS, dequantized_matmul),
+        (true, wgmma::matmul),
+        (true, mv_mma::matmul),
+        (dequantizes, dequantized_matmul),
+        (m > ROWS_AT_ONCE, tiled_matmul),
+    ];
+    for (_, route) in routes.into_iter().filter(|&(taken, _)| taken) {
         if let Some(out) = route(
             place,
             inputs,
@@ -501,28 +507,6 @@ fn matmul(
         )? {
             return Ok(Some(out));
         }
-    }
-    if dequantizes
-        && let Some(out) = dequantized_matmul(
-            place,
-            inputs,
-            (group_size, bits, transpose),
-            (m, n, k),
-            outputs,
-        )?
-    {
-        return Ok(Some(out));
-    }
-    if m > ROWS_AT_ONCE
-        && let Some(out) = tiled_matmul(
-            place,
-            inputs,
-            (group_size, bits, transpose),
-            (m, n, k),
-            outputs,
-        )?
-    {
-        return Ok(Some(out));
     }
     if dtype == DType::F32 && m > F32_GEMM_ROWS {
         return dequantized_matmul(
