@@ -88,6 +88,12 @@ inline void nv_ldsm4_t(u32* r, const void* p) { nv_emu_ldsm4(r, p, true); }
 inline float nv_flash_exp2(float x) { return std::exp2(x); }
 inline float nv_flash_max_nan(float x, float lo) { return x != x ? x : std::max(x, lo); }
 
+// gated_delta.cu's.
+template <int BYTES>
+inline void nv_gd_cp(void* dst, const void* src) { std::memcpy(dst, src, BYTES); }
+inline void nv_gd_commit() {}
+inline void nv_gd_wait(int) {}
+
 // rope.cu's.
 inline void nv_rope_cp16(void* dst, const void* src) { std::memcpy(dst, src, 16); }
 inline void nv_rope_wait() {}
@@ -115,6 +121,8 @@ inline void nvq_ldsm4(u32* r, const void* p) { nv_emu_ldsm4(r, p, false); }
 inline void nvq_ldsm4_t(u32* r, const void* p) { nv_emu_ldsm4(r, p, true); }
 
 // attention.cu's.
+inline void nv_attn_release_dependents() {}
+inline void nv_attn_wait_primary() {}
 inline float nv_attn_exp2(float x) { return std::exp2(x); }
 template <typename T, bool VEC>
 inline uint4 nv_attn_chunk(const T* p) {

@@ -242,6 +242,43 @@ impl Kernel {
         cfg: LaunchConfig,
         params: &[&dyn DeviceRepr],
     ) -> Result<()> {
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.queue(stream, cfg, params, false) }
+    }
+
+    /// Queues the kernel as [`Kernel::launch`] does, but as a programmatic dependent launch
+    /// (Hopper's): its blocks may start while the kernel before it on `stream` still runs,
+    /// so its launch hides behind that kernel's last blocks. The kernel must wait for the
+    /// one before (`griddepcontrol.wait`, which returns once that grid has finished and its
+    /// writes are visible) before it touches anything the one before writes or reads.
+    /// Only with `NUVEC_PDL=1` and on Hopper and later (not yet timed on the device, so off
+    /// by default); otherwise an ordinary launch.
+    ///
+    /// # Safety
+    /// As for [`Kernel::launch`], and the kernel waits as said above.
+    pub(crate) unsafe fn launch_dependent(
+        &self,
+        stream: &CudaStream,
+        cfg: LaunchConfig,
+        params: &[&dyn DeviceRepr],
+        arch: Arch,
+    ) -> Result<()> {
+        let early = arch.major >= 9 && programmatic_launches();
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.queue(stream, cfg, params, early) }
+    }
+
+    /// The launch itself, with programmatic stream serialization when `early`.
+    ///
+    /// # Safety
+    /// As for [`Kernel::launch_dependent`].
+    unsafe fn queue(
+        &self,
+        stream: &CudaStream,
+        cfg: LaunchConfig,
+        params: &[&dyn DeviceRepr],
+        early: bool,
+    ) -> Result<()> {
         if params.len() > MAX_PARAMS {
             return Err(Error::Device(format!(
                 "cuda: {} takes {} parameters, more than {MAX_PARAMS}",
@@ -259,20 +296,61 @@ impl Kernel {
             Error::Device(format!("cuda: launching {}: {e}", self.symbol.as_str()))
         };
         stream.context().bind_to_thread().map_err(failed)?;
-        // SAFETY: the caller guarantees the parameters' types and the memory they address;
-        // `raw` holds one address per parameter, each of a live value.
+        if !early {
+            // SAFETY: the caller guarantees the parameters' types and the memory they
+            // address; `raw` holds one address per parameter, each of a live value.
+            return unsafe {
+                result::launch_kernel(
+                    self.f.cu_function(),
+                    cfg.grid_dim,
+                    cfg.block_dim,
+                    cfg.shared_mem_bytes,
+                    stream.cu_stream(),
+                    &mut raw[..params.len()],
+                )
+            }
+            .map_err(failed);
+        }
+        use cudarc::driver::sys;
+        let mut attr = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value: sys::CUlaunchAttributeValue {
+                programmaticStreamSerializationAllowed: 1,
+            },
+        };
+        let config = sys::CUlaunchConfig {
+            gridDimX: cfg.grid_dim.0,
+            gridDimY: cfg.grid_dim.1,
+            gridDimZ: cfg.grid_dim.2,
+            blockDimX: cfg.block_dim.0,
+            blockDimY: cfg.block_dim.1,
+            blockDimZ: cfg.block_dim.2,
+            sharedMemBytes: cfg.shared_mem_bytes,
+            hStream: stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        // SAFETY: as above; `config` and the one attribute it points to live through the
+        // call, which copies them.
         unsafe {
-            result::launch_kernel(
+            sys::cuLaunchKernelEx(
+                &config,
                 self.f.cu_function(),
-                cfg.grid_dim,
-                cfg.block_dim,
-                cfg.shared_mem_bytes,
-                stream.cu_stream(),
-                &mut raw[..params.len()],
+                raw.as_mut_ptr(),
+                std::ptr::null_mut(),
             )
         }
+        .result()
         .map_err(failed)
     }
+}
+
+/// Whether dependent kernels launch programmatically ([`Kernel::launch_dependent`]):
+/// `NUVEC_PDL=1` turns it on.
+fn programmatic_launches() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("NUVEC_PDL").is_ok_and(|v| v.trim() == "1"))
 }
 
 #[cfg(test)]

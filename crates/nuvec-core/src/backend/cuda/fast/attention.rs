@@ -23,7 +23,9 @@
 //! units (1, 2 or 4 rows a block). `attention.cu` and `attention_wide.cu` say how.
 //!
 //! Sequences of at least [`SINGLE`] keys may be split over several blocks (enough to give
-//! every multiprocessor several, with whole waves) and merged by a second kernel; the paged
+//! every multiprocessor several, with whole waves) and merged by a second kernel (with
+//! `NUVEC_PDL=1`, a programmatic dependent launch on Hopper, so that its launch overlaps the
+//! split kernel's last blocks; not yet timed, so off by default); the paged
 //! kernel decides per sequence on the device, from its length. Tuning knobs, for the
 //! benchmarks: `NUVEC_ATTN_MERGE=block` has the last split block of each row chunk merge the
 //! splits (no second kernel; counters kept per stream, set back to zero by the kernel), and
@@ -669,9 +671,10 @@ fn launch(
         };
         let params: [&dyn DeviceRepr; 5] = [&out_ptr, &po, &pml, &lengths, &job.args];
         // SAFETY: one block per output row (B·Hq·Lq < 2^32, checked when the node was
-        // recorded); each reads its row's nsplit parts, written by the launch before on this
-        // stream, and writes its D outputs; lengths as above.
-        unsafe { f.launch(&place.stream, config, &params) }?;
+        // recorded); each waits for the launch before on this stream (griddepcontrol.wait
+        // first), then reads its row's nsplit parts, which that launch wrote, and writes its D
+        // outputs; lengths as above.
+        unsafe { f.launch_dependent(&place.stream, config, &params, place.gpu.props.arch) }?;
     }
     // The parts go back to the cache; only this stream may take them before the queued
     // kernels that use them have run, which stream order makes safe.

@@ -131,6 +131,21 @@ __device__ __forceinline__ float nv_attn_exp2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
+
+// Programmatic dependent launches (Hopper's; no-ops where a kernel was not launched so, and
+// before Hopper): the split kernel lets the merge's launch begin as soon as its blocks have
+// all started, and the merge waits for the split kernel to finish, its writes visible, before
+// it reads anything.
+__device__ __forceinline__ void nv_attn_release_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void nv_attn_wait_primary() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 // } nuvec-emulation
 
 // One 16-byte chunk of a row as raw words: one vector load when VEC, else element by element.
@@ -780,6 +795,7 @@ __device__ __forceinline__ void nv_attention_combine(const i32* __restrict__ len
   constexpr int TPP = NvAttnCombine<D>::TPP, P = NvAttnCombine<D>::P;
   __shared__ float4 sh_o[P * TPP];
   __shared__ float2 sh_ml[P];
+  nv_attn_wait_primary();
   const i64 row = blockIdx.x;
   const i64 hq = (i64)a.hkv * a.group;
   const i64 b = row / (hq * a.lq);
@@ -910,6 +926,7 @@ __device__ __forceinline__ void nv_attn_merge_last(const i32* __restrict__ lengt
   extern "C" __global__ void __launch_bounds__(NV_ATTN_THREADS, BLOCKS)                         \
       NAME(const T* q, const T* k, const T* v, const i32* table, const i32* lengths, T* out,    \
            float* part_o, float2* part_ml, u32* counters, const NvAttn a) {                     \
+    nv_attn_release_dependents();                                                               \
     FN<__VA_ARGS__, PAGED, VEC>(q, k, v, table, lengths, out, part_o, part_ml, a);              \
     nv_attn_merge_last<T, D, R, PAGED>(lengths, out, part_o, part_ml, counters, a);             \
   }
