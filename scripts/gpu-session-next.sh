@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The next GPU session's runs (device tool: carry [".gpu", ".whl"], command
-# "bash scripts/gpu-session-next.sh 1", then 4, 2 and 3), after
+# The GPU sessions' runs (device tool: carry [".gpu", ".whl"], command
+# "bash scripts/gpu-session-next.sh N"; parts 1 and 4 ran on an H100 on 2026-12-05, fourth
+# session; next on the H200: 5, 2 and 3), after
 # `GPU_TESTS="gpu_quantized gpu_qmm gpu_gather gpu_rows gpu_norms fast_ops" gpu-pack --bench` and the
 # fla-core and liger-kernel wheels in .whl/ (the device README says how).
 # Part 1: the quantized tests with this session's defaults (the tensor-core matrix-vector
@@ -11,9 +12,8 @@
 # block shapes, decoding and the experts' products by kernel) against PyTorch. Part 3: the
 # headline cases (rows, attention, decoding, the gated delta rule) against PyTorch, Liger and
 # flash-linear-attention in the same run. Part 4: the row kernels' exchanges with one barrier
-# against two. Part 5 (with `GPU_TESTS="gpu_gated gpu_attention fast_ops gpu_graph"`): the
-# gated delta rule's ring form and the merge's dependent launch, tested; part 6: both timed
-# against the old ways. Knobs need no rebuild.
+# against two. Part 5 (with `GPU_TESTS="gpu_attention fast_ops gpu_graph"`): the decoding
+# merge's dependent launch, tested and timed against an ordinary launch. Knobs need no rebuild.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -87,35 +87,20 @@ echo "== liger"; timeout 90 python3 bench/peers/liger_bench.py --json $OUT/liger
 exit 0
 fi
 if [ "$part" = 5 ]; then
-# Tests of this session's changes, both off by default and turned on here by their knobs: the
-# gated delta rule's ring form (3 buffers; the gated tests also with 2 and 4 and with the
-# register form), and the decoding attention's merge as a programmatic dependent launch (on,
-# and off).
-t gated env NUVEC_GD_STAGES=3 timeout 150 $T/gpu_gated_delta-* --test-threads=2 &
-t gated_s2 env NUVEC_GD_STAGES=2 timeout 150 $T/gpu_gated_delta-* --test-threads=2 &
-t gated_s4 env NUVEC_GD_STAGES=4 timeout 150 $T/gpu_gated_delta-* --test-threads=2 &
-t gated_reg env NUVEC_GD_STAGES=0 timeout 150 $T/gpu_gated_delta-* --test-threads=2 &
-t attn env NUVEC_PDL=1 timeout 150 $T/gpu_attention-* --test-threads=2 &
-t attn_nopdl env NUVEC_PDL=0 timeout 150 $T/gpu_attention-* --test-threads=2 &
-t seed env NUVEC_GD_STAGES=3 NUVEC_PDL=1 timeout 150 $T/fast_ops-* --test-threads=2 &
-t graph env NUVEC_PDL=1 timeout 150 $T/gpu_graph-* --test-threads=2 &
+# The decoding attention's merge as a programmatic dependent launch (the default) against an
+# ordinary launch (`NUVEC_PDL=0`) on the H200: tests, then timings, then each kernel's time
+# under ncu (its clocks) at B1 8k and in the experts' 64-token product.
+t attn timeout 150 $T/gpu_attention-* --test-threads=4 &
+t attn_nopdl env NUVEC_PDL=0 timeout 150 $T/gpu_attention-* --test-threads=4 &
+t seed timeout 150 $T/fast_ops-* --test-threads=2 &
+t graph timeout 150 $T/gpu_graph-* --test-threads=2 &
 wait
-for f in gated gated_s2 gated_s4 gated_reg attn attn_nopdl seed graph; do
-  echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$f.log" | head -6
-  grep -A3 "panicked" "$OUT/$f.log" | head -8
+for f in attn attn_nopdl seed graph; do
+  echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$f.log" | head -4
 done
-exit 0
-fi
-if [ "$part" = 6 ]; then
-# Timings of this session's changes, each against the old way in the same run.
-G="copy gated_delta_decode"
-for st in 3 0 2 4 3; do echo "== gated decode, NUVEC_GD_STAGES=$st (0: registers)"
-  NUVEC_GD_STAGES=$st timeout 40 $B --device gpu --budget 0.5 $G 2>&1 | tail -2; done
 A="decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k paged_decode_b8_8k"
 for pdl in 1 0 1; do echo "== decode, NUVEC_PDL=$pdl"
   NUVEC_PDL=$pdl timeout 60 $B --device gpu --budget 0.5 $A 2>&1 | tail -6; done
-echo "== launch floor"; timeout 30 $B --device gpu --budget 0.3 launch_floor 2>&1 | tail -1
-# Each kernel's time (ncu's clocks) in the experts' 64-token product and in decoding at B1.
 for c in decode_b1_8k moe_qmv_64; do
   timeout 60 ncu --csv --metrics gpu__time_duration.sum -c 60 $B --device gpu --budget 0.02 $c \
     > $OUT/ncu_$c.csv 2> $OUT/ncu_$c.err; echo "ncu $c rc=$?"; done

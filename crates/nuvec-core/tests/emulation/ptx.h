@@ -88,12 +88,6 @@ inline void nv_ldsm4_t(u32* r, const void* p) { nv_emu_ldsm4(r, p, true); }
 inline float nv_flash_exp2(float x) { return std::exp2(x); }
 inline float nv_flash_max_nan(float x, float lo) { return x != x ? x : std::max(x, lo); }
 
-// gated_delta.cu's.
-template <int BYTES>
-inline void nv_gd_cp(void* dst, const void* src) { std::memcpy(dst, src, BYTES); }
-inline void nv_gd_commit() {}
-inline void nv_gd_wait(int) {}
-
 // rope.cu's.
 inline void nv_rope_cp16(void* dst, const void* src) { std::memcpy(dst, src, 16); }
 inline void nv_rope_wait() {}

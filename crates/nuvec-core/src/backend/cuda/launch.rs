@@ -251,8 +251,9 @@ impl Kernel {
     /// so its launch hides behind that kernel's last blocks. The kernel must wait for the
     /// one before (`griddepcontrol.wait`, which returns once that grid has finished and its
     /// writes are visible) before it touches anything the one before writes or reads.
-    /// Only with `NUVEC_PDL=1` and on Hopper and later (not yet timed on the device, so off
-    /// by default); otherwise an ordinary launch.
+    /// Before Hopper, or with `NUVEC_PDL=0`, it is an ordinary launch. Its one user (the
+    /// decoding attention's merge) launches outside graph captures: a kernel recorded into a
+    /// graph this way has not been tried on the device.
     ///
     /// # Safety
     /// As for [`Kernel::launch`], and the kernel waits as said above.
@@ -346,11 +347,11 @@ impl Kernel {
     }
 }
 
-/// Whether dependent kernels launch programmatically ([`Kernel::launch_dependent`]):
-/// `NUVEC_PDL=1` turns it on.
+/// Whether dependent kernels launch programmatically ([`Kernel::launch_dependent`]): on
+/// by default, `NUVEC_PDL=0` turns it off.
 fn programmatic_launches() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("NUVEC_PDL").is_ok_and(|v| v.trim() == "1"))
+    *ON.get_or_init(|| std::env::var("NUVEC_PDL").map_or(true, |v| v.trim() != "0"))
 }
 
 #[cfg(test)]

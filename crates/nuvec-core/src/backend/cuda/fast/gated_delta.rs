@@ -12,14 +12,9 @@
 //! blocks: decoding a large batch keeps 8 rows a warp, a single sequence one row a warp.
 //! Where every step is staged at once (decoding) and the units outnumber four blocks a
 //! multiprocessor, the looping form runs (`gated_delta_units_*`: that many blocks walk every
-//! unit, loading the next one's rows into registers during this one's steps; same bits). The
-//! ring form (`gated_delta_ring_*`, with `NUVEC_GD_STAGES` of 2 to 4; off by default until
-//! timed on the device) takes its place: as many blocks as fit walk every unit, later units'
-//! rows fetched by cp.async into shared memory `stages - 1` units ahead, so that the rows in
-//! flight are bounded by shared memory rather than registers; same bits. Tuning knobs:
-//! `NUVEC_GD_ROWS` forces `R`; `NUVEC_GD_STAGES` as said;
-//! `NUVEC_GD_RESIDENT=k` sets the looping form's blocks a multiprocessor and caps the ring's
-//! (0: a block a unit).
+//! unit, loading the next one's rows during this one's steps; same bits). Tuning knobs:
+//! `NUVEC_GD_ROWS` forces `R`; `NUVEC_GD_RESIDENT=k` sets the looping form's blocks a
+//! multiprocessor (0: a block a unit).
 //!
 //! q, k, v, g and β are read through their strides, in any of the kernel types (their type
 //! is a kernel argument: their loads are few next to the state's). The state must be
@@ -50,7 +45,7 @@ use cudarc::driver::{DeviceRepr, LaunchConfig};
 use super::{CudaKernel, Place, nested};
 use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::{convert, type_names};
-use crate::backend::cuda::launch::{Symbol, symbol};
+use crate::backend::cuda::launch::symbol;
 use crate::fast::gated_delta::{GatedDelta, GatedDeltaSlots};
 use crate::fast::{Arg, kernel_sized};
 use crate::primitive::OutputSpec;
@@ -76,10 +71,6 @@ const WARPS: usize = 4;
 /// Blocks a multiprocessor the grid should have: a few waves of the 5 to 10 blocks of 128
 /// threads a multiprocessor holds (the kernels use 40 to 96 registers a thread).
 const BLOCKS_PER_SM: usize = 16;
-/// The ring form's buffers of state rows when it runs ([`ring_stages`]).
-const RING_STAGES: usize = 3;
-/// Whether the ring form runs unless `NUVEC_GD_STAGES` says otherwise.
-const RING_BY_DEFAULT: bool = false;
 /// Steps staged in shared memory at once, at most.
 const MAX_CHUNK: usize = 16;
 /// Shared memory of one block's staged steps, at most (under the 48 KiB a block gets unasked).
@@ -104,7 +95,7 @@ struct GdArgs {
     types: i32,
     every: i32,
     chunk: i32,
-    stages: i32,
+    pad: i32,
 }
 
 // SAFETY: `GdArgs` is `repr(C)` plain data with the field order, types and alignment of
@@ -356,97 +347,6 @@ fn resident_blocks() -> Option<usize> {
     })
 }
 
-/// Buffers of state rows the ring form keeps (`NUVEC_GD_STAGES`, 2 to 4), if it runs: where
-/// the looping form would, its later units' rows fetched into shared memory by cp.async
-/// rather than the next unit's into registers. Off by default ([`RING_BY_DEFAULT`]) until
-/// timed on the device; `0` (or `1`) keeps the register form.
-fn ring_stages() -> Option<usize> {
-    static STAGES: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    *STAGES.get_or_init(|| {
-        let asked = std::env::var("NUVEC_GD_STAGES").ok();
-        asked
-            .map_or(RING_BY_DEFAULT.then_some(RING_STAGES), |v| v.parse().ok())
-            .filter(|k: &usize| (2..=4).contains(k))
-    })
-}
-
-/// How the blocks of a launch walk the units.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Form {
-    /// A block a unit.
-    Grid,
-    /// `blocks` blocks walk every unit, the next unit's rows loaded into registers.
-    Looping { blocks: usize },
-    /// `blocks` blocks walk every unit, `stages - 1` units' rows ahead in shared memory.
-    Ring { blocks: usize, stages: usize },
-}
-
-/// What the knobs ask of a launch's form (read once from the environment by [`Knobs::read`]).
-#[derive(Debug, Clone, Copy)]
-struct Knobs {
-    /// The looping form's blocks a multiprocessor; `None`: a block a unit.
-    looping: Option<usize>,
-    /// The ring form's buffers; `None`: the looping form.
-    stages: Option<usize>,
-    /// `NUVEC_GD_RESIDENT`, when set: caps the ring's blocks a multiprocessor.
-    cap: Option<usize>,
-}
-
-impl Knobs {
-    fn read() -> Knobs {
-        Knobs {
-            looping: resident_blocks(),
-            stages: ring_stages(),
-            cap: forced_resident(),
-        }
-    }
-}
-
-/// The form of a launch of `units` units with every step staged at once or not
-/// (`all_staged`); `resident(stages)` is how many blocks of the ring form with `stages`
-/// buffers a multiprocessor holds (0: it does not run).
-fn form(
-    units: usize,
-    all_staged: bool,
-    sms: usize,
-    knobs: Knobs,
-    resident: impl FnOnce(usize) -> Result<usize>,
-) -> Result<Form> {
-    let Some(k) = knobs.looping.filter(|_| all_staged) else {
-        return Ok(Form::Grid);
-    };
-    if let Some(stages) = knobs.stages {
-        // The occupancy the shared memory allows, unless `NUVEC_GD_RESIDENT` asks for fewer;
-        // none (buffers past a block's shared memory): the register form.
-        let per_sm = resident(stages)?.min(knobs.cap.unwrap_or(usize::MAX));
-        let blocks = per_sm * sms;
-        if per_sm > 0 {
-            return Ok(if blocks < units {
-                Form::Ring { blocks, stages }
-            } else {
-                Form::Grid
-            });
-        }
-    }
-    let blocks = k * sms;
-    Ok(if blocks < units {
-        Form::Looping { blocks }
-    } else {
-        Form::Grid
-    })
-}
-
-/// `NUVEC_GD_RESIDENT` when set to a positive count.
-fn forced_resident() -> Option<usize> {
-    static FORCED: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
-    *FORCED.get_or_init(|| {
-        std::env::var("NUVEC_GD_RESIDENT")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|&k: &usize| k > 0)
-    })
-}
-
 /// Queues the recurrence of `job` on this stream.
 fn launch(place: &Place, job: &Job<'_>) -> Result<()> {
     let [q, _, v, ..] = job.inputs else {
@@ -477,52 +377,26 @@ fn launch(place: &Place, job: &Job<'_>) -> Result<()> {
     let ptrs = starts(place, job.inputs)?;
     let tn = type_names(job.state).expect("a float type").1;
     let sms = place.gpu.props.sms as usize;
-    let threads = warps * 32;
-    let staged = chunk * step_bytes;
-    // The ring form's buffers follow the staged steps, 16-byte aligned.
-    let ring_bytes =
-        |stages: usize| staged.next_multiple_of(16) + stages * rows * dk * job.state.size();
-    let kernel = |name: Symbol| {
-        place
-            .gpu
-            .kernel_in("gated_delta", Some(job.state), e as u32, name, || {
-                source(job.state, e)
-            })
-    };
-    let ring = kernel(symbol!("gated_delta_ring_{tn}_e{e}_r{r}")?)?;
-    let form = form(blocks, chunk >= t, sms, Knobs::read(), |stages| {
-        let (bytes, most) = (ring_bytes(stages), place.gpu.props.shared_per_block);
-        // cp.async moves 4 bytes at least: a lane's part of a row (half states of Dk 32: 2
-        // bytes) and rows past a block's shared memory keep the looping form.
-        if e * job.state.size() < 4 || bytes > most as usize {
-            return Ok(0);
-        }
-        ring.allow_shared(most)?;
-        ring.resident(threads, bytes)
-    })?;
-    let (f, grid, shared) = match form {
-        Form::Grid => (
-            kernel(symbol!("gated_delta_{tn}_e{e}_r{r}")?)?,
-            blocks,
-            staged,
-        ),
-        Form::Looping { blocks: n } => (
-            kernel(symbol!("gated_delta_units_{tn}_e{e}_r{r}")?)?,
-            n,
-            staged,
-        ),
-        Form::Ring { blocks: n, stages } => {
-            args.stages = stages as i32;
-            (ring, n, ring_bytes(stages))
-        }
-    };
+    let looping = resident_blocks()
+        .map(|k| k * sms)
+        .filter(|&grid| grid < blocks && chunk >= t);
+    let f = place.gpu.kernel_in(
+        "gated_delta",
+        Some(job.state),
+        e as u32,
+        match looping {
+            Some(_) => symbol!("gated_delta_units_{tn}_e{e}_r{r}")?,
+            None => symbol!("gated_delta_{tn}_e{e}_r{r}")?,
+        },
+        || source(job.state, e),
+    )?;
     let params: [&dyn DeviceRepr; 10] = [
         &ptrs[0], &ptrs[1], &ptrs[2], &ptrs[3], &ptrs[4], &job.from, &job.to, &job.y, &slots, &args,
     ];
     let cfg = LaunchConfig {
-        grid_dim: (grid as u32, 1, 1),
-        block_dim: (threads as u32, 1, 1),
-        shared_mem_bytes: shared as u32,
+        grid_dim: (looping.unwrap_or(blocks) as u32, 1, 1),
+        block_dim: ((warps * 32) as u32, 1, 1),
+        shared_mem_bytes: (chunk * step_bytes) as u32,
     };
     // SAFETY: q, k, v, g and beta are read at their first elements plus their strides over
     // their shapes ([B, T, Hk, Dk], [B, T, Hv, Dv], [B, T, Hv]; the unit's checks), in the
@@ -533,9 +407,8 @@ fn launch(place: &Place, job: &Job<'_>) -> Result<()> {
     // only at rows below Dv and at slots inside the pool; `y` is a fresh block of
     // `B · T · Hv · Dv` elements of q's type; `slots` is null or B int32 `slot_stride` apart;
     // `blocks` (`units`) covers B · Hv heads of `ceil(Dv / rows)` runs (within 31 bits:
-    // `takes`; the looping and ring forms' smaller grids walk them all), and
-    // the shared memory holds `chunk` staged steps of `rows` rows (and for the ring form,
-    // after them, `stages` buffers of the block's rows); the arguments match
+    // `takes`; the looping form's smaller grid walks them all), and
+    // the shared memory holds `chunk` staged steps of `rows` rows; the arguments match
     // `gated_delta_*`.
     unsafe { f.launch(&place.stream, cfg, &params) }
 }
@@ -587,61 +460,4 @@ fn sequence_args(inputs: &[ArrayData]) -> Result<GdArgs> {
         types,
         ..GdArgs::default()
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn launches_pick_their_form() {
-        let ring = Knobs {
-            looping: Some(4),
-            stages: Some(3),
-            cap: None,
-        };
-        let three = |stages: usize| -> Result<usize> {
-            assert_eq!(stages, 3);
-            Ok(3)
-        };
-        assert_eq!(
-            form(10_000, true, 132, ring, three).unwrap(),
-            Form::Ring {
-                blocks: 396,
-                stages: 3
-            }
-        );
-        // `NUVEC_GD_RESIDENT` caps the ring's blocks.
-        let capped = Knobs {
-            cap: Some(2),
-            ..ring
-        };
-        assert_eq!(
-            form(10_000, true, 132, capped, three).unwrap(),
-            Form::Ring {
-                blocks: 264,
-                stages: 3
-            }
-        );
-        // Steps staged a chunk at a time, or no more units than the ring's blocks: a block a
-        // unit.
-        assert_eq!(form(10_000, false, 132, ring, three).unwrap(), Form::Grid);
-        assert_eq!(form(396, true, 132, ring, three).unwrap(), Form::Grid);
-        // Buffers past a block's shared memory, or the ring off: the register form's four
-        // blocks a multiprocessor.
-        let looping = Form::Looping { blocks: 528 };
-        assert_eq!(form(10_000, true, 132, ring, |_| Ok(0)).unwrap(), looping);
-        let off = Knobs {
-            stages: None,
-            ..ring
-        };
-        assert_eq!(form(10_000, true, 132, off, three).unwrap(), looping);
-        // Looping off: a block a unit.
-        let grid = Knobs {
-            looping: None,
-            ..ring
-        };
-        assert_eq!(form(10_000, true, 132, grid, three).unwrap(), Form::Grid);
-        assert!(form(10_000, true, 132, ring, |_| Err(Error::Device("no".into()))).is_err());
-    }
 }

@@ -51,7 +51,7 @@ struct NvGd {
   i32 types;    // q, k, v, g, beta, y: 2 bits each from bit 0
   i32 every;    // write the state after every step ([B, T, Hv, Dv, Dk]) instead of the last
   i32 chunk;    // steps staged in shared memory at once
-  i32 stages;   // the ring form's buffers of state rows (2 to 4), else unused
+  i32 pad;
 };
 
 __device__ __forceinline__ float nv_gd_load(const void* p, int type, i64 i) {
@@ -356,111 +356,6 @@ __device__ __forceinline__ void nv_gated_delta_units(
   }
 }
 
-// Copies of a lane's accesses of the state into shared memory (cp.async: 4, 8 or 16 bytes,
-// the last bypassing L1; 2-byte accesses only compile, see nv_gated_delta_ring), their groups and the wait for all but the `pending` newest groups
-// (1 to 3; any other count waits for every group).
-// nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
-template <int BYTES>
-__device__ __forceinline__ void nv_gd_cp(void* dst, const void* src) {
-  if constexpr (BYTES == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                     (u32)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
-  } else if constexpr (BYTES < 4) {
-    // Never run (the ring form leaves such rows to the looping form), only compiled.
-    *static_cast<u16*>(dst) = *static_cast<const u16*>(src);
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(
-                     (u32)__cvta_generic_to_shared(dst)), "l"(src), "n"(BYTES) : "memory");
-  }
-}
-__device__ __forceinline__ void nv_gd_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-__device__ __forceinline__ void nv_gd_wait(int pending) {
-  switch (pending) {
-    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
-    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
-    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
-    default: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
-  }
-}
-// } nuvec-emulation
-
-// The ring form (decoding): the looping form with a unit's state rows fetched into shared
-// memory by cp.async `a.stages - 1` units ahead, rather than into registers one unit ahead.
-// The rows a block has in flight are then bounded by shared memory, not by registers, which
-// is what kept the looping form's reads short of the copy's bandwidth; and the fetch of later
-// units goes on while this one's small inputs are staged. A lane fetches exactly the accesses
-// it later reads (nv_gd_read's), so a copy's wait needs no barrier, and the slot it refills
-// is the one it read in the unit before. Shared memory: the staged steps (`chunk` of them, as
-// nv_gd_unit lays them out), then `stages` buffers of the block's rows, 16-byte aligned. Each
-// unit's arithmetic is nv_gated_delta's: the same bits.
-template <typename S, int E, int R>
-__device__ __forceinline__ void nv_gated_delta_ring(
-    const void* __restrict__ q, const void* __restrict__ k, const void* __restrict__ v,
-    const void* __restrict__ g, const void* __restrict__ beta, const S* state, S* out,
-    void* __restrict__ y, const i32* __restrict__ slots, const NvGd& a) {
-  typedef NvGdRow<S, E> L;
-  if constexpr (L::access < 4) {
-    // cp.async moves 4 bytes at least: half states of Dk 32 keep the looping form (the host
-    // does not pick the ring for them).
-    nv_gated_delta_units<S, E, R>(q, k, v, g, beta, state, out, y, slots, a);
-    return;
-  }
-  constexpr int DK = 32 * E;
-  extern __shared__ float4 nv_gd_shared[];
-  const int warps = blockDim.x >> 5, rows = warps * R;
-  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int stages = a.stages;
-  const i64 staged_bytes = (i64)a.chunk * (2 * DK + rows + 2) * 4;
-  S* ring = reinterpret_cast<S*>(reinterpret_cast<char*>(nv_gd_shared) +
-                                 ((staged_bytes + 15) & ~(i64)15));
-  const i64 buffer = (i64)rows * DK;  // elements of one buffer
-  // Fetches unit `unit`'s rows of this lane into buffer `slot` (one group, empty past the
-  // last unit, so that the groups keep their count).
-  auto fetch = [&](i64 unit, int slot) {
-    if (unit < a.units) {
-      const NvGdPlace p = nv_gd_place(a, slots, unit, rows, R);
-      const S* src = state + ((p.from * a.hv + p.h) * a.dv + p.mine) * DK;
-      S* dst = ring + slot * buffer + (i64)w * R * DK;
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if (p.mine + r >= a.dv) continue;
-#pragma unroll
-        for (int c = 0; c < L::N; ++c) {
-          const i64 at = r * DK + (c * 32 + lane) * L::P;
-          nv_gd_cp<L::access>(dst + at, src + at);
-        }
-      }
-    }
-    nv_gd_commit();
-  };
-  for (int s = 0; s + 1 < stages; ++s) fetch(blockIdx.x + (i64)s * gridDim.x, s);
-  int slot = 0;
-  for (i64 unit = blockIdx.x; unit < a.units; unit += gridDim.x) {
-    // The buffer read last unit is refilled, `stages - 1` units ahead.
-    fetch(unit + (i64)(stages - 1) * gridDim.x, slot == 0 ? stages - 1 : slot - 1);
-    nv_gd_wait(stages - 1);
-    const NvGdPlace p = nv_gd_place(a, slots, unit, rows, R);
-    const S* mine = ring + slot * buffer + (i64)w * R * DK;
-    float st[R][E];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (p.mine + r < a.dv) {
-        nv_gd_read<S, E>(mine + r * DK, lane, st[r]);
-      } else {
-#pragma unroll
-        for (int e = 0; e < E; ++e) st[r][e] = 0.0f;
-      }
-    }
-    nv_gd_unit<S, E, R>(q, k, v, g, beta, out, y, a, p, st, [] {});
-    // The staged steps are read by every warp before the next unit stages its own.
-    __syncthreads();
-    slot = slot + 1 == stages ? 0 : slot + 1;
-  }
-  nv_gd_wait(0);
-}
-
 // `gated_delta_<state type>_e<E>_r<R>`: Dk = 32 E, R rows a warp, at most 4 warps a block.
 // No __launch_bounds__: with one, ptxas spilled a few bytes in several instantiations while
 // using fewer registers than it does without (at most 96, none spilled).
@@ -472,8 +367,4 @@ __device__ __forceinline__ void nv_gated_delta_ring(
   extern "C" __global__ void gated_delta_units_##sn##_e##E##_r##R( \
       const void* q, const void* k, const void* v, const void* g, const void* beta, \
       const S* state, S* out, void* y, const i32* slots, NvGd a) { \
-    nv_gated_delta_units<S, E, R>(q, k, v, g, beta, state, out, y, slots, a); } \
-  extern "C" __global__ void gated_delta_ring_##sn##_e##E##_r##R( \
-      const void* q, const void* k, const void* v, const void* g, const void* beta, \
-      const S* state, S* out, void* y, const i32* slots, NvGd a) { \
-    nv_gated_delta_ring<S, E, R>(q, k, v, g, beta, state, out, y, slots, a); }
+    nv_gated_delta_units<S, E, R>(q, k, v, g, beta, state, out, y, slots, a); }
