@@ -12,7 +12,7 @@
 use std::ffi::c_void;
 use std::fmt::{self, Write};
 
-use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, result};
+use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, result, sys};
 
 use crate::{DType, Error, Result};
 
@@ -312,7 +312,6 @@ impl Kernel {
             }
             .map_err(failed);
         }
-        use cudarc::driver::sys;
         let mut attr = sys::CUlaunchAttribute {
             id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
             pad: [0; 4],
