@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU sessions' runs (device tool: carry [".gpu", ".whl"], command
 # "bash scripts/gpu-session-next.sh N"; parts 1 and 4 ran on an H100 on 2026-12-05, fourth
-# session; next on the H200: 5, 2 and 3), after
+# session, 6 and 3 on an H100 in the fifth; next on the H200: 6, 3, 5 and 2), after
 # `GPU_TESTS="gpu_quantized gpu_qmm gpu_gather gpu_rows gpu_norms fast_ops" gpu-pack --bench` and the
 # fla-core and liger-kernel wheels in .whl/ (the device README says how).
 # Part 1: the quantized tests with this session's defaults (the tensor-core matrix-vector
@@ -13,7 +13,11 @@
 # headline cases (rows, attention, decoding, the gated delta rule) against PyTorch, Liger and
 # flash-linear-attention in the same run. Part 4: the row kernels' exchanges with one barrier
 # against two. Part 5 (with `GPU_TESTS="gpu_attention fast_ops gpu_graph"`): the decoding
-# merge's dependent launch, tested and timed against an ordinary launch. Knobs need no rebuild.
+# merge's dependent launch, tested and timed against an ordinary launch. Part 6 (with
+# `GPU_TESTS="gpu_rows gpu_norms fast_ops gpu_fused gpu_backend gpu_index gpu_reduce gpu_sort"`):
+# the row kernels' 16-byte loads and unmasked full rows against the old forms, with the
+# backend's tests (every strided kernel's addressing changed). Part 8: part 6's timings on an
+# H200 only. Knobs need no rebuild.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -104,6 +108,50 @@ for pdl in 1 0 1; do echo "== decode, NUVEC_PDL=$pdl"
 for c in decode_b1_8k moe_qmv_64; do
   timeout 60 ncu --csv --metrics gpu__time_duration.sum -c 60 $B --device gpu --budget 0.02 $c \
     > $OUT/ncu_$c.csv 2> $OUT/ncu_$c.err; echo "ncu $c rc=$?"; done
+exit 0
+fi
+if [ "$part" = 6 ]; then
+# The row kernels' new forms (the session of 2026-12-05, fifth): packs in one 16-byte access
+# (`NV_RAW_ALIGN=4`: the four 4-byte loads the compiler gave before), rows that fill every
+# pack without per-element masks (`NUVEC_ROWS_FULL=0`: the masked form), and the strided
+# views' first axis located without a division (every kernel's `nv_locate`). Tests (the
+# backend's too), then timings by form, then the exchanges and budgets again, then Liger and
+# torch.compile on the same rows.
+for b in gpu_rows gpu_norms fast_ops gpu_fused gpu_backend gpu_index gpu_reduce gpu_sort; do
+  t $b timeout 240 $T/$b-* --test-threads=3 &
+done
+wait
+for b in gpu_rows gpu_norms fast_ops gpu_fused gpu_backend gpu_index gpu_reduce gpu_sort; do
+  echo "== $b"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$b.log" | head -4
+done
+W="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
+echo "== rows"; timeout 80 $B --device gpu --budget 0.5 --json $OUT/rows.json $W 2>&1 | tail -10
+echo "== rows, masked form"; NUVEC_ROWS_FULL=0 timeout 80 $B --device gpu --budget 0.5 $W \
+  2>&1 | tail -10
+echo "== rows, 4-byte loads"; NUVEC_KERNEL_DEFINES="NV_RAW_ALIGN=4" timeout 80 $B --device gpu \
+  --budget 0.5 $W 2>&1 | tail -10
+echo "== rows again"; timeout 80 $B --device gpu --budget 0.5 $W 2>&1 | tail -10
+K="copy layer_norm softmax"
+for d in NV_LAYER_ONE_PASS=1 NV_SOFTMAX_ONE_EXCHANGE=1 "NV_SOFTMAX_KEEP=0 NV_SOFTMAX_MINB=3"; do
+  echo "== rows, $d"
+  NUVEC_KERNEL_DEFINES="$d" timeout 40 $B --device gpu --budget 0.5 $K 2>&1 | tail -3; done
+echo "== liger"; timeout 90 python3 bench/peers/liger_bench.py --json $OUT/liger.json $W 2>&1 | tail -9
+echo "== torch.compile"; timeout 150 python3 bench/peers/torch_bench.py --compile \
+  --json $OUT/torch_compile.json $W 2>&1 | tail -10
+exit 0
+fi
+if [ "$part" = 8 ]; then
+# Part 6's timings alone, only on an H200 (on another card it stops at once): the row kernels
+# by form, then Liger and PyTorch on the same rows.
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200"; exit 0; }
+W="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
+echo "== rows"; timeout 80 $B --device gpu --budget 0.5 --json $OUT/rows.json $W 2>&1 | tail -10
+echo "== rows, masked form"; NUVEC_ROWS_FULL=0 timeout 80 $B --device gpu --budget 0.5 $W \
+  2>&1 | tail -10
+echo "== rows, 4-byte loads"; NUVEC_KERNEL_DEFINES="NV_RAW_ALIGN=4" timeout 80 $B --device gpu \
+  --budget 0.5 $W 2>&1 | tail -10
+echo "== rows again"; timeout 80 $B --device gpu --budget 0.5 $W 2>&1 | tail -10
+echo "== liger"; timeout 90 python3 bench/peers/liger_bench.py --json $OUT/liger.json $W 2>&1 | tail -9
 exit 0
 fi
 # Part 3: the headline cases against the peers in the same run.

@@ -39,7 +39,7 @@ static void norm_ref(const bf16* x, const bf16* r, const bf16* w, const bf16* b,
   }
 }
 
-template <int P, bool packed, bool res, bool centre>
+template <int P, bool packed, bool full, bool res, bool centre>
 static int norm_case(int nrows, int n, int lanes, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-2.f, 2.f);
@@ -58,7 +58,7 @@ static int norm_case(int nrows, int n, int lanes, unsigned seed) {
   const unsigned grid = (unsigned)std::min(3, (nrows + groups - 1) / groups);
   const float eps = 1e-5f;
   nv_emu_launch({grid, 1, 1}, block, [&] {
-    nv_norm_pack_rows<bf16, P, packed, res, centre>(
+    nv_norm_pack_rows<bf16, P, packed, full, res, centre>(
         x.data(), rows, 1, res ? r.data() : nullptr, rows, 1, w.data(), 1,
         centre ? b.data() : nullptr, 1, y.data(), res ? h.data() : nullptr, nrows, n, eps, lanes);
   });
@@ -76,15 +76,15 @@ static int norm_case(int nrows, int n, int lanes, unsigned seed) {
       if (res && h[at].b != rh[at].b) ++off;
     }
   }
-  std::printf("norm P %d packed %d res %d centre %d rows %d n %d lanes %d: worst %.3g, off %d\n", P,
-              packed, res, centre, nrows, n, lanes, worst, off);
+  std::printf("norm P %d packed %d full %d res %d centre %d rows %d n %d lanes %d: worst %.3g, off %d\n",
+              P, packed, full, res, centre, nrows, n, lanes, worst, off);
   return off == 0 ? 0 : 1;
 }
 
 // Softmax or log-sum-exp against double; rows 0 to 3 (of at least 4) hold a +inf, only -inf,
 // some -inf (below) and a NaN: log-sum-exp gives +inf, -inf, the finite elements' and NaN, softmax
 // NaN everywhere but in row 2 (0 at the -inf).
-template <int P, bool packed, bool lse>
+template <int P, bool packed, bool full, bool lse>
 static int softmax_case(int nrows, int n, int lanes, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-4.f, 4.f);
@@ -105,7 +105,7 @@ static int softmax_case(int nrows, int n, int lanes, unsigned seed) {
   const int block = lanes == 32 ? 256 : lanes, groups = block / lanes;
   const unsigned grid = (unsigned)std::min(3, (nrows + groups - 1) / groups);
   nv_emu_launch({grid, 1, 1}, block, [&] {
-    nv_softmax_pack_rows<bf16, P, packed, lse>(x.data(), rows, 1, out.data(), nrows, n, lanes);
+    nv_softmax_pack_rows<bf16, P, packed, full, lse>(x.data(), rows, 1, out.data(), nrows, n, lanes);
   });
   double worst = 0;
   int off = 0;
@@ -184,7 +184,7 @@ static int lse_warp_case(int nrows, int n, unsigned seed) {
   return worst < 1.0 / 128 && off == 0 ? 0 : 1;
 }
 
-template <int P, bool packed, bool lay>
+template <int P, bool packed, bool full, bool lay>
 static int vjp_case(int nrows, int n, int lanes, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-2.f, 2.f);
@@ -201,7 +201,7 @@ static int vjp_case(int nrows, int n, int lanes, unsigned seed) {
   std::vector<float> pw((size_t)parts * n), pb((size_t)parts * n);
   const float eps = 1e-5f;
   nv_emu_launch({grid, 1, 1}, block, [&] {
-    nv_norm_vjp_packs<bf16, P, packed, lay>(x.data(), w.data(), g.data(), dx.data(), pw.data(),
+    nv_norm_vjp_packs<bf16, P, packed, full, lay>(x.data(), w.data(), g.data(), dx.data(), pw.data(),
                                             lay ? pb.data() : nullptr, nrows, n, eps, lanes);
   });
   nv_emu_launch({(unsigned)((n + 31) / 32), 1, 1}, 256,
@@ -254,26 +254,34 @@ static int vjp_case(int nrows, int n, int lanes, unsigned seed) {
 
 int main() {
   int bad = 0;
-  bad += norm_case<4, true, false, false>(20, 1024, 32, 1);
-  bad += norm_case<4, true, true, false>(20, 1024, 32, 2);
-  bad += norm_case<4, true, false, true>(20, 1024, 32, 3);
-  bad += norm_case<4, true, false, true>(7, 4096, 128, 4);
-  bad += norm_case<4, true, true, false>(7, 4096, 128, 5);
-  bad += norm_case<4, false, true, true>(9, 1001, 32, 6);
-  bad += softmax_case<4, true, false>(20, 1024, 32, 7);
-  bad += softmax_case<4, true, true>(20, 1024, 32, 8);
-  bad += softmax_case<4, true, false>(7, 4096, 128, 9);
-  bad += softmax_case<4, true, true>(7, 4096, 128, 19);
-  bad += softmax_case<4, false, true>(9, 1001, 32, 10);
+  // `full` only where the row fills all P packs of its lanes (n = lanes * P * 8); the masked
+  // form (full false) also on such rows, and on packed rows that do not fill them.
+  bad += norm_case<4, true, true, false, false>(20, 1024, 32, 1);
+  bad += norm_case<4, true, true, true, false>(20, 1024, 32, 2);
+  bad += norm_case<4, true, true, false, true>(20, 1024, 32, 3);
+  bad += norm_case<4, true, true, false, true>(7, 4096, 128, 4);
+  bad += norm_case<4, true, false, false, true>(7, 4096, 128, 21);
+  bad += norm_case<4, true, true, true, false>(7, 4096, 128, 5);
+  bad += norm_case<4, false, false, true, true>(9, 1001, 32, 6);
+  bad += norm_case<4, true, false, false, true>(9, 1000, 32, 22);
+  bad += softmax_case<4, true, true, false>(20, 1024, 32, 7);
+  bad += softmax_case<4, true, true, true>(20, 1024, 32, 8);
+  bad += softmax_case<4, true, true, false>(7, 4096, 128, 9);
+  bad += softmax_case<4, true, false, false>(7, 4096, 128, 23);
+  bad += softmax_case<4, true, true, true>(7, 4096, 128, 19);
+  bad += softmax_case<4, false, false, true>(9, 1001, 32, 10);
+  bad += softmax_case<4, true, false, false>(9, 1000, 32, 24);
   bad += lse_warp_case<true>(37, 4096, 15);
   bad += lse_warp_case<true>(21, 3000, 16);
   bad += lse_warp_case<true>(9, 200, 17);
   bad += lse_warp_case<false>(19, 1001, 18);
-  bad += vjp_case<4, true, false>(20, 1024, 32, 11);
-  bad += vjp_case<4, true, true>(20, 1024, 32, 12);
-  bad += vjp_case<4, true, false>(7, 4096, 128, 13);
-  bad += vjp_case<4, true, true>(7, 4096, 128, 20);
-  bad += vjp_case<4, false, true>(9, 1001, 32, 14);
+  bad += vjp_case<4, true, true, false>(20, 1024, 32, 11);
+  bad += vjp_case<4, true, true, true>(20, 1024, 32, 12);
+  bad += vjp_case<4, true, true, false>(7, 4096, 128, 13);
+  bad += vjp_case<4, true, true, true>(7, 4096, 128, 20);
+  bad += vjp_case<4, true, false, true>(7, 4096, 128, 25);
+  bad += vjp_case<4, false, false, true>(9, 1001, 32, 14);
+  bad += vjp_case<4, true, false, true>(9, 1000, 32, 26);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;
 }

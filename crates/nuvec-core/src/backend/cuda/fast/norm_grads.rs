@@ -13,7 +13,7 @@
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
-use super::norms::{THREADS, block_of, pack_mode, packs, rows_view};
+use super::norms::{THREADS, block_of, full_mode, pack_mode, packs, rows_view};
 use super::{CudaKernel, Place, with_copies};
 use crate::array::ArrayData;
 use crate::array::Layout;
@@ -143,11 +143,14 @@ fn norm_vjp(
     if wp != 0 {
         views.push((wp, &one, 1));
     }
-    let mode = pack_mode(n, dtype, &views);
-    // The symbol's kind and its module's.
-    let (kind, module) = match bias {
-        Some(_) => ("layer", "layer_vjp"),
-        None => ("rms", "rms_vjp"),
+    // The symbol's kind and its module's; layer norm's mode may be `full`.
+    let (kind, module, mode) = match bias {
+        Some(_) => (
+            "layer",
+            "layer_vjp",
+            full_mode(n, dtype, &views, (lanes, p)),
+        ),
+        None => ("rms", "rms_vjp", pack_mode(n, dtype, &views)),
     };
     let symbol = symbol!("{kind}_vjp_{mode}_{tn}_{p}")?;
     let f = super::norms::kernel(place, dtype, module, p, symbol)?;
@@ -191,7 +194,8 @@ fn norm_vjp(
         };
         // SAFETY: x, g and dx are row-major blocks of `nrows · n` elements of one type (x and
         // g from their offsets); `wp` is null or the first of `n` contiguous weights; the
-        // packed kernel gets only rows that start aligned (`packable`); the partial blocks (or
+        // packed kernels get only rows that start aligned (`packable`), the `full` one only
+        // rows of `lanes · p` packs; the partial blocks (or
         // null where a parameter is absent) hold `grid · groups` rows of `n` floats, one row
         // per group of the grid; `shared` bytes hold each group's sums (the kernel's limit
         // raised above 48 KiB first); the arguments match `{rms,layer}_vjp_*`.

@@ -188,6 +188,24 @@ pub(super) fn pack_mode(n: usize, dtype: DType, views: &[(u64, &Strided, i64)]) 
     }
 }
 
+/// [`pack_mode`], or `"full"` where packed rows also fill all `p` packs of each of their
+/// `lanes` threads: the form without per-element masks (`nv_row_full` in `rows.cuh`) of the
+/// kernels that have one (layer norm, its gradient, softmax and log-sum-exp).
+/// `NUVEC_ROWS_FULL=0` keeps the masked form (a knob for comparing the two).
+pub(super) fn full_mode(
+    n: usize,
+    dtype: DType,
+    views: &[(u64, &Strided, i64)],
+    (lanes, p): (usize, usize),
+) -> &'static str {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let off = *OFF.get_or_init(|| std::env::var("NUVEC_ROWS_FULL").is_ok_and(|v| v.trim() == "0"));
+    match pack_mode(n, dtype, views) {
+        "packs" if !off && n == lanes * p * (16 / dtype.size()) => "full",
+        mode => mode,
+    }
+}
+
 /// The pack counts the forward kernels are instantiated for ([`packs`]' choices).
 pub(super) const FORWARD_PACKS: [usize; 4] = [1, 2, 4, 8];
 
@@ -243,12 +261,18 @@ pub(super) fn sources(dtype: DType) -> Vec<(String, String, Vec<String>)> {
     for kind in ["rms", "add_rms", "layer", "rms_vjp", "layer_vjp"] {
         for p in FORWARD_PACKS {
             if !kind.ends_with("vjp") || p <= super::norm_grads::VJP_PACKS {
-                let symbols = ["packs", "elems"]
+                let modes: &[&str] = if kind.starts_with("layer") {
+                    &["packs", "elems", "full"]
+                } else {
+                    &["packs", "elems"]
+                };
+                let symbols = modes
+                    .iter()
                     .map(|mode| match kind.strip_suffix("_vjp") {
                         Some(k) => format!("{k}_vjp_{mode}_{tn}_{p}"),
                         None => format!("{kind}_{mode}_{tn}_{p}"),
                     })
-                    .to_vec();
+                    .collect();
                 let name = format!("{}_{tn}_{p}", family(kind));
                 out.push((name, source(dtype, kind, p), symbols));
             }
@@ -366,9 +390,13 @@ fn norm(
             views.push((ptr, &one, step));
         }
     }
-    let mode = pack_mode(n, dtype, &views);
     let (f, lanes, block) = match forward_packs(n, dtype.size()) {
         Some((lanes, p)) => {
+            let mode = if kind == "layer" {
+                full_mode(n, dtype, &views, (lanes, p))
+            } else {
+                pack_mode(n, dtype, &views)
+            };
             let name = symbol!("{kind}_{mode}_{tn}_{p}")?;
             (kernel(place, dtype, kind, p, name)?, lanes, block_of(lanes))
         }
@@ -400,8 +428,9 @@ fn norm(
     // residual (of x's shape) when `rp` is not null; `wp`/`bp` are null or point at the
     // first of `n` elements `ws`/`bs` apart inside their blocks; `yp` (and `hp` with a
     // residual) are fresh row-major blocks of `nrows · n` elements of x's type; all of one
-    // type; the packed kernels get only views whose rows start aligned (`packable`); and the
-    // arguments match `norm_rows_*` and `{rms,add_rms,layer}_{packs,elems}_*` in `norms.cu`.
+    // type; the packed kernels get only views whose rows start aligned (`packable`), the
+    // `full` ones only rows of `lanes · p` packs; and the arguments match `norm_rows_*` and
+    // `{rms,add_rms,layer}_{packs,elems}_*`, `layer_full_*` in `norms.cu`.
     unsafe { f.launch(&place.stream, cfg, &params) }?;
     Ok(Some(outputs(y, h)))
 }

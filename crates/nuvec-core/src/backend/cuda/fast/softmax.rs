@@ -19,7 +19,7 @@
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
-use super::norms::{block_of, forward_packs, pack_mode, resident, rows_view};
+use super::norms::{block_of, forward_packs, full_mode, pack_mode, resident, rows_view};
 use super::{CudaKernel, Place, with_copies};
 use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::type_names;
@@ -87,7 +87,7 @@ pub(super) fn sources(dtype: DType) -> Vec<(String, String, Vec<String>)> {
                     .collect(),
                 p => ["softmax", "logsumexp"]
                     .into_iter()
-                    .flat_map(|op| ["packs", "elems"].map(|m| format!("{op}_{m}_{tn}_{p}")))
+                    .flat_map(|op| ["packs", "elems", "full"].map(|m| format!("{op}_{m}_{tn}_{p}")))
                     .collect(),
             };
             (format!("{}_{tn}_{p}", family(p)), source(dtype, p), symbols)
@@ -213,6 +213,7 @@ fn packed_rows(
         return Ok(Some(vec![out]));
     }
     let op = if lse { "logsumexp" } else { "softmax" };
+    let mode = full_mode(n, dtype, &[(xp, &rows, st)], (lanes, p));
     let f = kernel(place, dtype, p, symbol!("{op}_{mode}_{tn}_{p}")?)?;
     let block = block_of(lanes);
     let groups = block / lanes;
@@ -226,8 +227,8 @@ fn packed_rows(
     // SAFETY: `rows` (x's layout without its last axis) locates each of the `nrows` rows
     // inside x's block, their `n` elements `st` apart; the output is a fresh row-major block
     // of `nrows · n` elements (softmax) or `nrows` (log-sum-exp) of x's type; the packed
-    // kernel gets only rows that start aligned (`packable`); the arguments match
-    // `{softmax,logsumexp}_{packs,elems}_*`.
+    // kernels get only rows that start aligned (`packable`), the `full` ones only rows of
+    // `lanes · p` packs; the arguments match `{softmax,logsumexp}_{packs,elems,full}_*`.
     unsafe { f.launch(&place.stream, cfg, &params) }?;
     Ok(Some(vec![out]))
 }

@@ -26,17 +26,20 @@ struct Strided {
 
 // The loop is unrolled over all NV_MAX_DIMS axes with the unused ones skipped: indexing the
 // view (a kernel parameter) only at constant positions keeps it in the parameter space,
-// where a loop over `ndim` would make every thread copy it to local memory first.
+// where a loop over `ndim` would make every thread copy it to local memory first. `i` lies
+// in the view, so what is left of it at the first axis is that axis's index: no division
+// there (a 64-bit division is some thirty instructions, and a view of rows is often 1-D).
 __device__ __forceinline__ i64 nv_locate(const Strided& s, i64 i) {
   i64 at = s.offset;
 #pragma unroll
-  for (int d = NV_MAX_DIMS - 1; d >= 0; --d) {
+  for (int d = NV_MAX_DIMS - 1; d >= 1; --d) {
     if (d < s.ndim) {
       const i64 q = i / s.shape[d];
       at += (i - q * s.shape[d]) * s.strides[d];
       i = q;
     }
   }
+  if (s.ndim > 0) at += i * s.strides[0];
   return at;
 }
 

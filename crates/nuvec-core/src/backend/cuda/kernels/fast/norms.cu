@@ -122,7 +122,7 @@ __device__ __forceinline__ void nv_norm_rows(const T* __restrict__ x, const Stri
 #endif
 
 // `slot`: the exchanges' buffers (rows.cuh), or null for exchanges that end with a barrier.
-template <typename T, int P>
+template <typename T, int P, bool full = false>
 __device__ __forceinline__ void nv_pack_stats(const NvPacks<T, P>& x, i64 n, float eps, bool centre,
                                               int lane, int lanes, float& mean, float& inv,
                                               int* slot = nullptr) {
@@ -133,7 +133,7 @@ __device__ __forceinline__ void nv_pack_stats(const NvPacks<T, P>& x, i64 n, flo
     float c = 0.0f, s = 0.0f;
 #pragma unroll
     for (int k = 0; k < P; ++k) {
-      const int valid = nv_pack_valid<T>(nv_pack_at(k, lane, lanes), n);
+      const int valid = nv_pack_valid<T, full>(nv_pack_at(k, lane, lanes), n);
       c += (float)valid;
 #pragma unroll
       for (int j = 0; j < V; ++j) s += x.at(k, j);
@@ -141,7 +141,7 @@ __device__ __forceinline__ void nv_pack_stats(const NvPacks<T, P>& x, i64 n, flo
     float m = c > 0.0f ? s / c : 0.0f, m2 = 0.0f;
 #pragma unroll
     for (int k = 0; k < P; ++k) {
-      const int valid = nv_pack_valid<T>(nv_pack_at(k, lane, lanes), n);
+      const int valid = nv_pack_valid<T, full>(nv_pack_at(k, lane, lanes), n);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const float d = x.at(k, j) - m;
@@ -165,7 +165,7 @@ __device__ __forceinline__ void nv_pack_stats(const NvPacks<T, P>& x, i64 n, flo
   float sq = 0.0f;
 #pragma unroll
   for (int k = 0; k < P; ++k) {
-    const int valid = centre ? nv_pack_valid<T>(nv_pack_at(k, lane, lanes), n) : V;
+    const int valid = centre ? nv_pack_valid<T, full>(nv_pack_at(k, lane, lanes), n) : V;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       // Elements past the row hold 0, which only the centred sum must skip.
@@ -209,7 +209,7 @@ __device__ __forceinline__ void nv_norm_load(const NvNormRow<T>& R, i64 n, int l
   if (res) nv_packs_load<T, P>(R.r, R.rs, n, packed, lane, lanes, q);
 }
 
-template <typename T, int P, bool packed, bool res, bool centre>
+template <typename T, int P, bool packed, bool full, bool res, bool centre>
 __device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, NvPacks<T, P> x,
                                               const NvPacks<T, P>& q, i64 n, float eps, int lane,
                                               int lanes, int* slot) {
@@ -234,7 +234,7 @@ __device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, NvPacks<T, 
     }
   }
   float mean, inv;
-  nv_pack_stats<T, P>(x, n, eps, centre, lane, lanes, mean, inv, slot);
+  nv_pack_stats<T, P, full>(x, n, eps, centre, lane, lanes, mean, inv, slot);
   const bool hw = R.w != nullptr, hb = centre && R.b != nullptr;
 #pragma unroll
   for (int k = 0; k < P; ++k) {
@@ -273,7 +273,7 @@ __device__ __forceinline__ void nv_norm_packs(const NvNormRow<T>& R, NvPacks<T, 
 #ifndef NV_NORM_PREFETCH
 #define NV_NORM_PREFETCH 0
 #endif
-template <typename T, int P, bool packed, bool res, bool centre>
+template <typename T, int P, bool packed, bool full, bool res, bool centre>
 __device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const Strided& xrows,
                                                   i64 xs, const T* __restrict__ r,
                                                   const Strided& rrows, i64 rs,
@@ -310,7 +310,7 @@ __device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const
     for (; t < nrows; t += step) {
       NvPacks<T, P> xn = xp, qn = qp;
       if (t + step < nrows) nv_norm_load<T, P, packed, res>(row(t + step), n, lane, lanes, xn, qn);
-      nv_norm_packs<T, P, packed, res, centre>(row(t), xp, qp, n, eps, lane, lanes, &slot);
+      nv_norm_packs<T, P, packed, full, res, centre>(row(t), xp, qp, n, eps, lane, lanes, &slot);
       xp = xn;
       qp = qn;
     }
@@ -319,7 +319,7 @@ __device__ __forceinline__ void nv_norm_pack_rows(const T* __restrict__ x, const
   for (i64 t = (i64)blockIdx.x * groups + g; t < nrows; t += step) {
     const NvNormRow<T> R = row(t);
     nv_norm_load<T, P, packed, res>(R, n, lane, lanes, xp, qp);
-    nv_norm_packs<T, P, packed, res, centre>(R, xp, qp, n, eps, lane, lanes, &slot);
+    nv_norm_packs<T, P, packed, full, res, centre>(R, xp, qp, n, eps, lane, lanes, &slot);
   }
 }
 
@@ -382,7 +382,7 @@ __device__ __forceinline__ void nv_add_floats(float* a, const float (&v)[V]) {
 #define NV_VJP_PREFETCH 0
 #endif
 
-template <typename T, int P, bool packed, bool lay>
+template <typename T, int P, bool packed, bool full, bool lay>
 __device__ __forceinline__ void nv_norm_vjp_packs(const T* __restrict__ x, const T* __restrict__ w,
                                                   const T* __restrict__ g, T* __restrict__ dx,
                                                   float* __restrict__ pw, float* __restrict__ pb,
@@ -466,7 +466,7 @@ __device__ __forceinline__ void nv_norm_vjp_packs(const T* __restrict__ x, const
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const float c = xr.at(k, j) - mean;
-        sq += (!lay || q * V + j < n) ? c * c : 0.0f;
+        sq += (!lay || full || q * V + j < n) ? c * c : 0.0f;
         suc += gr.at(k, j) * wv[j] * c;
       }
     }
@@ -536,23 +536,25 @@ __device__ __forceinline__ void nv_sum_parts(const float* __restrict__ part, i64
 // the register budget (65536 / (512 * MINB) a thread) that keeps P packs of the row in
 // registers while enough rows are in flight to hide the memory's latency. `*_packs_*` move
 // rows in 16-byte packs (the host checks the alignment), `*_elems_*` element by element.
-#define NV_NORM_FWD1(T, tn, kind, P, MINB, mode, packed, res, centre) \
+// `*_full_*` (layer norm and its gradient, the kernels that mask elements) are the packed
+// kernels for rows that fill every pack of their threads (`nv_row_full`; the host checks).
+#define NV_NORM_FWD1(T, tn, kind, P, MINB, mode, packed, full, res, centre) \
   extern "C" __global__ void __launch_bounds__(512, MINB) kind##_##mode##_##tn##_##P( \
       const T* x, Strided xrows, i64 xs, const T* r, Strided rrows, i64 rs, const T* w, i64 ws, \
       const T* b, i64 bs, T* y, T* h, i64 nrows, i64 n, float eps, int lanes) { \
-    nv_norm_pack_rows<T, P, packed, res, centre>(x, xrows, xs, r, rrows, rs, w, ws, b, bs, y, h, \
-                                                 nrows, n, eps, lanes); }
+    nv_norm_pack_rows<T, P, packed, full, res, centre>(x, xrows, xs, r, rrows, rs, w, ws, b, bs, \
+                                                       y, h, nrows, n, eps, lanes); }
 #define NV_NORM_FWD(T, tn, kind, P, MINB, res, centre) \
-  NV_NORM_FWD1(T, tn, kind, P, MINB, packs, true, res, centre) \
-  NV_NORM_FWD1(T, tn, kind, P, MINB, elems, false, res, centre)
-#define NV_NORM_VJP1(T, tn, kind, P, MINB, mode, packed, lay) \
+  NV_NORM_FWD1(T, tn, kind, P, MINB, packs, true, false, res, centre) \
+  NV_NORM_FWD1(T, tn, kind, P, MINB, elems, false, false, res, centre)
+#define NV_NORM_VJP1(T, tn, kind, P, MINB, mode, packed, full, lay) \
   extern "C" __global__ void __launch_bounds__(512, MINB) kind##_vjp_##mode##_##tn##_##P( \
       const T* x, const T* w, const T* g, T* dx, float* pw, float* pb, i64 nrows, i64 n, \
       float eps, int lanes) { \
-    nv_norm_vjp_packs<T, P, packed, lay>(x, w, g, dx, pw, pb, nrows, n, eps, lanes); }
+    nv_norm_vjp_packs<T, P, packed, full, lay>(x, w, g, dx, pw, pb, nrows, n, eps, lanes); }
 #define NV_NORM_VJP(T, tn, kind, P, MINB, lay) \
-  NV_NORM_VJP1(T, tn, kind, P, MINB, packs, true, lay) \
-  NV_NORM_VJP1(T, tn, kind, P, MINB, elems, false, lay)
+  NV_NORM_VJP1(T, tn, kind, P, MINB, packs, true, false, lay) \
+  NV_NORM_VJP1(T, tn, kind, P, MINB, elems, false, false, lay)
 // Resident blocks of 512 a multiprocessor the register budgets aim at (tunable).
 #ifndef NV_RMS_MINB
 #define NV_RMS_MINB 3
@@ -574,16 +576,18 @@ __device__ __forceinline__ void nv_sum_parts(const float* __restrict__ part, i64
 // One module a kind and a pack count P (a module compiles only what a launch asks for):
 // `NV_NORMS_<kind>(T, tn, P)` instantiates `<kind>_{packs,elems}_<type>_<P>` for kind rms,
 // add_rms and layer, `<kind>_vjp_{packs,elems}_<type>_<P>` for rms_vjp and layer_vjp (P at
-// most 4); `NV_NORMS_rows(T, tn)` the looped `norm_rows_<type>` (any row) and
+// most 4), and layer norm's `layer_full_*` and `layer_vjp_full_*`; `NV_NORMS_rows(T, tn)` the looped `norm_rows_<type>` (any row) and
 // `norm_parts_<type>` (the parameters' cotangents from the gradients' partial rows).
 #define NV_NORMS_rms(T, tn, P) NV_NORM_FWD(T, tn, rms, P, NV_MINB(P, NV_RMS_MINB), false, false)
 #define NV_NORMS_add_rms(T, tn, P) \
   NV_NORM_FWD(T, tn, add_rms, P, NV_MINB(P, NV_ADD_RMS_MINB), true, false)
 #define NV_NORMS_layer(T, tn, P) \
-  NV_NORM_FWD(T, tn, layer, P, NV_MINB(P, NV_LAYER_MINB), false, true)
+  NV_NORM_FWD(T, tn, layer, P, NV_MINB(P, NV_LAYER_MINB), false, true) \
+  NV_NORM_FWD1(T, tn, layer, P, NV_MINB(P, NV_LAYER_MINB), full, true, true, false, true)
 #define NV_NORMS_rms_vjp(T, tn, P) NV_NORM_VJP(T, tn, rms, P, ((P) == 4 ? NV_VJP4_MINB : 2), false)
 #define NV_NORMS_layer_vjp(T, tn, P) \
-  NV_NORM_VJP(T, tn, layer, P, ((P) == 4 ? NV_VJP4_MINB : 2), true)
+  NV_NORM_VJP(T, tn, layer, P, ((P) == 4 ? NV_VJP4_MINB : 2), true) \
+  NV_NORM_VJP1(T, tn, layer, P, ((P) == 4 ? NV_VJP4_MINB : 2), full, true, true, true)
 #define NV_NORMS_rows(T, tn) \
   extern "C" __global__ void __launch_bounds__(256) norm_parts_##tn( \
       const float* part, i64 parts, i64 n, T* out) { nv_sum_parts<T>(part, parts, n, out); } \

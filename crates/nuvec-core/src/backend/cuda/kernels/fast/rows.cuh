@@ -126,8 +126,13 @@ __device__ __forceinline__ float nv_row_max(float v, int lanes, int* slot = null
 
 template <typename T> struct NvVec { static constexpr int v = 16 / sizeof(T); typedef NvPack<T, v> P; };
 
-// Sixteen bytes of elements as four words.
-struct NvRaw { u32 w[4]; };
+// Sixteen bytes of elements as four words, aligned so that a pack moves in one 16-byte access
+// (with the words' own alignment the compiler split every load into four of 4 bytes).
+// NV_RAW_ALIGN=4 (`NUVEC_KERNEL_DEFINES`) gives the split loads again, for the comparison.
+#ifndef NV_RAW_ALIGN
+#define NV_RAW_ALIGN 16
+#endif
+struct alignas(NV_RAW_ALIGN) NvRaw { u32 w[4]; };
 
 // Element j of a raw pack, as float (the bits of a half type sit in the low half of the word
 // for even j).
@@ -216,11 +221,24 @@ __device__ __forceinline__ void nv_pack_store(T* __restrict__ p, i64 q, i64 n, b
 }
 
 // How many of pack q's V elements lie in a row of n (0 to V): a per-pack count, so that
-// masks compare small constants instead of 64-bit element indices.
-template <typename T>
+// masks compare small constants instead of 64-bit element indices. `full`: the row fills
+// every pack of its threads (n = lanes P V, see `nv_row_full`), so that every count is V and
+// the masks compile away.
+template <typename T, bool full = false>
 __device__ __forceinline__ int nv_pack_valid(i64 q, i64 n) {
+  if (full) return NvVec<T>::v;
   const i64 left = n - q * NvVec<T>::v;
   return left <= 0 ? 0 : (left >= NvVec<T>::v ? NvVec<T>::v : (int)left);
+}
+
+// Whether a row of n elements fills all P packs of its `lanes` threads. The row kernels take
+// a form of their loops for such rows (hidden sizes such as 4,096 over 128 threads of four
+// packs) in which no element is masked: the masks of a partial last pack cost a layer norm
+// about a third of its instructions (per-element predicates and the pack counts, on an H100
+// under ncu), and the row kernels are bound by their instruction issue on the H200.
+template <typename T, int P>
+__device__ __forceinline__ bool nv_row_full(i64 n, int lanes) {
+  return n == (i64)lanes * P * NvVec<T>::v;
 }
 
 // The pack index of pack k of `lane`.

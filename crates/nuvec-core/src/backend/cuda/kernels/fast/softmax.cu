@@ -92,7 +92,7 @@ __device__ __forceinline__ void nv_row_max_sum(float& m, float& s, int lanes, in
 // packs: softmax into the row-major `out` (`lse` false) or log-sum-exp into out[t]. The row
 // is read once. `lse` is a template argument so that log-sum-exp keeps no exponentials (its
 // registers hold more rows in flight).
-template <typename T, int P, bool packed, bool lse>
+template <typename T, int P, bool packed, bool full, bool lse>
 __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, const Strided& rows,
                                                      i64 st, T* __restrict__ out, i64 nrows, i64 n,
                                                      int lanes) {
@@ -122,7 +122,7 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
     float mx = -NV_INF;
 #pragma unroll
     for (int k = 0; k < P; ++k) {
-      const int valid = nv_pack_valid<T>(nv_pack_at(k, lane, lanes), n);
+      const int valid = nv_pack_valid<T, full>(nv_pack_at(k, lane, lanes), n);
 #pragma unroll
       for (int j = 0; j < V; ++j)
         if (j < valid) mx = nv_max_nan(mx, r.at(k, j));
@@ -141,7 +141,7 @@ __device__ __forceinline__ void nv_softmax_pack_rows(const T* __restrict__ x, co
 #endif
 #pragma unroll
     for (int k = 0; k < P; ++k) {
-      const int valid = nv_pack_valid<T>(nv_pack_at(k, lane, lanes), n);
+      const int valid = nv_pack_valid<T, full>(nv_pack_at(k, lane, lanes), n);
 #pragma unroll
       for (int j = 0; j < V; ++j) {
         const float v = j < valid ? nv_exp2((r.at(k, j) - own) * NV_LOG2E) : 0.0f;
@@ -401,19 +401,22 @@ __device__ __forceinline__ void nv_ce_grad(const T* __restrict__ x, const i32* _
 }
 
 // Register budgets as the norms' (norms.cu): at least MINB blocks of 512 a multiprocessor.
+// `*_full_*`: the packed kernels for rows that fill every pack of their threads
+// (`nv_row_full`; the host checks).
+#define NV_SOFTMAX_KIND1(T, tn, P, MINB, name, lse, mode, packed, full) \
+  extern "C" __global__ void __launch_bounds__(512, MINB) name##_##mode##_##tn##_##P( \
+      const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n, int lanes) { \
+    nv_softmax_pack_rows<T, P, packed, full, lse>(x, rows, st, out, nrows, n, lanes); }
 #define NV_SOFTMAX_KIND(T, tn, P, MINB, name, lse) \
-  extern "C" __global__ void __launch_bounds__(512, MINB) name##_packs_##tn##_##P( \
-      const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n, int lanes) { \
-    nv_softmax_pack_rows<T, P, true, lse>(x, rows, st, out, nrows, n, lanes); } \
-  extern "C" __global__ void __launch_bounds__(512, MINB) name##_elems_##tn##_##P( \
-      const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n, int lanes) { \
-    nv_softmax_pack_rows<T, P, false, lse>(x, rows, st, out, nrows, n, lanes); }
+  NV_SOFTMAX_KIND1(T, tn, P, MINB, name, lse, packs, true, false) \
+  NV_SOFTMAX_KIND1(T, tn, P, MINB, name, lse, elems, false, false) \
+  NV_SOFTMAX_KIND1(T, tn, P, MINB, name, lse, full, true, true)
 #define NV_SOFTMAX_PACKS(T, tn, P, MINB) \
   NV_SOFTMAX_KIND(T, tn, P, MINB, softmax, false) \
   NV_SOFTMAX_KIND(T, tn, P, ((P) == 8 ? 2 : NV_LSE_MINB), logsumexp, true)
 
 // One module a pack count P: `NV_SOFTMAX_P(T, tn, P)` instantiates
-// `{softmax,logsumexp}_{packs,elems}_<type>_<P>` (rows of at most lanes * P packs;
+// `{softmax,logsumexp}_{packs,elems,full}_<type>_<P>` (rows of at most lanes * P packs;
 // in 16-byte packs, which the host checks the alignment for, or element by element);
 // `NV_CROSS_ENTROPY(T, tn)` the online kernels: `cross_entropy_{parts,loss,grad}_<type>` and
 // `logsumexp_warp_{packs,elems}_<type>`.
