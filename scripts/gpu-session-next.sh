@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU sessions' runs (device tool: carry [".gpu", ".whl"], command
 # "bash scripts/gpu-session-next.sh N"; parts 1 and 4 ran on an H100 on 2026-12-05, fourth
-# session, 6 and 3 on an H100 in the fifth; next on the H200: 6, 3, 5 and 2), after
+# session, 6 and 3 on an H100 and 9 on the H200 in the fifth; next on the H200: 10, 3, 5 and
+# 2), after
 # `GPU_TESTS="gpu_quantized gpu_qmm gpu_gather gpu_rows gpu_norms fast_ops" gpu-pack --bench` and the
 # fla-core and liger-kernel wheels in .whl/ (the device README says how).
 # Part 1: the quantized tests with this session's defaults (the tensor-core matrix-vector
@@ -17,7 +18,8 @@
 # `GPU_TESTS="gpu_rows gpu_norms fast_ops gpu_fused gpu_backend gpu_index gpu_reduce gpu_sort"`):
 # the row kernels' 16-byte loads and unmasked full rows against the old forms, with the
 # backend's tests (every strided kernel's addressing changed). Part 8: part 6's timings on an
-# H200 only. Knobs need no rebuild.
+# H200 only. Part 9: the rotation's tests and timings after its heads' rows located by step.
+# Part 10 (next, H200): log-sum-exp's two kernels timed against each other. Knobs need no rebuild.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -152,6 +154,31 @@ echo "== rows, 4-byte loads"; NUVEC_KERNEL_DEFINES="NV_RAW_ALIGN=4" timeout 80 $
   --budget 0.5 $W 2>&1 | tail -10
 echo "== rows again"; timeout 80 $B --device gpu --budget 0.5 $W 2>&1 | tail -10
 echo "== liger"; timeout 90 python3 bench/peers/liger_bench.py --json $OUT/liger.json $W 2>&1 | tail -9
+exit 0
+fi
+if [ "$part" = 9 ]; then
+# The rotation's heads located from their task's first row (`head_step`), with
+# `GPU_TESTS="fast_ops gpu_fused gpu_norms"`: the tests that rotate, then the row cases.
+for b in fast_ops gpu_fused gpu_norms; do t $b timeout 150 $T/$b-* --test-threads=4 & done
+wait
+for b in fast_ops gpu_fused gpu_norms; do
+  echo "== $b"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$b.log" | head -4
+done
+W="copy rope layer_norm softmax rms_norm"
+for k in 1 2; do echo "== rows $k"; timeout 40 $B --device gpu --budget 0.5 $W 2>&1 | tail -5; done
+exit 0
+fi
+if [ "$part" = 10 ]; then
+# The row cases still under 90% of the copy on the H200 (log-sum-exp, rope): log-sum-exp with
+# its rows in registers (the full form; `NUVEC_LSE_WARP=0`) against the warp rows (default).
+W="copy logsumexp rope softmax"
+echo "== default"; timeout 40 $B --device gpu --budget 0.5 $W 2>&1 | tail -4
+echo "== log-sum-exp rows in registers"; NUVEC_LSE_WARP=0 timeout 40 $B --device gpu \
+  --budget 0.5 $W 2>&1 | tail -4
+for d in NV_LSE_MINB=2 NV_LSE_MINB=4; do echo "== $d, rows in registers"
+  NUVEC_LSE_WARP=0 NUVEC_KERNEL_DEFINES="$d" timeout 40 $B --device gpu --budget 0.5 \
+    logsumexp 2>&1 | tail -1; done
+echo "== default again"; timeout 40 $B --device gpu --budget 0.5 $W 2>&1 | tail -4
 exit 0
 fi
 # Part 3: the headline cases against the peers in the same run.

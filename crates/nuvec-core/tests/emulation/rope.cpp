@@ -2,13 +2,15 @@
 // row from shared angles) equal bit for bit to the rows kernel (a warp a row) on the same
 // transposed [B, H, T, D] view of a [B, T, H, D] input, both halves and traditional pairs,
 // forward and inverse, with grids of fewer blocks than positions (each block loops) and of
-// one block a position; both against the rotation in double. Built and run by
+// one block a position, heads' rows found by their step (affine) or each located; both against
+// the rotation in double. Built and run by
 // tests/kernel_emulation.rs.
 #include <algorithm>
 #include <random>
 
 template <bool TRAD>
-static int rope_case(int B, int H, int T, int D, int grid, bool forward, unsigned seed) {
+static int rope_case(int B, int H, int T, int D, int grid, bool forward, unsigned seed,
+                     bool affine = true) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-2.f, 2.f);
   // Stored [B, T, H, D]; the kernels read it as [B, H, T, D] rows.
@@ -35,7 +37,7 @@ static int rope_case(int B, int H, int T, int D, int grid, bool forward, unsigne
   const unsigned hgrid = (unsigned)(grid > 0 ? std::min(grid, tasks) : tasks);
   nv_emu_launch({hgrid, 1, 1}, (unsigned)((threads + 31) / 32 * 32), [&] {
     nv_rope_heads<bf16>(x.data(), rows, yh.data(), nrows, D, T, per_batch, offsets.data(), 1, 0,
-                        nullptr, 0, step, scale, half, trad, fwd);
+                        nullptr, 0, step, scale, half, trad, fwd, D, affine ? 1 : 0);
   });
   nv_emu_launch({(unsigned)std::min<i64>(5, (nrows + 7) / 8), 1, 1}, NV_THREADS, [&] {
     nv_rope_rows<bf16>(x.data(), rows, 1, yr.data(), nrows, D, T, per_batch, offsets.data(), 1, 0,
@@ -62,9 +64,10 @@ static int rope_case(int B, int H, int T, int D, int grid, bool forward, unsigne
         for (int d = 0; d < D; ++d)
           unequal += yh[out + d].b != yr[out + d].b;
       }
-  std::printf("rope %s %s B %d H %d T %d D %d grid %u: max err %.3g, heads vs rows unequal %d\n",
+  std::printf("rope %s %s B %d H %d T %d D %d grid %u affine %d: max err %.3g, heads vs rows "
+              "unequal %d\n",
               TRAD ? "traditional" : "halves", forward ? "forward" : "inverse", B, H, T, D, hgrid,
-              worst, unequal);
+              affine ? 1 : 0, worst, unequal);
   // Inputs below 2 in magnitude: a bf16 rounding of the result is below 2^-7.
   return (worst < 2e-2 && unequal == 0) ? 0 : 1;
 }
@@ -77,6 +80,8 @@ int main() {
   bad += rope_case<false>(1, 40, 3, 128, 2, true, 4);
   // More (head, chunk) items than a block takes at once: a second round a position.
   bad += rope_case<false>(1, 80, 3, 128, 2, false, 5);
+  // Every row located (a view the host finds not affine in the head).
+  bad += rope_case<false>(2, 4, 9, 128, 5, true, 6, false);
   std::printf("bits %016llx\n", nv_emu_bits);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;

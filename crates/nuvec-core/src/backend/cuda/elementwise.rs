@@ -47,6 +47,11 @@ pub(crate) struct Strided {
 unsafe impl DeviceRepr for Strided {}
 
 impl Strided {
+    /// The view's axes (after merging) as `(extent, step)`, the outermost first.
+    pub(crate) fn axes(&self) -> impl DoubleEndedIterator<Item = (i64, i64)> + '_ {
+        (0..self.ndim as usize).map(|d| (self.shape[d], self.strides[d]))
+    }
+
     /// The view `layout` with its mergeable axes merged, or an error past eight axes.
     pub(crate) fn of(layout: &Layout) -> Result<Strided> {
         let (shape, strides) = collapse(&layout.shape, &[&layout.strides]);

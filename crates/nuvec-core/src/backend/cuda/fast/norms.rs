@@ -189,8 +189,9 @@ pub(super) fn pack_mode(n: usize, dtype: DType, views: &[(u64, &Strided, i64)]) 
 }
 
 /// [`pack_mode`], or `"full"` where packed rows also fill all `p` packs of each of their
-/// `lanes` threads: the form without per-element masks (`nv_row_full` in `rows.cuh`) of the
-/// kernels that have one (layer norm, its gradient, softmax and log-sum-exp).
+/// `lanes` threads: the form without per-element masks (`full` in `nv_pack_valid`,
+/// `rows.cuh`) of the kernels that have one (layer norm, its gradient, softmax and
+/// log-sum-exp).
 /// `NUVEC_ROWS_FULL=0` keeps the masked form (a knob for comparing the two).
 pub(super) fn full_mode(
     n: usize,

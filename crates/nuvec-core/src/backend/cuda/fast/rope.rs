@@ -16,7 +16,7 @@ use cudarc::driver::{DeviceRepr, LaunchConfig};
 use super::norms::rows_view;
 use super::{CudaKernel, Place, with_copies};
 use crate::array::ArrayData;
-use crate::backend::cuda::elementwise::type_names;
+use crate::backend::cuda::elementwise::{Strided, type_names};
 use crate::backend::cuda::launch::symbol;
 use crate::fast::Arg;
 use crate::fast::rope::Rope;
@@ -96,6 +96,29 @@ fn heads_layout(
     fits.then_some((chunks, per_batch / positions))
 }
 
+/// The step in elements between the rows of consecutive heads of one task of
+/// `rope_heads_*` (rows `t` and `t + positions`, `t` in a batch entry of `heads · positions`
+/// rows), where the `rows` view makes it one step for all of them: `positions` must end
+/// within an axis (counted from the innermost) at a whole number `q` of its indices, and
+/// that axis hold a whole number of `q · heads`; the heads then move that axis's index by
+/// `q` each, never carrying into the next axis. `None` otherwise (the kernel locates every
+/// row).
+fn head_step(rows: &Strided, positions: usize, heads: usize) -> Option<i64> {
+    if heads <= 1 {
+        return Some(0);
+    }
+    let (positions, heads) = (positions as i64, heads as i64);
+    let mut inner = 1i64;
+    for (extent, stride) in rows.axes().rev() {
+        if inner * extent > positions {
+            let q = positions / inner;
+            return (positions % inner == 0 && extent % (q * heads) == 0).then_some(q * stride);
+        }
+        inner *= extent;
+    }
+    None
+}
+
 /// `(x, offset[, freqs])` rotated, or `None` where the fallback graph runs instead (see
 /// the module's documentation).
 fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<ArrayData>>> {
@@ -154,6 +177,10 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
     let tn = type_names(dtype).expect("a float type").1;
     let per_batch = nrows / b;
     let heads = heads_layout(x, xp, p, s, t, per_batch);
+    let (hstep, affine) = match heads.and_then(|(_, h)| head_step(&rows, t, h)) {
+        Some(step) => (step, 1i32),
+        None => (0, 0),
+    };
     let (name, cfg) = match heads {
         Some((chunks, heads)) => {
             // Every head of a position in one block, ITEMS (head, chunk) items a thread; the
@@ -190,7 +217,7 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
     let per_batch = per_batch as i64;
     let half64 = half as i64;
     let (trad, fwd) = (i32::from(p.angles.traditional), i32::from(p.forward));
-    let params: [&dyn DeviceRepr; 18] = [
+    let params: [&dyn DeviceRepr; 20] = [
         &xp,
         &rows,
         &s,
@@ -209,13 +236,75 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
         &half64,
         &trad,
         &fwd,
+        &hstep,
+        &affine,
     ];
     // SAFETY: `rows` (x's layout without its last axis) locates each of the `nrows` rows
     // inside x's block, their `d` elements `s` apart; `op` points at the first of 1 or `b`
     // 32-bit offsets `ostride` apart (batch entries `0..b`, as `t / per_batch < b`); `fp`
     // is null or points at the first of `half` floats `fstride` apart; `yp` is a fresh
-    // row-major block of `nrows · d` elements of x's type; the arguments match
-    // `rope_rows_*` in `rope.cu`.
+    // row-major block of `nrows · d` elements of x's type; with `affine`, row `t + h ·
+    // positions` of a task lies `h · hstep` elements after row `t` (`head_step`); the
+    // arguments match `rope_rows_*` and `rope_heads_*` in `rope.cu`.
     unsafe { f.launch(&place.stream, cfg, &params) }?;
     Ok(Some(vec![y]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::head_step;
+    use crate::array::Layout;
+    use crate::backend::cuda::elementwise::Strided;
+
+    fn view(shape: &[usize], strides: &[isize]) -> Strided {
+        let layout = Layout {
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            offset: 0,
+        };
+        Strided::of(&layout).expect("a view of few axes")
+    }
+
+    /// Every row of every task where the step holds, located directly.
+    fn holds(rows: &Strided, nrows: usize, positions: usize, heads: usize, step: i64) -> bool {
+        let at = |mut i: i64| {
+            let mut off = 0;
+            for (extent, stride) in rows.axes().rev() {
+                off += (i % extent) * stride;
+                i /= extent;
+            }
+            off
+        };
+        let per_batch = positions * heads;
+        (0..nrows / per_batch).all(|e| {
+            (0..positions).all(|l| {
+                let first = (e * per_batch + l) as i64;
+                (0..heads as i64).all(|h| at(first + h * positions as i64) == at(first) + h * step)
+            })
+        })
+    }
+
+    #[test]
+    fn head_steps_follow_the_rows_view() {
+        // [B, L, H, D] read as [B, H, L] rows: the head axis's stride.
+        let (b, l, h, d) = (2, 5, 3, 8);
+        let t = view(
+            &[b, h, l],
+            &[(l * h * d) as isize, d as isize, (h * d) as isize],
+        );
+        assert_eq!(head_step(&t, l, h), Some(d as i64));
+        assert!(holds(&t, b * h * l, l, h, d as i64));
+        // Row-major rows (one merged axis): a position block's rows apart.
+        let c = view(
+            &[b, h, l],
+            &[(h * l * d) as isize, (l * d) as isize, d as isize],
+        );
+        assert_eq!(head_step(&c, l, h), Some((l * d) as i64));
+        assert!(holds(&c, b * h * l, l, h, (l * d) as i64));
+        // Positions ending inside an axis that wraps between a task's heads: none.
+        let w = view(&[3, 4], &[100, 1]);
+        assert_eq!(head_step(&w, 2, 3), None);
+        // One head: any step.
+        assert_eq!(head_step(&w, 4, 1), Some(0));
+    }
 }

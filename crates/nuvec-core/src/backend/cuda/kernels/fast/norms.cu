@@ -537,7 +537,8 @@ __device__ __forceinline__ void nv_sum_parts(const float* __restrict__ part, i64
 // registers while enough rows are in flight to hide the memory's latency. `*_packs_*` move
 // rows in 16-byte packs (the host checks the alignment), `*_elems_*` element by element.
 // `*_full_*` (layer norm and its gradient, the kernels that mask elements) are the packed
-// kernels for rows that fill every pack of their threads (`nv_row_full`; the host checks).
+// kernels for rows that fill every pack of their threads (`nv_pack_valid` in rows.cuh; the
+// host checks).
 #define NV_NORM_FWD1(T, tn, kind, P, MINB, mode, packed, full, res, centre) \
   extern "C" __global__ void __launch_bounds__(512, MINB) kind##_##mode##_##tn##_##P( \
       const T* x, Strided xrows, i64 xs, const T* r, Strided rrows, i64 rs, const T* w, i64 ws, \

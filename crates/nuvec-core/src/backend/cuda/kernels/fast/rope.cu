@@ -70,7 +70,11 @@ __device__ __forceinline__ void nv_rope_rows(
 // items a thread with all their loads issued before the first use. For rows of step 1,
 // 16-byte aligned, rotated whole (`dims == d`): an item is a chunk of V pairs (the halves'
 // elements [cV, cV + V) and [half + cV, ...)) or, `traditional`, of V adjacent elements
-// (V / 2 pairs). Shared memory: 2 * pairs floats.
+// (V / 2 pairs). Shared memory: 2 * pairs floats. `affine`: the host found the rows' view
+// affine in the head (row t + h · positions sits h · hstep elements after row t within a
+// task), so that a thread locates its task's first row once and each head's row from it,
+// where locating every item's row (two 64-bit divisions a row of a transposed [B, L, H, D]
+// input) cost as many instructions as rotating it.
 #define NV_ROPE_ITEMS 2
 
 template <typename T>
@@ -78,7 +82,7 @@ __device__ __forceinline__ void nv_rope_heads(
     const T* __restrict__ x, const Strided& rows, T* __restrict__ y, i64 nrows, i64 d,
     i64 positions, i64 per_batch, const void* __restrict__ offsets, i64 ostride, int unsigned_off,
     const float* __restrict__ freqs, i64 fstride, float step, float scale, i64 half,
-    int traditional, int forward) {
+    int traditional, int forward, i64 hstep, int affine) {
   constexpr int V = 16 / sizeof(T);
   typedef NvPack<T, V> P;
   extern __shared__ float nv_rope_angles[];
@@ -95,6 +99,7 @@ __device__ __forceinline__ void nv_rope_heads(
                           : (float)reinterpret_cast<const i32*>(offsets)[entry * ostride];
     const float position = ((float)l + off) * scale;
     const int nitems = (int)items;
+    const T* first_row = x + nv_locate(rows, entry * per_batch + l);
     // As loaded, two half-precision elements a word (fewer registers: more loads in flight).
     NvRaw a[NV_ROPE_ITEMS], b[NV_ROPE_ITEMS];
     auto load = [&](int first) {
@@ -103,7 +108,8 @@ __device__ __forceinline__ void nv_rope_heads(
         const int it = first + u * blockDim.x;
         if (it < nitems) {
           const int h = it / chunks, c = it % chunks;
-          const T* p = x + nv_locate(rows, entry * per_batch + h * positions + l);
+          const T* p = affine ? first_row + h * hstep
+                              : x + nv_locate(rows, entry * per_batch + h * positions + l);
           a[u] = reinterpret_cast<const NvRaw*>(p)[c];
           if (!traditional) b[u] = reinterpret_cast<const NvRaw*>(p + half)[c];
         }
@@ -158,17 +164,19 @@ __device__ __forceinline__ void nv_rope_heads(
   }
 }
 
-// `rope_rows_<type>` (any rows) and `rope_heads_<type>` (see nv_rope_heads).
+// `rope_rows_<type>` (any rows) and `rope_heads_<type>` (see nv_rope_heads), with one list
+// of arguments (the rows kernel ignores the last two).
 #define NV_ROPE(T, tn) \
   extern "C" __global__ void __launch_bounds__(NV_THREADS, 4) rope_heads_##tn( \
       const T* x, Strided rows, i64 s, T* y, i64 nrows, i64 d, i64 positions, i64 per_batch, \
       const void* offsets, i64 ostride, int unsigned_off, const float* freqs, i64 fstride, \
-      float step, float scale, i64 half, int traditional, int forward) { \
+      float step, float scale, i64 half, int traditional, int forward, i64 hstep, int affine) { \
     nv_rope_heads<T>(x, rows, y, nrows, d, positions, per_batch, offsets, ostride, \
-                     unsigned_off, freqs, fstride, step, scale, half, traditional, forward); } \
+                     unsigned_off, freqs, fstride, step, scale, half, traditional, forward, hstep, \
+                     affine); } \
   extern "C" __global__ void __launch_bounds__(NV_THREADS) rope_rows_##tn( \
       const T* x, Strided rows, i64 s, T* y, i64 nrows, i64 d, i64 positions, i64 per_batch, \
       const void* offsets, i64 ostride, int unsigned_off, const float* freqs, i64 fstride, \
-      float step, float scale, i64 half, int traditional, int forward) { \
+      float step, float scale, i64 half, int traditional, int forward, i64, int) { \
     nv_rope_rows<T>(x, rows, s, y, nrows, d, positions, per_batch, offsets, ostride, \
                     unsigned_off, freqs, fstride, step, scale, half, traditional, forward); }

@@ -221,24 +221,19 @@ __device__ __forceinline__ void nv_pack_store(T* __restrict__ p, i64 q, i64 n, b
 }
 
 // How many of pack q's V elements lie in a row of n (0 to V): a per-pack count, so that
-// masks compare small constants instead of 64-bit element indices. `full`: the row fills
-// every pack of its threads (n = lanes P V, see `nv_row_full`), so that every count is V and
-// the masks compile away.
+// masks compare small constants instead of 64-bit element indices.
+// `full`: the row fills all P packs of its `lanes` threads (n = lanes P V: hidden sizes such
+// as 4,096 over 128 threads of four packs; the host checks), so that every count is V and the
+// masks compile away. The kernels that mask elements (layer norm, its gradient, softmax,
+// log-sum-exp) have a `*_full_*` form for such rows: the masks of a partial last pack took
+// about a third of a layer norm's instructions (per-element predicates and the pack counts),
+// and these kernels issued instructions 70% of the time on an H100 under ncu, near the limit
+// on the H200, which moves 1.4 times the bytes per issue slot.
 template <typename T, bool full = false>
 __device__ __forceinline__ int nv_pack_valid(i64 q, i64 n) {
   if (full) return NvVec<T>::v;
   const i64 left = n - q * NvVec<T>::v;
   return left <= 0 ? 0 : (left >= NvVec<T>::v ? NvVec<T>::v : (int)left);
-}
-
-// Whether a row of n elements fills all P packs of its `lanes` threads. The row kernels take
-// a form of their loops for such rows (hidden sizes such as 4,096 over 128 threads of four
-// packs) in which no element is masked: the masks of a partial last pack cost a layer norm
-// about a third of its instructions (per-element predicates and the pack counts, on an H100
-// under ncu), and the row kernels are bound by their instruction issue on the H200.
-template <typename T, int P>
-__device__ __forceinline__ bool nv_row_full(i64 n, int lanes) {
-  return n == (i64)lanes * P * NvVec<T>::v;
 }
 
 // The pack index of pack k of `lane`.

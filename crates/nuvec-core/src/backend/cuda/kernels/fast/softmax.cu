@@ -402,7 +402,7 @@ __device__ __forceinline__ void nv_ce_grad(const T* __restrict__ x, const i32* _
 
 // Register budgets as the norms' (norms.cu): at least MINB blocks of 512 a multiprocessor.
 // `*_full_*`: the packed kernels for rows that fill every pack of their threads
-// (`nv_row_full`; the host checks).
+// (`nv_pack_valid` in rows.cuh; the host checks).
 #define NV_SOFTMAX_KIND1(T, tn, P, MINB, name, lse, mode, packed, full) \
   extern "C" __global__ void __launch_bounds__(512, MINB) name##_##mode##_##tn##_##P( \
       const T* x, Strided rows, i64 st, T* out, i64 nrows, i64 n, int lanes) { \
