@@ -265,7 +265,8 @@ mod tests {
         Strided::of(&layout).expect("a view of few axes")
     }
 
-    /// Every row of every task where the step holds, located directly.
+    /// Whether `step` separates the heads' rows of every task of `nrows` rows, each row
+    /// located directly.
     fn holds(rows: &Strided, nrows: usize, positions: usize, heads: usize, step: i64) -> bool {
         let at = |mut i: i64| {
             let mut off = 0;

@@ -99,7 +99,7 @@ __device__ __forceinline__ void nv_rope_heads(
                           : (float)reinterpret_cast<const i32*>(offsets)[entry * ostride];
     const float position = ((float)l + off) * scale;
     const int nitems = (int)items;
-    const T* first_row = x + nv_locate(rows, entry * per_batch + l);
+    const T* first_row = affine ? x + nv_locate(rows, entry * per_batch + l) : x;
     // As loaded, two half-precision elements a word (fewer registers: more loads in flight).
     NvRaw a[NV_ROPE_ITEMS], b[NV_ROPE_ITEMS];
     auto load = [&](int first) {
