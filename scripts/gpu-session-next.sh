@@ -31,6 +31,17 @@ if [ -d .whl ]; then
 fi
 nvidia-smi --query-gpu=name,clocks.max.sm --format=csv,noheader
 t() { local name=$1; shift; ( "$@" > "$OUT/$name.log" 2>&1; echo "rc=$?" >> "$OUT/$name.log" ) ; }
+# The row cases ($W) by form (parts 6 and 8): the defaults, the masked rows, the 4-byte loads,
+# the defaults again.
+W="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
+rows_by_form() {
+  echo "== rows"; timeout 80 $B --device gpu --budget 0.5 --json $OUT/rows.json $W 2>&1 | tail -10
+  echo "== rows, masked form"; NUVEC_ROWS_FULL=0 timeout 80 $B --device gpu --budget 0.5 $W \
+    2>&1 | tail -10
+  echo "== rows, 4-byte loads"; NUVEC_KERNEL_DEFINES="NV_RAW_ALIGN=4" timeout 80 $B \
+    --device gpu --budget 0.5 $W 2>&1 | tail -10
+  echo "== rows again"; timeout 80 $B --device gpu --budget 0.5 $W 2>&1 | tail -10
+}
 if [ "$part" = 1 ]; then
   t quant timeout 280 $T/gpu_quantized-* --test-threads=4 &
   t quant_old env NUVEC_QMV_MMA=0 NUVEC_QMM_WGMMA=0 timeout 280 $T/gpu_quantized-* --test-threads=4 &
@@ -126,13 +137,7 @@ wait
 for b in gpu_rows gpu_norms fast_ops gpu_fused gpu_backend gpu_index gpu_reduce gpu_sort; do
   echo "== $b"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$b.log" | head -4
 done
-W="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
-echo "== rows"; timeout 80 $B --device gpu --budget 0.5 --json $OUT/rows.json $W 2>&1 | tail -10
-echo "== rows, masked form"; NUVEC_ROWS_FULL=0 timeout 80 $B --device gpu --budget 0.5 $W \
-  2>&1 | tail -10
-echo "== rows, 4-byte loads"; NUVEC_KERNEL_DEFINES="NV_RAW_ALIGN=4" timeout 80 $B --device gpu \
-  --budget 0.5 $W 2>&1 | tail -10
-echo "== rows again"; timeout 80 $B --device gpu --budget 0.5 $W 2>&1 | tail -10
+rows_by_form
 K="copy layer_norm softmax"
 for d in NV_LAYER_ONE_PASS=1 NV_SOFTMAX_ONE_EXCHANGE=1 "NV_SOFTMAX_KEEP=0 NV_SOFTMAX_MINB=3"; do
   echo "== rows, $d"
@@ -146,13 +151,7 @@ if [ "$part" = 8 ]; then
 # Part 6's timings alone, only on an H200 (on another card it stops at once): the row kernels
 # by form, then Liger and PyTorch on the same rows.
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || { echo "not an H200"; exit 0; }
-W="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
-echo "== rows"; timeout 80 $B --device gpu --budget 0.5 --json $OUT/rows.json $W 2>&1 | tail -10
-echo "== rows, masked form"; NUVEC_ROWS_FULL=0 timeout 80 $B --device gpu --budget 0.5 $W \
-  2>&1 | tail -10
-echo "== rows, 4-byte loads"; NUVEC_KERNEL_DEFINES="NV_RAW_ALIGN=4" timeout 80 $B --device gpu \
-  --budget 0.5 $W 2>&1 | tail -10
-echo "== rows again"; timeout 80 $B --device gpu --budget 0.5 $W 2>&1 | tail -10
+rows_by_form
 echo "== liger"; timeout 90 python3 bench/peers/liger_bench.py --json $OUT/liger.json $W 2>&1 | tail -9
 exit 0
 fi
