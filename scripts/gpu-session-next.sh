@@ -19,7 +19,8 @@
 # the row kernels' 16-byte loads and unmasked full rows against the old forms, with the
 # backend's tests (every strided kernel's addressing changed). Part 8: part 6's timings on an
 # H200 only. Part 9: the rotation's tests and timings after its heads' rows located by step.
-# Part 10 (next, H200): log-sum-exp's two kernels timed against each other. Knobs need no rebuild.
+# Part 10: log-sum-exp's two kernels timed against each other. Part 12 (MLX) ran on an H100
+# on 2026-12-05, sixth session. Part 13 (next, H200): below.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -178,6 +179,48 @@ for d in NV_LSE_MINB=2 NV_LSE_MINB=4; do echo "== $d, rows in registers"
   NUVEC_LSE_WARP=0 NUVEC_KERNEL_DEFINES="$d" timeout 40 $B --device gpu --budget 0.5 \
     logsumexp 2>&1 | tail -1; done
 echo "== default again"; timeout 40 $B --device gpu --budget 0.5 $W 2>&1 | tail -4
+exit 0
+fi
+if [ "$part" = 12 ]; then
+# MLX's CUDA build (`gpu-pack --peers`, or `peers-pack .gpu/peers`) on the headline cases,
+# with nuvec's in the same run, and the tensor-core decoding kernel's register budgets.
+R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
+S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
+D="decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k"
+Q="qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
+echo "== nuvec"; timeout 150 $B --device gpu --budget 0.5 --json $OUT/nuvec12.json $R $S $D $Q \
+  2>&1 | tail -22
+.gpu/peers/setup "$PWD/.gpu/peers" > /dev/null 2>&1 && tar -C /tmp/site -xJf .gpu/peers/cute.tar.xz
+echo "== mlx"; PYTHONPATH=/tmp/site timeout 200 python3 bench/peers/mlx_bench.py --device gpu \
+  --json $OUT/mlx.json $R $S $D $Q 2>&1 | tail -22
+for d in NVQM_MINB=3 NVQM_MINB=4; do echo "== decode, $d"; NUVEC_KERNEL_DEFINES="$d" timeout 40 \
+  $B --device gpu --budget 1 qmv_14336x4096 moe_qmv_1 moe_qmv_64 2>&1 | tail -3; done
+exit 0
+fi
+if [ "$part" = 13 ]; then
+# The row kernels' one-instruction NaN-propagating maximum and rope's tasks found by steps
+# (`NUVEC_ROPE_ADDRESSING` caps the mode), with
+# `GPU_TESTS="fast_ops gpu_fused gpu_norms gpu_rows" gpu-pack --bench` and .gpu/peers (MLX,
+# and cute.tar.xz: the CUTLASS headers its quantized kernels compile with): tests, then the
+# row cases against Liger, PyTorch and MLX in the same run.
+for b in fast_ops gpu_fused gpu_norms gpu_rows; do t $b timeout 200 $T/$b-* --test-threads=4 & done
+t norms_located env NUVEC_ROPE_ADDRESSING=0 timeout 200 $T/gpu_norms-* --test-threads=4 &
+t norms_stepped env NUVEC_ROPE_ADDRESSING=1 timeout 200 $T/gpu_norms-* --test-threads=4 &
+wait
+for b in fast_ops gpu_fused gpu_norms gpu_rows norms_located norms_stepped; do
+  echo "== $b"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$b.log" | head -4
+done
+echo "== rows"; timeout 80 $B --device gpu --budget 0.5 --json $OUT/rows.json $W 2>&1 | tail -10
+for a in 1 0; do echo "== rope, addressing at most $a"; NUVEC_ROPE_ADDRESSING=$a timeout 30 $B \
+  --device gpu --budget 0.5 rope 2>&1 | tail -1; done
+echo "== liger"; timeout 90 python3 bench/peers/liger_bench.py --json $OUT/liger.json $W 2>&1 | tail -9
+echo "== torch"; timeout 120 python3 bench/peers/torch_bench.py --json $OUT/torch.json $W 2>&1 | tail -10
+.gpu/peers/setup "$PWD/.gpu/peers" > /dev/null 2>&1 && tar -C /tmp/site -xJf .gpu/peers/cute.tar.xz
+Q="qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
+echo "== mlx"; PYTHONPATH=/tmp/site timeout 200 python3 bench/peers/mlx_bench.py --device gpu \
+  --json $OUT/mlx.json $W $Q 2>&1 | tail -15
+echo "== nuvec quantized"; timeout 60 $B --device gpu --budget 0.5 $Q 2>&1 | tail -5
+echo "== rows again"; timeout 80 $B --device gpu --budget 0.5 $W 2>&1 | tail -10
 exit 0
 fi
 # Part 3: the headline cases against the peers in the same run.

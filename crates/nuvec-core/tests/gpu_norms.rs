@@ -255,7 +255,24 @@ fn rope_reads_transposed_and_strided_views() {
     let mut rng = Rng::new(16);
     for dtype in FLOATS {
         // [B, H, L, D] as a view of [B, L, H, D] (the benchmark's layout, smaller).
-        let x = swapaxes(&random(&mut rng, &[2, 6, 4, 16], -2.0, 2.0, dtype), 1, 2).unwrap();
+        let blhd = random(&mut rng, &[2, 6, 4, 16], -2.0, 2.0, dtype);
+        let x = swapaxes(&blhd, 1, 2).unwrap();
+        // The same from its second position on (a view with an offset).
+        let later = swapaxes(
+            &slice(
+                &blhd,
+                &[
+                    SliceArg::full(),
+                    SliceArg::new(Some(1), None, 1),
+                    SliceArg::full(),
+                    SliceArg::full(),
+                ],
+            )
+            .unwrap(),
+            1,
+            2,
+        )
+        .unwrap();
         // The feature axis reversed, and a broadcast batch.
         let y = random(&mut rng, &[2, 3, 5, 8], -2.0, 2.0, dtype);
         let rev = slice(
@@ -276,6 +293,7 @@ fn rope_reads_transposed_and_strided_views() {
         let empty = random(&mut rng, &[2, 0, 5, 8], -2.0, 2.0, dtype);
         for (layout, v) in [
             ("transposed", x),
+            ("transposed from position 1", later),
             ("reversed", rev),
             ("broadcast", wide),
             ("empty", empty),

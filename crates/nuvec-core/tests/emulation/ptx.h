@@ -88,6 +88,13 @@ inline void nv_ldsm4_t(u32* r, const void* p) { nv_emu_ldsm4(r, p, true); }
 inline float nv_flash_exp2(float x) { return std::exp2(x); }
 inline float nv_flash_max_nan(float x, float lo) { return x != x ? x : std::max(x, lo); }
 
+// rows.cuh's: `max.NaN.f32` (NaN if either is; +0 over -0).
+inline float nv_max_nan(float a, float b) {
+  if (a != a || b != b) return a != a ? a : b;
+  if (a == b) return std::signbit(a) ? b : a;
+  return a > b ? a : b;
+}
+
 // rope.cu's.
 inline void nv_rope_cp16(void* dst, const void* src) { std::memcpy(dst, src, 16); }
 inline void nv_rope_wait() {}

@@ -5,11 +5,14 @@
 //! 1 rotated whole and 16-byte aligned run `rope_heads_*`: the heads of one position share
 //! their sines and cosines (computed once a block, into shared memory) and move in 16-byte
 //! packs, two a thread in flight (copying a position's rows into shared memory with
-//! `cp.async` while the angles are computed was 7% slower on the H200); other rows run
+//! `cp.async` while the angles are computed was 7% slower on the H200), their rows found by
+//! steps proved from the view (`addressing`) rather than located one by one; other rows run
 //! `rope_rows_*`, a warp per row.
 //!
 //! The kernel takes what the CPU's does ([`Rope::kernel_takes`]); leading axes that do not
 //! merge into eight are copied first.
+
+use std::sync::OnceLock;
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
@@ -119,6 +122,44 @@ fn head_step(rows: &Strided, positions: usize, heads: usize) -> Option<i64> {
     None
 }
 
+/// How `rope_heads_*` finds a task's rows (see `nv_rope_heads`): `(hstep, addressing, estep,
+/// lstep)`, with `addressing` 2 where row `e · per_batch + l + h · positions` of the `rows`
+/// view sits at `offset + e · estep + l · lstep + h · hstep`, 1 where only the heads' step
+/// holds, 0 where every row is located; at most `NUVEC_ROPE_ADDRESSING` where that is set (a
+/// knob for comparing the three).
+fn addressing(
+    rows: &Strided,
+    heads: Option<(usize, usize)>,
+    entries: usize,
+    positions: usize,
+    per_batch: usize,
+) -> (i64, i32, i64, i64) {
+    let Some(hstep) = heads.and_then(|(_, h)| head_step(rows, positions, h)) else {
+        return (0, 0, 0, 0);
+    };
+    // The entries' step (rows `t` and `t + e · per_batch`, `t` in the first entry) and the
+    // positions' (rows `l` and `0`, `l` in the first entry's first head): the heads' proof
+    // with one entry, or one position, in place of the task's rows.
+    let found = match (
+        head_step(rows, per_batch, entries),
+        head_step(rows, 1, positions),
+    ) {
+        (Some(estep), Some(lstep)) => (hstep, 2, estep, lstep),
+        _ => (hstep, 1, 0, 0),
+    };
+    static MOST: OnceLock<Option<i32>> = OnceLock::new();
+    let most = *MOST.get_or_init(|| {
+        std::env::var("NUVEC_ROPE_ADDRESSING")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+    });
+    match most {
+        Some(0) => (0, 0, 0, 0),
+        Some(1) => (found.0, 1, 0, 0),
+        _ => found,
+    }
+}
+
 /// `(x, offset[, freqs])` rotated, or `None` where the fallback graph runs instead (see
 /// the module's documentation).
 fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<ArrayData>>> {
@@ -177,10 +218,7 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
     let tn = type_names(dtype).expect("a float type").1;
     let per_batch = nrows / b;
     let heads = heads_layout(x, xp, p, s, t, per_batch);
-    let (hstep, affine) = match heads.and_then(|(_, h)| head_step(&rows, t, h)) {
-        Some(step) => (step, 1i32),
-        None => (0, 0),
-    };
+    let (hstep, addressing, estep, lstep) = addressing(&rows, heads, b, t, per_batch);
     let (name, cfg) = match heads {
         Some((chunks, heads)) => {
             // Every head of a position in one block, ITEMS (head, chunk) items a thread; the
@@ -217,7 +255,7 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
     let per_batch = per_batch as i64;
     let half64 = half as i64;
     let (trad, fwd) = (i32::from(p.angles.traditional), i32::from(p.forward));
-    let params: [&dyn DeviceRepr; 20] = [
+    let params: [&dyn DeviceRepr; 22] = [
         &xp,
         &rows,
         &s,
@@ -237,14 +275,17 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
         &trad,
         &fwd,
         &hstep,
-        &affine,
+        &addressing,
+        &estep,
+        &lstep,
     ];
     // SAFETY: `rows` (x's layout without its last axis) locates each of the `nrows` rows
     // inside x's block, their `d` elements `s` apart; `op` points at the first of 1 or `b`
     // 32-bit offsets `ostride` apart (batch entries `0..b`, as `t / per_batch < b`); `fp`
     // is null or points at the first of `half` floats `fstride` apart; `yp` is a fresh
-    // row-major block of `nrows · d` elements of x's type; with `affine`, row `t + h ·
-    // positions` of a task lies `h · hstep` elements after row `t` (`head_step`); the
+    // row-major block of `nrows · d` elements of x's type; `addressing` 1 or 2: row `t + h ·
+    // positions` of a task lies `h · hstep` elements after row `t`, and 2: row `e · per_batch
+    // + l` at `e · estep + l · lstep` from the view's offset (`addressing`); the
     // arguments match `rope_rows_*` and `rope_heads_*` in `rope.cu`.
     unsafe { f.launch(&place.stream, cfg, &params) }?;
     Ok(Some(vec![y]))
@@ -252,7 +293,7 @@ fn rope(place: &Place, inputs: &[ArrayData], p: &Rope) -> Result<Option<Vec<Arra
 
 #[cfg(test)]
 mod tests {
-    use super::head_step;
+    use super::{addressing, head_step};
     use crate::array::Layout;
     use crate::backend::cuda::elementwise::Strided;
 
@@ -265,17 +306,20 @@ mod tests {
         Strided::of(&layout).expect("a view of few axes")
     }
 
+    /// The offset of row `i` of `rows` from the view's own, located directly.
+    fn at(rows: &Strided, mut i: i64) -> i64 {
+        let mut off = 0;
+        for (extent, stride) in rows.axes().rev() {
+            off += (i % extent) * stride;
+            i /= extent;
+        }
+        off
+    }
+
     /// Whether `step` separates the heads' rows of every task of `nrows` rows, each row
     /// located directly.
     fn holds(rows: &Strided, nrows: usize, positions: usize, heads: usize, step: i64) -> bool {
-        let at = |mut i: i64| {
-            let mut off = 0;
-            for (extent, stride) in rows.axes().rev() {
-                off += (i % extent) * stride;
-                i /= extent;
-            }
-            off
-        };
+        let at = |i| at(rows, i);
         let per_batch = positions * heads;
         (0..nrows / per_batch).all(|e| {
             (0..positions).all(|l| {
@@ -307,5 +351,27 @@ mod tests {
         assert_eq!(head_step(&w, 2, 3), None);
         // One head: any step.
         assert_eq!(head_step(&w, 4, 1), Some(0));
+    }
+
+    #[test]
+    fn tasks_are_found_by_steps_where_the_view_allows() {
+        // [B, L, H, D] read as [B, H, L] rows: every row by the three steps.
+        let (b, l, h, d) = (3, 5, 4, 8);
+        let t = view(
+            &[b, h, l],
+            &[(l * h * d) as isize, d as isize, (h * d) as isize],
+        );
+        let (hstep, mode, estep, lstep) = addressing(&t, Some((1, h)), b, l, h * l);
+        assert_eq!(mode, 2);
+        for row in 0..(b * h * l) as i64 {
+            let (e, r) = (row / (h * l) as i64, row % (h * l) as i64);
+            let (hh, p) = (r / l as i64, r % l as i64);
+            assert_eq!(at(&t, row), e * estep + p * lstep + hh * hstep, "row {row}");
+        }
+        // Positions split over two axes ([B, H, 2, 3] rows): the heads' step only.
+        let s = view(&[2, 2, 2, 3], &[1000, 100, 10, 1]);
+        assert_eq!(addressing(&s, Some((1, 2)), 2, 6, 12).1, 1);
+        // No heads' step: every row located.
+        assert_eq!(addressing(&s, None, 2, 6, 12).1, 0);
     }
 }

@@ -64,17 +64,20 @@ __device__ __forceinline__ void nv_rope_rows(
 }
 
 // The rows of one batch entry and position (the `heads` rows `positions` apart within the
-// entry) share their angles: a block takes such a group at a time, its threads first compute
-// each pair's sine and cosine once into shared memory (with their first items' loads already
-// in flight), then rotate every head's row with 16-byte accesses, NV_ROPE_ITEMS (head, chunk)
-// items a thread with all their loads issued before the first use. For rows of step 1,
-// 16-byte aligned, rotated whole (`dims == d`): an item is a chunk of V pairs (the halves'
-// elements [cV, cV + V) and [half + cV, ...)) or, `traditional`, of V adjacent elements
-// (V / 2 pairs). Shared memory: 2 * pairs floats. `affine`: the host found the rows' view
-// affine in the head (row t + h · positions sits h · hstep elements after row t within a
-// task), so that a thread locates its task's first row once and each head's row from it,
-// where locating every item's row (two 64-bit divisions a row of a transposed [B, L, H, D]
-// input) cost as many instructions as rotating it.
+// entry) share their angles: a block takes such a group (a task) at a time, its threads first
+// compute each pair's sine and cosine once into shared memory (with their first items' loads
+// already in flight), then rotate every head's row with 16-byte accesses, NV_ROPE_ITEMS
+// (head, chunk) items a thread with all their loads issued before the first use. For rows of
+// step 1, 16-byte aligned, rotated whole (`dims == d`): an item is a chunk of V pairs (the
+// halves' elements [cV, cV + V) and [half + cV, ...)) or, `traditional`, of V adjacent
+// elements (V / 2 pairs). Shared memory: 2 * pairs floats.
+//
+// `addressing` says how a task's rows are found, the host having proved the steps from the
+// rows' view: 0, each row located; 1, the task's first row located and head h's row h · hstep
+// elements after it; 2, as 1 with the task's first row at `rows.offset + entry · estep + l ·
+// lstep`. Locating a row of a transposed [B, L, H, D] input takes two 64-bit divisions, as
+// many instructions as rotating it; the first round's (head, chunk) items of a thread are
+// the same in every task, so they are found once.
 #define NV_ROPE_ITEMS 2
 
 template <typename T>
@@ -82,7 +85,7 @@ __device__ __forceinline__ void nv_rope_heads(
     const T* __restrict__ x, const Strided& rows, T* __restrict__ y, i64 nrows, i64 d,
     i64 positions, i64 per_batch, const void* __restrict__ offsets, i64 ostride, int unsigned_off,
     const float* __restrict__ freqs, i64 fstride, float step, float scale, i64 half,
-    int traditional, int forward, i64 hstep, int affine) {
+    int traditional, int forward, i64 hstep, int addressing, i64 estep, i64 lstep) {
   constexpr int V = 16 / sizeof(T);
   typedef NvPack<T, V> P;
   extern __shared__ float nv_rope_angles[];
@@ -90,26 +93,47 @@ __device__ __forceinline__ void nv_rope_heads(
   float* sn = nv_rope_angles + half;
   const int chunks = traditional ? (int)(d / V) : (int)(half / V);
   const i64 heads = per_batch / positions;
-  const i64 items = heads * chunks;
+  const int nitems = (int)(heads * chunks);
   const i64 tasks = nrows / heads;
+  // The first round's items: head and chunk.
+  int head0[NV_ROPE_ITEMS], chunk0[NV_ROPE_ITEMS];
+#pragma unroll
+  for (int u = 0; u < NV_ROPE_ITEMS; ++u) {
+    const int it = threadIdx.x + u * blockDim.x;
+    head0[u] = it / chunks;
+    chunk0[u] = it - head0[u] * chunks;
+  }
   for (i64 task = blockIdx.x; task < tasks; task += gridDim.x) {
-    const i64 entry = task / positions, l = task % positions;
+    const i64 entry = task / positions, l = task - entry * positions;
     const float off = unsigned_off
                           ? (float)reinterpret_cast<const u32*>(offsets)[entry * ostride]
                           : (float)reinterpret_cast<const i32*>(offsets)[entry * ostride];
     const float position = ((float)l + off) * scale;
-    const int nitems = (int)items;
-    const T* first_row = affine ? x + nv_locate(rows, entry * per_batch + l) : x;
+    const T* first_row = addressing == 2   ? x + rows.offset + entry * estep + l * lstep
+                         : addressing == 1 ? x + nv_locate(rows, entry * per_batch + l)
+                                           : x;
+    // Item `it`'s head and chunk: found once for the first round.
+    auto coords = [&](int first, int u, int& h, int& c) {
+      if (first == (int)threadIdx.x) {
+        h = head0[u];
+        c = chunk0[u];
+      } else {
+        const int it = first + u * blockDim.x;
+        h = it / chunks;
+        c = it - h * chunks;
+      }
+    };
     // As loaded, two half-precision elements a word (fewer registers: more loads in flight).
     NvRaw a[NV_ROPE_ITEMS], b[NV_ROPE_ITEMS];
     auto load = [&](int first) {
 #pragma unroll
       for (int u = 0; u < NV_ROPE_ITEMS; ++u) {
-        const int it = first + u * blockDim.x;
-        if (it < nitems) {
-          const int h = it / chunks, c = it % chunks;
-          const T* p = affine ? first_row + h * hstep
-                              : x + nv_locate(rows, entry * per_batch + h * positions + l);
+        if (first + u * (int)blockDim.x < nitems) {
+          int h, c;
+          coords(first, u, h, c);
+          const T* p = addressing != 0
+                           ? first_row + h * hstep
+                           : x + nv_locate(rows, entry * per_batch + h * positions + l);
           a[u] = reinterpret_cast<const NvRaw*>(p)[c];
           if (!traditional) b[u] = reinterpret_cast<const NvRaw*>(p + half)[c];
         }
@@ -124,14 +148,15 @@ __device__ __forceinline__ void nv_rope_heads(
       sn[j] = forward ? sv : -sv;
     }
     __syncthreads();
+    T* const task_out = y + (entry * per_batch + l) * d;
     for (int first = threadIdx.x; first < nitems; first += NV_ROPE_ITEMS * blockDim.x) {
       if (first != (int)threadIdx.x) load(first);
 #pragma unroll
       for (int u = 0; u < NV_ROPE_ITEMS; ++u) {
-        const int it = first + u * blockDim.x;
-        if (it >= nitems) break;
-        const int h = it / chunks, c = it % chunks;
-        T* q = y + (entry * per_batch + h * positions + l) * d;
+        if (first + u * (int)blockDim.x >= nitems) break;
+        int h, c;
+        coords(first, u, h, c);
+        T* q = task_out + h * positions * d;
         if (traditional) {
           P o;
 #pragma unroll
@@ -165,18 +190,19 @@ __device__ __forceinline__ void nv_rope_heads(
 }
 
 // `rope_rows_<type>` (any rows) and `rope_heads_<type>` (see nv_rope_heads), with one list
-// of arguments (the rows kernel ignores the last two).
+// of arguments (the rows kernel ignores the last four).
 #define NV_ROPE(T, tn) \
   extern "C" __global__ void __launch_bounds__(NV_THREADS, 4) rope_heads_##tn( \
       const T* x, Strided rows, i64 s, T* y, i64 nrows, i64 d, i64 positions, i64 per_batch, \
       const void* offsets, i64 ostride, int unsigned_off, const float* freqs, i64 fstride, \
-      float step, float scale, i64 half, int traditional, int forward, i64 hstep, int affine) { \
+      float step, float scale, i64 half, int traditional, int forward, i64 hstep, \
+      int addressing, i64 estep, i64 lstep) { \
     nv_rope_heads<T>(x, rows, y, nrows, d, positions, per_batch, offsets, ostride, \
                      unsigned_off, freqs, fstride, step, scale, half, traditional, forward, hstep, \
-                     affine); } \
+                     addressing, estep, lstep); } \
   extern "C" __global__ void __launch_bounds__(NV_THREADS) rope_rows_##tn( \
       const T* x, Strided rows, i64 s, T* y, i64 nrows, i64 d, i64 positions, i64 per_batch, \
       const void* offsets, i64 ostride, int unsigned_off, const float* freqs, i64 fstride, \
-      float step, float scale, i64 half, int traditional, int forward, i64, int) { \
+      float step, float scale, i64 half, int traditional, int forward, i64, int, i64, i64) { \
     nv_rope_rows<T>(x, rows, s, y, nrows, d, positions, per_batch, offsets, ostride, \
                     unsigned_off, freqs, fstride, step, scale, half, traditional, forward); }

@@ -92,8 +92,20 @@ __device__ __forceinline__ void nv_row_moments(float& c, float& m, float& m2, in
   }
 }
 
-// The larger of a and b, NaN if either is (a NaN anywhere makes a row's maximum NaN).
-__device__ __forceinline__ float nv_max_nan(float a, float b) { return (a != a || a > b) ? a : b; }
+// The larger of a and b, NaN if either is (a NaN anywhere makes a row's maximum NaN): one
+// `max.NaN` from compute capability 8.0, where the comparisons and the select took three
+// instructions an element of softmax's and log-sum-exp's maxima.
+// nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
+__device__ __forceinline__ float nv_max_nan(float a, float b) {
+#if __CUDA_ARCH__ >= 800
+  float y;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b));
+  return y;
+#else
+  return (a != a || a > b) ? a : b;
+#endif
+}
+// } nuvec-emulation
 
 // The maximum of `v` over the `lanes` threads of a row, as `nv_row_sum`.
 __device__ __forceinline__ float nv_row_max(float v, int lanes, int* slot = nullptr) {
