@@ -20,7 +20,8 @@
 # backend's tests (every strided kernel's addressing changed). Part 8: part 6's timings on an
 # H200 only. Part 9: the rotation's tests and timings after its heads' rows located by step.
 # Part 10: log-sum-exp's two kernels timed against each other. Part 12 (MLX) ran on an H100
-# on 2026-12-05, sixth session. Part 13 (next, H200): below.
+# on 2026-12-05, sixth session, as did parts 13 (the next on an H200) and 14; part 15 ran on
+# the H200.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -42,6 +43,16 @@ rows_by_form() {
   echo "== rows, 4-byte loads"; NUVEC_KERNEL_DEFINES="NV_RAW_ALIGN=4" timeout 80 $B \
     --device gpu --budget 0.5 $W 2>&1 | tail -10
   echo "== rows again"; timeout 80 $B --device gpu --budget 0.5 $W 2>&1 | tail -10
+}
+# Each named test log's outcome.
+results() {
+  for b in "$@"; do echo "== $b"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$b.log" | head -4; done
+}
+# Each kernel's launches and mean time in an `ncu --metrics gpu__time_duration.sum` log.
+ncu_times() {
+  grep -E "^  [a-zA-Z_0-9]+.*\(|gpu__time_duration" "$1" | paste - - | awk '{
+    n = $1; sub(/\(.*/, "", n); k = n " " $(NF-1); s[k] += $NF; c[k]++ }
+    END { for (k in s) printf "%s: %d launches, mean %.2f\n", k, c[k], s[k] / c[k] }'
 }
 if [ "$part" = 1 ]; then
   t quant timeout 280 $T/gpu_quantized-* --test-threads=4 &
@@ -135,9 +146,7 @@ for b in gpu_rows gpu_norms fast_ops gpu_fused gpu_backend gpu_index gpu_reduce 
   t $b timeout 240 $T/$b-* --test-threads=3 &
 done
 wait
-for b in gpu_rows gpu_norms fast_ops gpu_fused gpu_backend gpu_index gpu_reduce gpu_sort; do
-  echo "== $b"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$b.log" | head -4
-done
+results gpu_rows gpu_norms fast_ops gpu_fused gpu_backend gpu_index gpu_reduce gpu_sort
 rows_by_form
 K="copy layer_norm softmax"
 for d in NV_LAYER_ONE_PASS=1 NV_SOFTMAX_ONE_EXCHANGE=1 "NV_SOFTMAX_KEEP=0 NV_SOFTMAX_MINB=3"; do
@@ -161,9 +170,7 @@ if [ "$part" = 9 ]; then
 # `GPU_TESTS="fast_ops gpu_fused gpu_norms"`: the tests that rotate, then the row cases.
 for b in fast_ops gpu_fused gpu_norms; do t $b timeout 150 $T/$b-* --test-threads=4 & done
 wait
-for b in fast_ops gpu_fused gpu_norms; do
-  echo "== $b"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$b.log" | head -4
-done
+results fast_ops gpu_fused gpu_norms
 W="copy rope layer_norm softmax rms_norm"
 for k in 1 2; do echo "== rows $k"; timeout 40 $B --device gpu --budget 0.5 $W 2>&1 | tail -5; done
 exit 0
@@ -207,9 +214,7 @@ for b in fast_ops gpu_fused gpu_norms gpu_rows; do t $b timeout 200 $T/$b-* --te
 t norms_located env NUVEC_ROPE_ADDRESSING=0 timeout 200 $T/gpu_norms-* --test-threads=4 &
 t norms_stepped env NUVEC_ROPE_ADDRESSING=1 timeout 200 $T/gpu_norms-* --test-threads=4 &
 wait
-for b in fast_ops gpu_fused gpu_norms gpu_rows norms_located norms_stepped; do
-  echo "== $b"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$b.log" | head -4
-done
+results fast_ops gpu_fused gpu_norms gpu_rows norms_located norms_stepped
 echo "== rows"; timeout 80 $B --device gpu --budget 0.5 --json $OUT/rows.json $W 2>&1 | tail -10
 for a in 1 0; do echo "== rope, addressing at most $a"; NUVEC_ROPE_ADDRESSING=$a timeout 30 $B \
   --device gpu --budget 0.5 rope 2>&1 | tail -1; done
@@ -221,6 +226,53 @@ echo "== mlx"; PYTHONPATH=/tmp/site timeout 200 python3 bench/peers/mlx_bench.py
   --json $OUT/mlx.json $W $Q 2>&1 | tail -15
 echo "== nuvec quantized"; timeout 60 $B --device gpu --budget 0.5 $Q 2>&1 | tail -5
 echo "== rows again"; timeout 80 $B --device gpu --budget 0.5 $W 2>&1 | tail -10
+exit 0
+fi
+if [ "$part" = 14 ]; then
+# Where the small calls' time goes, with `GPU_TESTS="gpu_norms gpu_gather" gpu-pack --bench`:
+# rope's view with an offset under test, then each kernel's time (ncu's clocks) in the
+# experts' 64-token product (its grouping's argsort and takes included), the decoding product,
+# attention decoding at B1 and the launch floor, against the calls' own times; nsys's timeline
+# summary of the experts' product where nsys is installed; the issue slots of rope and
+# log-sum-exp.
+t norms timeout 200 $T/gpu_norms-* --test-threads=4 &
+t gather timeout 200 $T/gpu_gather_qmm-* --test-threads=4 &
+wait
+results norms gather
+C="launch_floor qmv_14336x4096 moe_qmv_1 moe_qmv_64 decode_b1_8k"
+echo "== calls"; timeout 60 $B --device gpu --budget 0.5 $C 2>&1 | tail -5
+for c in moe_qmv_64 qmv_14336x4096 decode_b1_8k; do
+  echo "== ncu $c"; timeout 90 ncu --metrics gpu__time_duration.sum -c 60 $B --device gpu \
+    --budget 0.01 $c > $OUT/ncu_$c.txt 2>&1
+  ncu_times $OUT/ncu_$c.txt
+done
+if command -v nsys > /dev/null; then
+  echo "== nsys moe_qmv_64"; timeout 120 nsys profile -o /tmp/moe --force-overwrite true \
+    $B --device gpu --budget 0.2 moe_qmv_64 > /dev/null 2>&1
+  timeout 60 nsys stats -r cuda_gpu_kern_sum,cuda_api_sum /tmp/moe.nsys-rep 2>&1 | head -40
+fi
+N="Duration|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per"
+for k in rope_heads logsumexp_warp; do echo "== ncu $k"
+  timeout 90 ncu --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy \
+    --section LaunchStats -k regex:$k -c 1 $B --device gpu --budget 0.01 rope logsumexp 2>&1 | \
+    grep -E "$N" | head -8
+done
+exit 0
+fi
+if [ "$part" = 15 ]; then
+# The experts' unsorted positions grouped inside the gathered kernel's node (one launch where
+# an argsort, three takes and a search ran as graph nodes), with
+# `GPU_TESTS="gpu_gather_qmm fast_ops" gpu-pack --bench`: tests, then the experts' cases and
+# their kernels under ncu.
+t gather timeout 200 $T/gpu_gather_qmm-* --test-threads=4 &
+t seed timeout 200 $T/fast_ops-* --test-threads=4 &
+wait
+results gather seed
+C="copy moe_qmv_1 moe_qmv_64 qmv_14336x4096"
+for k in 1 2; do echo "== calls $k"; timeout 60 $B --device gpu --budget 0.5 $C 2>&1 | tail -4; done
+echo "== ncu moe_qmv_64"; timeout 120 ncu --metrics gpu__time_duration.sum -c 60 $B --device gpu \
+  --budget 0.01 moe_qmv_64 > $OUT/ncu_moe.txt 2>&1
+ncu_times $OUT/ncu_moe.txt
 exit 0
 fi
 # Part 3: the headline cases against the peers in the same run.

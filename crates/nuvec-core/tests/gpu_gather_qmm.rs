@@ -139,8 +139,9 @@ fn gather_qmm_decodes_with_unsorted_and_sorted_indices() {
                 true,
             );
         }
-        // 16 tokens through 8 of 20 experts, unsorted (128 positions): grouped by expert on
-        // the device before the kernel, the products taken back into the positions' order.
+        // 16 tokens through 8 of 20 experts, unsorted (128 positions): grouped by expert
+        // inside the node (its grouping launch, then the product read and written through
+        // the positions' order).
         let case = Case {
             x: vec![16, 1, 1, 256],
             experts: 20,

@@ -223,12 +223,33 @@ pub fn gather_qmm(
 /// this many too.
 const GROUP_POSITIONS: usize = 64;
 
+/// The most index positions, and weight batches, the GPU's gathered quantized product groups
+/// by batch in its own kernel (`NVQG_GROUP_MAX` and `NVQG_MAX_EXPERTS` in the CUDA backend's
+/// `quantized_gather.cu`).
+pub(crate) const KERNEL_GROUP_POSITIONS: usize = 4096;
+pub(crate) const KERNEL_GROUP_BATCHES: usize = 1024;
+
+/// Whether the GPU's gathered quantized product (`x · wᵀ`) groups its `positions` unsorted
+/// index positions by weight batch inside its node rather than through graph nodes (see
+/// [`record`]): where grouping pays ([`GROUP_POSITIONS`] positions and at least one a batch)
+/// and its matrix-vector kernel runs (at most 8 rows a matrix of `x`, fewer than 16 a weight
+/// batch on average), within that kernel's bounds.
+pub(crate) fn kernel_groups(positions: usize, mrows: usize, batches: usize) -> bool {
+    positions >= GROUP_POSITIONS
+        && positions >= batches
+        && positions <= KERNEL_GROUP_POSITIONS
+        && batches <= KERNEL_GROUP_BATCHES
+        && mrows <= 8
+        && positions * mrows < 16 * batches
+}
+
 /// The fused node of `op` where a kernel takes it (with the offsets of the weight batches'
 /// rows when the rows are sorted by `weights`' batch index), else its fallback. Unsorted
-/// indices of [`GROUP_POSITIONS`] positions and more on a GPU stream are sorted first (their
-/// permutation recorded as `argsort` and `take` nodes, and the products taken back into the
-/// positions' order), so that the kernel reads each weight batch once for a run of rows
-/// rather than once a position; every product is the one the position asked for.
+/// indices of [`GROUP_POSITIONS`] positions and more on a GPU stream are sorted first, so
+/// that the kernel reads each weight batch once for a run of rows rather than once a
+/// position: by the gathered quantized product's own kernel where it runs
+/// ([`kernel_groups`]), else through `argsort` and `take` nodes (the products taken back into
+/// the positions' order). Every product is the one the position asked for.
 fn record(op: FastOp, inputs: Vec<Array>, sorted: bool, weights: &Array) -> Result<Vec<Array>> {
     let device = default_stream().device.kind;
     if !op.takes(device, &inputs) {
@@ -237,7 +258,20 @@ fn record(op: FastOp, inputs: Vec<Array>, sorted: bool, weights: &Array) -> Resu
     let n = inputs.len();
     let positions = inputs[n - 1].size();
     let batches: usize = weights.shape()[..weights.ndim() - 2].iter().product();
-    if sorted || device != DeviceKind::Gpu || positions < GROUP_POSITIONS || positions < batches {
+    // Rows of each matrix of x (its second-last axis).
+    let mrows = inputs[0].shape().iter().rev().nth(1).copied().unwrap_or(1);
+    if sorted
+        || device != DeviceKind::Gpu
+        || positions < GROUP_POSITIONS
+        || positions < batches
+        || (matches!(
+            op,
+            FastOp::GatherQmm {
+                transpose: true,
+                ..
+            }
+        ) && kernel_groups(positions, mrows, batches))
+    {
         return record_node(op, inputs, sorted, weights);
     }
     Ok(vec![grouped(op, inputs, weights)?])

@@ -183,6 +183,7 @@ inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst
 inline unsigned atomicAdd(unsigned* p, unsigned v) {
   return std::atomic_ref<unsigned>(*p).fetch_add(v);
 }
+inline int atomicAdd(int* p, int v) { return std::atomic_ref<int>(*p).fetch_add(v); }
 // CUDA's overloaded min and max of mixed integer types.
 template <typename A, typename B>
 inline auto min(A a, B b) {

@@ -1,7 +1,8 @@
 // quantized_gather.cu's gathered matrix-vector kernel and quantized_tiled.cu's gathered modes
 // in the emulation against gather_qmm in double: index positions picking matrices of x (lhs)
 // and of a 4-bit w (rhs), unsorted, and sorted by matrix with the runs' offsets (the chunks'
-// table written first, as the host does; runs left empty; fewer blocks than chunks), and the
+// table written first, as the host does; runs left empty; fewer blocks than chunks), unsorted
+// and grouped on the device first (the order checked to be the stable sort by matrix), and the
 // table alone over scrambled offsets; and the tensor-core form of the matrix-vector kernel.
 // Built and run by tests/kernel_emulation.rs.
 #include <algorithm>
@@ -80,30 +81,59 @@ static NvGqmv args_of(const Problem& p, int mrows, int m, bool sorted) {
   return a;
 }
 
+// How a case's positions come: unsorted, sorted with their offsets, or unsorted and grouped
+// on the device.
+enum Order { UNSORTED, SORTED, GROUPED };
+
+// The chunks' table (and for GROUPED the order and offsets) as the host launches them first;
+// 0 where the grouping's order is not the stable sort of the positions by matrix.
+template <int M>
+static int prepare(const Problem& p, const NvGqmv& a, Order how, std::vector<i64>& table,
+                   std::vector<u32>& order) {
+  if (how == UNSORTED) return 1;
+  table.assign((size_t)a.chunks * 3, 0);
+  if (how == SORTED) {
+    nv_emu_launch({1, 1, 1}, NVQ_WARPS * 32,
+                  [&] { nvqg_table<M>(p.offs.data(), table.data(), a); });
+    return 1;
+  }
+  std::vector<i32> offs(p.E, -7);
+  order.assign(p.P, 0);
+  nv_emu_launch({1, 1, 1}, NVQ_WARPS * 32, [&] {
+    nvqg_group<M>(p.rhs.data(), offs.data(), order.data(), table.data(), a);
+  });
+  std::vector<u32> want(p.P);
+  for (int i = 0; i < p.P; ++i) want[i] = i;
+  std::stable_sort(want.begin(), want.end(), [&](u32 i, u32 j) { return p.rhs[i] < p.rhs[j]; });
+  bool ok = order == want;
+  for (int e = 0; e < p.E; ++e)
+    ok &= offs[e] == (i32)std::count_if(p.rhs.begin(), p.rhs.end(), [&](u32 k) { return k < (u32)e; });
+  return ok ? 1 : 0;
+}
+
 // E matrices of w, P index positions; `zb` blocks along z (0: one a chunk; fewer make each
 // block take several chunks).
 template <int M>
-static int gqmv_case(bool sorted, int mrows, unsigned seed, int E = 5, int P = 12,
+static int gqmv_case(Order how, int mrows, unsigned seed, int E = 5, int P = 12,
                      unsigned zb = 0) {
-  Problem p = make(E, 3, mrows, 40, 256, 64, P, sorted, seed);
-  const NvGqmv a = args_of(p, mrows, M, sorted);
+  Problem p = make(E, 3, mrows, 40, 256, 64, P, how == SORTED, seed);
+  const NvGqmv a = args_of(p, mrows, M, how != UNSORTED);
   std::vector<bf16> y((size_t)p.P * mrows * p.N);
   const int R = NvqRows<M>::v;
-  // Sorted: the chunks' table first, as the host launches it.
-  std::vector<i64> table(sorted ? (size_t)a.chunks * 3 : 0);
-  if (sorted)
-    nv_emu_launch({1, 1, 1}, NVQ_WARPS * 32,
-                  [&] { nvqg_table<M>(p.offs.data(), table.data(), a); });
+  std::vector<i64> table;
+  std::vector<u32> order;
+  const int grouped = prepare<M>(p, a, how, table, order);
+  const u32* ord = how == GROUPED ? order.data() : nullptr;
   nv_emu_launch({(unsigned)((p.N + NVQ_WARPS * R - 1) / (NVQ_WARPS * R)), 1,
                  zb ? zb : (unsigned)a.chunks},
                 NVQ_WARPS * 32, [&] {
                   nvq_gqmv<bf16, 4, M>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(),
-                                       p.lhs.data(), p.rhs.data(), table.data(), a);
+                                       p.lhs.data(), p.rhs.data(), table.data(), ord, a);
                 });
   const double e = check(p, y);
-  std::printf("gqmv M %d sorted %d mrows %d E %d P %d z %u: rel err %.3g\n", M, sorted, mrows, E,
-              P, zb, e);
-  return e < 2e-2 ? 0 : 1;
+  std::printf("gqmv M %d order %d mrows %d E %d P %d z %u: rel err %.3g, grouping %s\n", M,
+              (int)how, mrows, E, P, zb, e, grouped ? "ok" : "WRONG");
+  return e < 2e-2 && grouped ? 0 : 1;
 }
 
 // The tiled kernel over index positions (mode 1) or runs sorted by matrix (mode 2).
@@ -177,43 +207,48 @@ static int table_case(int E, int P, int mrows, unsigned seed) {
 // The tensor-core form (quantized_mv_mma.cu's sums): chunks of 8 rows, R tiles of 16 rows of
 // w a warp, S slices of k a block; `zb` as above.
 template <int R, int S>
-static int gqmv_mma_case(bool sorted, int mrows, unsigned seed, int E = 5, int P = 12,
+static int gqmv_mma_case(Order how, int mrows, unsigned seed, int E = 5, int P = 12,
                          unsigned zb = 0) {
-  Problem p = make(E, 3, mrows, 40, 256, 64, P, sorted, seed);
-  const NvGqmv a = args_of(p, mrows, 8, sorted);
+  Problem p = make(E, 3, mrows, 40, 256, 64, P, how == SORTED, seed);
+  const NvGqmv a = args_of(p, mrows, 8, how != UNSORTED);
   std::vector<bf16> y((size_t)p.P * mrows * p.N);
-  std::vector<i64> table(sorted ? (size_t)a.chunks * 3 : 0);
-  if (sorted)
-    nv_emu_launch({1, 1, 1}, NVQ_WARPS * 32,
-                  [&] { nvqg_table<8>(p.offs.data(), table.data(), a); });
+  std::vector<i64> table;
+  std::vector<u32> order;
+  const int grouped = prepare<8>(p, a, how, table, order);
+  const u32* ord = how == GROUPED ? order.data() : nullptr;
   const int rows = 16 * R * (NVQM_WARPS / S);
   nv_emu_launch({(unsigned)((p.N + rows - 1) / rows), 1, zb ? zb : (unsigned)a.chunks},
                 NVQM_WARPS * 32, [&] {
                   nvqm_gqmv<bf16, R, S>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(),
-                                        p.lhs.data(), p.rhs.data(), table.data(), a);
+                                        p.lhs.data(), p.rhs.data(), table.data(), ord, a);
                 });
   const double e = check(p, y);
-  std::printf("gqmv mma R %d S %d sorted %d mrows %d E %d P %d z %u: rel err %.3g\n", R, S,
-              sorted, mrows, E, P, zb, e);
-  return e < 2e-2 ? 0 : 1;
+  std::printf("gqmv mma R %d S %d order %d mrows %d E %d P %d z %u: rel err %.3g, grouping %s\n",
+              R, S, (int)how, mrows, E, P, zb, e, grouped ? "ok" : "WRONG");
+  return e < 2e-2 && grouped ? 0 : 1;
 }
 
 int main() {
   int bad = 0;
   bad += table_case<4>(9, 30, 1, 7);
   bad += table_case<8>(300, 50, 3, 8);
-  bad += gqmv_case<1>(false, 1, 1);
-  bad += gqmv_case<1>(true, 1, 2);
-  bad += gqmv_case<4>(false, 3, 3);
-  bad += gqmv_case<8>(true, 5, 4);
+  bad += gqmv_case<1>(UNSORTED, 1, 1);
+  bad += gqmv_case<1>(SORTED, 1, 2);
+  bad += gqmv_case<4>(UNSORTED, 3, 3);
+  bad += gqmv_case<8>(SORTED, 5, 4);
   // Sorted with most matrices picked by none (empty runs), and with fewer blocks than chunks.
-  bad += gqmv_case<2>(true, 1, 5, 16, 6);
-  bad += gqmv_case<4>(true, 3, 6, 7, 20, 3);
-  bad += gqmv_mma_case<2, 4>(false, 1, 11);
-  bad += gqmv_mma_case<2, 4>(false, 11, 12, 5, 4);
-  bad += gqmv_mma_case<2, 4>(true, 1, 13, 16, 20);
-  bad += gqmv_mma_case<1, 4>(true, 3, 14, 7, 20, 3);
-  bad += gqmv_mma_case<2, 2>(true, 2, 15, 5, 12, 2);
+  bad += gqmv_case<2>(SORTED, 1, 5, 16, 6);
+  bad += gqmv_case<4>(SORTED, 3, 6, 7, 20, 3);
+  // Grouped on the device: more positions than threads, matrices picked by none.
+  bad += gqmv_case<1>(GROUPED, 1, 21, 9, 300, 40);
+  bad += gqmv_case<4>(GROUPED, 3, 22, 40, 70);
+  bad += gqmv_mma_case<2, 4>(UNSORTED, 1, 11);
+  bad += gqmv_mma_case<2, 4>(UNSORTED, 11, 12, 5, 4);
+  bad += gqmv_mma_case<2, 4>(SORTED, 1, 13, 16, 20);
+  bad += gqmv_mma_case<1, 4>(SORTED, 3, 14, 7, 20, 3);
+  bad += gqmv_mma_case<2, 2>(SORTED, 2, 15, 5, 12, 2);
+  bad += gqmv_mma_case<2, 4>(GROUPED, 1, 23, 130, 520, 64);
+  bad += gqmv_mma_case<1, 4>(GROUPED, 2, 24, 6, 33);
   bad += tiled_case(1, 40, 5);
   bad += tiled_case(2, 20, 6);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);

@@ -14,11 +14,20 @@
 //   every chunk's matrix and rows to a table (`gqmv_table_m*`: the runs laid out by two
 //   block-wide scans, each chunk's matrix found by binary search), so that a block of the
 //   product finds its chunk with one load.
+// - grouped (unsorted indices, `order` given): a one-block kernel (`gqmv_group_m*`) first
+//   sorts the index positions by matrix, stably (a count a matrix, their starts by a scan,
+//   then each position placed after the earlier ones of its matrix), into `order` (sorted
+//   place -> position) and the offsets, then writes the table as above; the product runs as
+//   sorted, reading row v's x through the position `order` gives it and writing its output
+//   there. One launch does what an argsort, three takes and a search did as graph nodes (about
+//   as long as the product itself at 64 tokens).
 // Indices past the end are clamped to the last matrix.
 
 // The most matrices of w the sorted runs take (their starts and first chunks are kept in
-// shared memory).
+// shared memory), and the most index positions the grouping kernel sorts (their matrices are
+// kept there too).
 #define NVQG_MAX_EXPERTS 1024
+#define NVQG_GROUP_MAX 4096
 
 // Mirrors `GatherArgs` in `quantized/gather.rs` (repr(C)): the 64-bit fields first.
 struct NvGqmv {
@@ -158,11 +167,75 @@ __device__ __forceinline__ bool nvqg_chunk(const u32* __restrict__ rhs,
   return e >= 0;
 }
 
-// Row v of the product's row of x (through lhs when given).
-__device__ __forceinline__ i64 nvqg_xrow(const u32* __restrict__ lhs, const NvGqmv& a, i64 v) {
+// Row v of the product (in the sorted order when `order` is given) as its index position's
+// row: the position's first row plus v's place within its matrix.
+__device__ __forceinline__ i64 nvqg_out_row(const u32* __restrict__ order, const NvGqmv& a,
+                                            i64 v) {
+  if (order == nullptr) return v;
+  const i64 mi = v / a.mrows;
+  return (i64)order[mi] * a.mrows + (v - mi * a.mrows);
+}
+
+// Row v of the product's row of x (through `order`, then lhs, when given).
+__device__ __forceinline__ i64 nvqg_xrow(const u32* __restrict__ lhs,
+                                         const u32* __restrict__ order, const NvGqmv& a, i64 v) {
+  v = nvqg_out_row(order, a, v);
   if (lhs == nullptr) return v;
   const i64 mi = v / a.mrows;
   return nvqg_index(lhs, mi, a.xmats) * a.mrows + (v - mi * a.mrows);
+}
+
+// The grouping (one block; see the top): the `a.indices` positions (at most NVQG_GROUP_MAX)
+// sorted stably by their matrix (rhs, clamped) into `order`, each matrix's first place into
+// `offs` (`a.experts` of them, at most NVQG_MAX_EXPERTS), then the sorted chunks' table.
+template <int M>
+__device__ __forceinline__ void nvqg_group(const u32* __restrict__ rhs, i32* __restrict__ offs,
+                                           u32* __restrict__ order, i64* __restrict__ table,
+                                           const NvGqmv a) {
+  constexpr int NT = NVQ_WARPS * 32;
+  __shared__ int next[NVQG_MAX_EXPERTS];
+  __shared__ __align__(16) u32 keys[NVQG_GROUP_MAX];
+  __shared__ i64 part[NT];
+  const int tid = threadIdx.x, experts = (int)a.experts, n = (int)a.indices;
+  for (int e = tid; e < experts; e += NT) next[e] = 0;
+  __syncthreads();
+  for (int p = tid; p < n; p += NT) {
+    const u32 k = (u32)nvqg_index(rhs, p, a.experts);
+    keys[p] = k;
+    atomicAdd(&next[k], 1);
+  }
+  __syncthreads();
+  // Each thread's run of matrices: their counts' sum, scanned, gives the run's first place.
+  const int per = (experts + NT - 1) / NT, f0 = min(tid * per, experts);
+  const int f1 = min(f0 + per, experts);
+  i64 sum = 0;
+  for (int f = f0; f < f1; ++f) sum += next[f];
+  nvqg_scan<false>(part, sum);
+  int place = tid == 0 ? 0 : (int)part[tid - 1];
+  for (int f = f0; f < f1; ++f) {
+    const int c = next[f];
+    offs[f] = place;
+    next[f] = place;
+    place += c;
+  }
+  __syncthreads();
+  // Thread t places the positions of the matrices congruent to t, in the positions' order:
+  // every thread reads every key, four in one 16-byte load (the keys past n never match), so
+  // that the loads, not their latency one by one, set the pace (with a key at a time the
+  // launch took 35 us under ncu for 512 positions on the H200, a third of the product).
+  for (int p = n + tid; p < (n + 3) / 4 * 4; p += NT) keys[p] = 0xFFFFFFFFu;
+  __syncthreads();
+#pragma unroll 4
+  for (int p0 = 0; p0 < n; p0 += 4) {
+    const uint4 k4 = *reinterpret_cast<const uint4*>(keys + p0);
+    const u32 ks[4] = {k4.x, k4.y, k4.z, k4.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (ks[j] != 0xFFFFFFFFu && (int)(ks[j] % NT) == tid) order[next[ks[j]]++] = (u32)(p0 + j);
+  }
+  // The block's writes of offs are seen by all its threads after the barrier.
+  __syncthreads();
+  nvqg_table<M>(offs, table, a);
 }
 
 template <typename T, int B, int M>
@@ -170,7 +243,7 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
                                          const T* __restrict__ scales, const T* __restrict__ biases,
                                          T* __restrict__ y, const u32* __restrict__ lhs,
                                          const u32* __restrict__ rhs, const i64* __restrict__ table,
-                                         const NvGqmv a) {
+                                         const u32* __restrict__ order, const NvGqmv a) {
   constexpr int R = NvqRows<M>::v;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const i64 n0 = ((i64)blockIdx.x * NVQ_WARPS + warp) * R;
@@ -185,7 +258,7 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
     const T* xr[M];
 #pragma unroll
     for (int i = 0; i < M; ++i)
-      xr[i] = x + nvqg_xrow(lhs, a, min(v0 + i, v1 - 1)) * (i64)a.packs * 32;
+      xr[i] = x + nvqg_xrow(lhs, order, a, min(v0 + i, v1 - 1)) * (i64)a.packs * 32;
     float acc[R][M];
     nvq_qmv_rows<T, B, M>(xr, w + e * a.w_batch, scales + e * a.s_batch, biases + e * a.s_batch, row, 0,
                           a.packs, a.packs, a.groups, a.gs_shift, acc);
@@ -194,7 +267,8 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
       for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int i = 0; i < M; ++i)
-          if (n0 + r < a.n && v0 + i < v1) y[(v0 + i) * a.n + n0 + r] = nv_down<T>(acc[r][i]);
+          if (n0 + r < a.n && v0 + i < v1)
+            y[nvqg_out_row(order, a, v0 + i) * a.n + n0 + r] = nv_down<T>(acc[r][i]);
     }
   }
 }
@@ -208,7 +282,8 @@ __device__ __forceinline__ void nvqm_gqmv(const T* __restrict__ x, const u32* __
                                           const T* __restrict__ scales,
                                           const T* __restrict__ biases, T* __restrict__ y,
                                           const u32* __restrict__ lhs, const u32* __restrict__ rhs,
-                                          const i64* __restrict__ table, const NvGqmv a) {
+                                          const i64* __restrict__ table,
+                                          const u32* __restrict__ order, const NvGqmv a) {
   static_assert(NVQM_WARPS % S == 0, "whole tiles a block");
   __shared__ float sums[NVQM_WARPS][R][4][32];
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
@@ -220,7 +295,8 @@ __device__ __forceinline__ void nvqm_gqmv(const T* __restrict__ x, const u32* __
     // The lane's column: row v0 + g of the product, if inside the chunk.
     const uint4* xr =
         v0 + g < v1
-            ? reinterpret_cast<const uint4*>(x + nvqg_xrow(lhs, a, v0 + g) * (i64)a.packs * 32)
+            ? reinterpret_cast<const uint4*>(x + nvqg_xrow(lhs, order, a, v0 + g) *
+                                                     (i64)a.packs * 32)
             : nullptr;
     float c[R][4];
     nvqm_sums<T, R, S>(reinterpret_cast<const uint4*>(w + e * a.w_batch),
@@ -228,7 +304,8 @@ __device__ __forceinline__ void nvqm_gqmv(const T* __restrict__ x, const u32* __
                        reinterpret_cast<const u16*>(biases + e * a.s_batch), xr, a.n, n0, a.packs,
                        a.groups, a.gs_shift, a.nibbles, warp % S, c);
     nvqm_meet<R, S>(sums, c, [&](int row, int col, float v) {
-      if (n0 + row < a.n && v0 + col < v1) y[(v0 + col) * a.n + n0 + row] = nv_down<T>(v);
+      if (n0 + row < a.n && v0 + col < v1)
+        y[nvqg_out_row(order, a, v0 + col) * a.n + n0 + row] = nv_down<T>(v);
     });
   }
 }
@@ -243,22 +320,30 @@ __device__ __forceinline__ void nvqm_gqmv(const T* __restrict__ x, const u32* __
 #define NVQG_BOUNDS __launch_bounds__(NVQ_WARPS * 32)
 #endif
 
-// The product (`table` read only when sorted) and, by M, the sorted chunks' table.
+// The product (`table` read only when sorted, `order` null unless grouped) and, by M, the
+// sorted chunks' table and the grouping.
 #define NV_GQMV(T, TN, B, M)                                                                    \
   extern "C" __global__ void NVQG_BOUNDS                                                        \
       gqmv_##TN##_b##B##_m##M(const T* x, const u32* w, const T* s, const T* b, T* y,            \
-                              const u32* lhs, const u32* rhs, const i64* table, NvGqmv a) {     \
-    nvq_gqmv<T, B, M>(x, w, s, b, y, lhs, rhs, table, a);                                       \
+                              const u32* lhs, const u32* rhs, const i64* table,                 \
+                              const u32* order, NvGqmv a) {                                     \
+    nvq_gqmv<T, B, M>(x, w, s, b, y, lhs, rhs, table, order, a);                                \
   }                                                                                             \
   extern "C" __global__ void __launch_bounds__(NVQ_WARPS * 32)                                  \
       gqmv_table_m##M(const i32* offs, i64* table, NvGqmv a) {                                 \
     nvqg_table<M>(offs, table, a);                                                              \
+  }                                                                                             \
+  extern "C" __global__ void __launch_bounds__(NVQ_WARPS * 32)                                  \
+      gqmv_group_m##M(const u32* rhs, i32* offs, u32* order, i64* table, NvGqmv a) {           \
+    nvqg_group<M>(rhs, offs, order, table, a);                                                  \
   }
 
-// `gqmv_mma_<type>_r<R>_s<S>`: the tensor-core form (4 bits; its table is `gqmv_table_m8`).
+// `gqmv_mma_<type>_r<R>_s<S>`: the tensor-core form (4 bits; its table and grouping are
+// `gqmv_table_m8` and `gqmv_group_m8`).
 #define NV_GQMV_MMA(T, TN, R, S)                                                                \
   extern "C" __global__ void __launch_bounds__(NVQM_WARPS * 32, NVQM_MINB)                       \
       gqmv_mma_##TN##_r##R##_s##S(const T* x, const u32* w, const T* s, const T* b, T* y,        \
-                                  const u32* lhs, const u32* rhs, const i64* table, NvGqmv a) { \
-    nvqm_gqmv<T, R, S>(x, w, s, b, y, lhs, rhs, table, a);                                      \
+                                  const u32* lhs, const u32* rhs, const i64* table,             \
+                                  const u32* order, NvGqmv a) {                                 \
+    nvqm_gqmv<T, R, S>(x, w, s, b, y, lhs, rhs, table, order, a);                               \
   }

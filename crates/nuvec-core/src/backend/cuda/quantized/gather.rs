@@ -9,7 +9,11 @@
 //!   and rows to a table, so a block finds its chunk with one load (each block used to walk
 //!   the offsets itself, up to a step a matrix, at 126 registers; not yet timed on the H200).
 //!   Unsorted, each index position's rows go alone (its weights are read once for each
-//!   position that picks them). f32 takes this kernel for any number of rows. With
+//!   position that picks them), unless there are enough of them that grouping pays
+//!   ([`kernel_groups`]): a one-block launch then sorts the positions by matrix (the order and
+//!   the offsets) and writes the table, and the product runs as sorted, reading each row of
+//!   `x` and writing each output through that order (the graph's `argsort` and `take` nodes
+//!   took as long as the product at 64 tokens). f32 takes this kernel for any number of rows. With
 //!   4 bits, f16 and bf16 take its tensor-core form instead (`mv_mma.rs`, unless
 //!   `NUVEC_QMV_MMA=0`:
 //!   chunks of 8 rows as the products' columns, blocks of 64 rows of `w` by default).
@@ -36,7 +40,7 @@ use super::{
 };
 use crate::array::ArrayData;
 use crate::fast::Arg;
-use crate::fast::gather::GatherQmm;
+use crate::fast::gather::{GatherQmm, kernel_groups};
 use crate::primitive::OutputSpec;
 use crate::{DType, Result};
 
@@ -319,9 +323,24 @@ pub(super) fn product(
             // `indices · mrows · n` values.
             unsafe { tiled::launch(place, dtype, bits, op.transpose, how, mt, &ops, args)? };
         }
-        None => gathered_rows(place, op, d, sorted, &ops, dtype)?,
+        None => {
+            // Unsorted positions the graph left for this kernel to group (`kernel_groups`).
+            let group = !sorted
+                && indices.is_some()
+                && op.transpose
+                && kernel_groups(d.indices, d.mrows, d.experts);
+            gathered_rows(place, op, d, Order { sorted, group }, &ops, dtype)?
+        }
     }
     Ok(Some(out))
+}
+
+/// How the gathered kernel finds its rows: `sorted`, by the offsets given; `group`, unsorted
+/// positions sorted by matrix first on the device.
+#[derive(Debug, Clone, Copy)]
+struct Order {
+    sorted: bool,
+    group: bool,
 }
 
 /// The gathered matrix-vector kernel over every index position (`x · wᵀ`).
@@ -329,10 +348,12 @@ fn gathered_rows(
     place: &Place,
     op: &GatherQmm,
     d: &Dims,
-    sorted: bool,
+    order: Order,
     ops: &Operands,
     dtype: DType,
 ) -> Result<()> {
+    // Grouped positions run as sorted ones (through their order).
+    let sorted = order.sorted || order.group;
     let rows = d.indices * d.mrows;
     // The tensor-core form takes chunks of 8 rows (its products' columns) and blocks of
     // `block_rows` rows of w; the other a warp's few rows of w for chunks of up to 8.
@@ -380,9 +401,34 @@ fn gathered_rows(
     };
     let table_block = (block_threads(false), 1, 1);
     let block = (block_threads(mma.is_some()), 1, 1);
+    // Grouped: the positions' order (uint32 each) and the matrices' offsets (int32 each),
+    // written by the grouping launch with the table.
+    let grouping = if order.group {
+        let order = place.gpu.alloc.alloc(d.indices * 4, place.stream_id)?;
+        let offs = place.gpu.alloc.alloc(d.experts * 4, place.stream_id)?;
+        Some((order, offs))
+    } else {
+        None
+    };
     // Sorted: every chunk's matrix and rows, for the product's blocks to read (three int64 a
     // chunk), back to the stream's pool after the launches queued on it.
-    let table = if sorted {
+    let table = if let Some((order, offs)) = &grouping {
+        let table = place.gpu.alloc.alloc(chunks * 3 * 8, place.stream_id)?;
+        let (rhs, offs, order, ptr) = (ops.rhs, offs.ptr(), order.ptr(), table.ptr());
+        let f = kernel(symbol!("gqmv_group_m{at_once}")?)?;
+        let cfg = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: table_block,
+            shared_mem_bytes: 0,
+        };
+        let params: [&dyn DeviceRepr; 5] = [&rhs, &offs, &order, &ptr, &args];
+        // SAFETY: `rhs` holds `indices` uint32 (at most the kernel's NVQG_GROUP_MAX, as
+        // `kernel_groups` checked; `experts` at most MAX_EXPERTS, its shared arrays), `offs`
+        // and `order` fresh blocks of `experts` int32 and `indices` uint32, `ptr` of `chunks`
+        // entries of three int64; the arguments match `gqmv_group_*`.
+        unsafe { f.launch(&place.stream, cfg, &params) }?;
+        Some(table)
+    } else if sorted {
         let table = place.gpu.alloc.alloc(chunks * 3 * 8, place.stream_id)?;
         let (offs, ptr) = (ops.offs, table.ptr());
         let f = kernel(symbol!("gqmv_table_m{at_once}")?)?;
@@ -401,6 +447,7 @@ fn gathered_rows(
         None
     };
     let table_ptr = table.as_ref().map_or(0, |t| t.ptr());
+    let order_ptr = grouping.as_ref().map_or(0, |(o, _)| o.ptr());
     let f = match mma {
         Some((r, sl)) => kernel(symbol!("gqmv_mma_{tn}_r{r}_s{sl}")?)?,
         None => kernel(symbol!("gqmv_{tn}_b{bits}_m{at_once}")?)?,
@@ -410,7 +457,7 @@ fn gathered_rows(
         block_dim: block,
         shared_mem_bytes: 0,
     };
-    let params: [&dyn DeviceRepr; 9] = [
+    let params: [&dyn DeviceRepr; 10] = [
         &ops.x,
         &ops.w,
         &ops.scales,
@@ -419,6 +466,7 @@ fn gathered_rows(
         &ops.lhs,
         &ops.rhs,
         &table_ptr,
+        &order_ptr,
         &args,
     ];
     // SAFETY: as for the tiled launch in `eval` (the same operands, `k` a multiple of 32 so
@@ -426,16 +474,19 @@ fn gathered_rows(
     // through indices clamped below `xmats`, matrices of `w` below `experts`, and outputs are
     // written below `indices · mrows` rows and `n` columns, the sorted chunks' from the table
     // written just before on this stream (matrices below `experts`, rows within
-    // `indices · mrows`); `n` fits the grid's x (`i32::MAX` at most, checked by `dims`); the
+    // `indices · mrows`), grouped rows through the order written with it (a permutation of
+    // the positions); `n` fits the grid's x (`i32::MAX` at most, checked by `dims`); the
     // arguments match `gqmv_*`.
     let launched = unsafe { f.launch(&place.stream, cfg, &params) };
     drop(table);
+    drop(grouping);
     launched
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fast::gather::{KERNEL_GROUP_BATCHES, KERNEL_GROUP_POSITIONS};
 
     /// The number `#define NAME n` gives in `source`.
     fn defined(source: &str, name: &str) -> u32 {
@@ -444,6 +495,20 @@ mod tests {
             .find(|l| l.starts_with(&format!("#define {name} ")))
             .unwrap_or_else(|| panic!("no #define {name}"));
         line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn grouping_bounds_are_the_kernels() {
+        // The graph leaves the grouping to the kernel only within its shared arrays.
+        assert_eq!(
+            KERNEL_GROUP_POSITIONS as u32,
+            defined(GATHER, "NVQG_GROUP_MAX")
+        );
+        assert_eq!(
+            KERNEL_GROUP_BATCHES as u32,
+            defined(GATHER, "NVQG_MAX_EXPERTS")
+        );
+        assert_eq!(MAX_EXPERTS, KERNEL_GROUP_BATCHES);
     }
 
     #[test]
