@@ -106,8 +106,10 @@ static int prepare(const Problem& p, const NvGqmv& a, Order how, std::vector<i64
   for (int i = 0; i < p.P; ++i) want[i] = i;
   std::stable_sort(want.begin(), want.end(), [&](u32 i, u32 j) { return p.rhs[i] < p.rhs[j]; });
   bool ok = order == want;
-  for (int e = 0; e < p.E; ++e)
-    ok &= offs[e] == (i32)std::count_if(p.rhs.begin(), p.rhs.end(), [&](u32 k) { return k < (u32)e; });
+  for (int e = 0; e < p.E; ++e) {
+    const auto before = [&](u32 k) { return k < (u32)e; };
+    ok &= offs[e] == (i32)std::count_if(p.rhs.begin(), p.rhs.end(), before);
+  }
   return ok ? 1 : 0;
 }
 
