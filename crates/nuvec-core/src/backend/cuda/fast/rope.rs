@@ -306,6 +306,14 @@ mod tests {
         Strided::of(&layout).expect("a view of few axes")
     }
 
+    /// The rows of a `[B, L, H, D]` input read as `[B, H, L, D]` (the benchmark's layout).
+    fn transposed_rows(b: usize, l: usize, h: usize, d: usize) -> Strided {
+        view(
+            &[b, h, l],
+            &[(l * h * d) as isize, d as isize, (h * d) as isize],
+        )
+    }
+
     /// The offset of row `i` of `rows` from the view's own, located directly.
     fn at(rows: &Strided, mut i: i64) -> i64 {
         let mut off = 0;
@@ -333,10 +341,7 @@ mod tests {
     fn head_steps_follow_the_rows_view() {
         // [B, L, H, D] read as [B, H, L] rows: the head axis's stride.
         let (b, l, h, d) = (2, 5, 3, 8);
-        let t = view(
-            &[b, h, l],
-            &[(l * h * d) as isize, d as isize, (h * d) as isize],
-        );
+        let t = transposed_rows(b, l, h, d);
         assert_eq!(head_step(&t, l, h), Some(d as i64));
         assert!(holds(&t, b * h * l, l, h, d as i64));
         // Row-major rows (one merged axis): a position block's rows apart.
@@ -357,10 +362,7 @@ mod tests {
     fn tasks_are_found_by_steps_where_the_view_allows() {
         // [B, L, H, D] read as [B, H, L] rows: every row by the three steps.
         let (b, l, h, d) = (3, 5, 4, 8);
-        let t = view(
-            &[b, h, l],
-            &[(l * h * d) as isize, d as isize, (h * d) as isize],
-        );
+        let t = transposed_rows(b, l, h, d);
         let (hstep, mode, estep, lstep) = addressing(&t, Some((1, h)), b, l, h * l);
         assert_eq!(mode, 2);
         for row in 0..(b * h * l) as i64 {
