@@ -21,7 +21,8 @@
 # H200 only. Part 9: the rotation's tests and timings after its heads' rows located by step.
 # Part 10: log-sum-exp's two kernels timed against each other. Part 12 (MLX) ran on an H100
 # on 2026-12-05, sixth session, as did parts 13 (the next on an H200) and 14; part 15 ran on
-# the H200.
+# the H200. Part 16: the decoding products' grouped form against the rounded one (next, on an
+# H200, with part 13).
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -273,6 +274,42 @@ for k in 1 2; do echo "== calls $k"; timeout 60 $B --device gpu --budget 0.5 $C 
 echo "== ncu moe_qmv_64"; timeout 120 ncu --metrics gpu__time_duration.sum -c 60 $B --device gpu \
   --budget 0.01 moe_qmv_64 > $OUT/ncu_moe.txt 2>&1
 ncu_times $OUT/ncu_moe.txt
+exit 0
+fi
+if [ "$part" = 16 ]; then
+# The decoding products' grouped form (each group's scale and bias applied to its sums in f32;
+# the default where the inner axis is whole chunks of 128 values) against the rounded form
+# (`NUVEC_QMV_MMA_FORM=rounded`, the default before), with
+# `GPU_TESTS="gpu_quantized gpu_gather_qmm fast_ops" gpu-pack --bench`: tests under both forms,
+# timings by form, loads ahead or loop unrolling, register budget and block shape (beside the
+# copies of the same bytes, here and in PyTorch), then each form's kernel under ncu's sections.
+t quant timeout 200 $T/gpu_quantized-* --test-threads=4 quantized_matmul &
+t quant_rounded env NUVEC_QMV_MMA_FORM=rounded timeout 200 $T/gpu_quantized-* --test-threads=4 \
+  quantized_matmul &
+t gather timeout 200 $T/gpu_gather_qmm-* --test-threads=4 &
+t gather_rounded env NUVEC_QMV_MMA_FORM=rounded timeout 200 $T/gpu_gather_qmm-* --test-threads=4 &
+t seed timeout 200 $T/fast_ops-* --test-threads=4 &
+wait
+results quant quant_rounded gather gather_rounded seed
+# The copies that move the decoding cases' bytes (32 and 8 MiB) give their ceilings.
+C="copy copy_32mib copy_8mib qmv_14336x4096 moe_qmv_1 moe_qmv_64 decode_b1_8k"
+echo "== grouped"; timeout 60 $B --device gpu --budget 0.5 --json $OUT/grouped.json $C 2>&1 | tail -7
+echo "== rounded"; NUVEC_QMV_MMA_FORM=rounded timeout 60 $B --device gpu --budget 0.5 \
+  qmv_14336x4096 moe_qmv_1 moe_qmv_64 2>&1 | tail -3
+echo "== torch"; timeout 90 python3 bench/peers/torch_bench.py --json $OUT/torch_copies.json copy \
+  copy_32mib copy_8mib decode_b1_8k 2>&1 | tail -4
+for d in NVQM_MINB=1 NVQM_GROUPED_AHEAD=0 "NVQM_GROUPED_AHEAD=0 NVQM_GROUPED_UNROLL=2" \
+  "NVQM_MINB=1 NVQM_GROUPED_AHEAD=0 NVQM_GROUPED_UNROLL=4"; do echo "== grouped, $d"; NUVEC_KERNEL_DEFINES="$d" \
+  timeout 40 $B --device gpu --budget 0.5 qmv_14336x4096 moe_qmv_64 2>&1 | tail -2; done
+for sh in 1,4 2,2 2,8; do echo "== grouped, shape $sh"; NUVEC_QMV_MMA_SHAPE=$sh timeout 40 $B \
+  --device gpu --budget 0.5 qmv_14336x4096 moe_qmv_64 2>&1 | tail -2; done
+echo "== grouped again"; timeout 60 $B --device gpu --budget 0.5 $C 2>&1 | tail -7
+N="Duration|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Local"
+for f in grouped rounded; do echo "== ncu qmv, $f"
+  NUVEC_QMV_MMA_FORM=$f timeout 90 ncu --section SpeedOfLight --section ComputeWorkloadAnalysis \
+    --section Occupancy --section LaunchStats -k regex:qmv_mma -c 1 $B --device gpu \
+    --budget 0.01 qmv_14336x4096 2>&1 | grep -E "$N" | head -8
+done
 exit 0
 fi
 # Part 3: the headline cases against the peers in the same run.

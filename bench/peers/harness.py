@@ -102,6 +102,11 @@ def moe_experts(tokens):
 
 GPU_SPECS = [
     ("copy", "[2^30] device to device", "bf16", "GB/s", 2 * 2**30 * BF16, 50, 3),
+    # the ceiling at the decoding cases' sizes (qmv_14336x4096 and decode_b1_8k, moe_qmv_1)
+    ("copy_32mib", "[2^23] device to device (32 MiB moved)", "bf16", "GB/s",
+     2 * 2**23 * BF16, 200, 5),
+    ("copy_8mib", "[2^21] device to device (8 MiB moved)", "bf16", "GB/s",
+     2 * 2**21 * BF16, 200, 5),
     ("add", "[2^28] + [2^28]", "bf16", "GB/s", 3 * 2**28 * BF16, 50, 3),
     ("cast_f32_bf16", "[2^28] f32 to bf16", "f32", "GB/s", 2**28 * (4 + BF16), 50, 3),
     ("cast_bf16_f32", "[2^28] bf16 to f32", "bf16", "GB/s", 2**28 * (4 + BF16), 50, 3),

@@ -310,13 +310,15 @@ def rand(shape, seed=0, dtype=BF):
     return a
 
 
-def g_copy():
-    x = rand((2**30,))
-    try:
-        mx.asarray(x, copy=True)
-        return timed(lambda: mx.asarray(x, copy=True))
-    except TypeError:  # an MLX without asarray(copy=): a multiply moves the same bytes
-        return timed(lambda: x * 1)
+def g_copy(n=2**30):
+    def setup():
+        x = rand((n,))
+        try:
+            mx.asarray(x, copy=True)
+            return timed(lambda: mx.asarray(x, copy=True))
+        except TypeError:  # an MLX without asarray(copy=): a multiply moves the same bytes
+            return timed(lambda: x * 1)
+    return setup
 
 
 def g_add():
@@ -496,7 +498,8 @@ def g_tiny_op_chain():
 
 
 GPU_SETUPS = {
-    "copy": g_copy, "add": g_add, "cast_f32_bf16": g_cast(mx.float32, BF),
+    "copy": g_copy(), "copy_32mib": g_copy(2**23), "copy_8mib": g_copy(2**21), "add": g_add,
+    "cast_f32_bf16": g_cast(mx.float32, BF),
     "cast_bf16_f32": g_cast(BF, mx.float32), "sum_rows": g_sum_rows(BF),
     "sum_rows_f32": g_sum_rows(mx.float32), "matmul_8192": g_matmul_8192,
     "gemv_4096_14336": g_linear(1), "linear_m16": g_linear(16), "linear_m64": g_linear(64),

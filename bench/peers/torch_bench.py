@@ -68,9 +68,11 @@ def prog(f):
     return torch.compile(f) if COMPILE else f
 
 
-def copy():
-    x = rand(2**30)
-    return prog(lambda: x.clone())
+def copy(n=2**30):
+    def setup():
+        x = rand(n)
+        return prog(lambda: x.clone())
+    return setup
 
 
 def add():
@@ -354,7 +356,8 @@ def unavailable(why):
 
 
 SETUPS = {
-    "copy": copy, "add": add, "cast_f32_bf16": cast_f32_bf16, "cast_bf16_f32": cast_bf16_f32,
+    "copy": copy(), "copy_32mib": copy(2**23), "copy_8mib": copy(2**21), "add": add,
+    "cast_f32_bf16": cast_f32_bf16, "cast_bf16_f32": cast_bf16_f32,
     "sum_rows": sum_rows(BF), "sum_rows_f32": sum_rows(torch.float32),
     "matmul_8192": matmul_8192, "gemv_4096_14336": linear(1),
     "linear_m16": linear(16), "linear_m64": linear(64), "linear_m256": linear(256),

@@ -290,7 +290,11 @@ fn quantized_mv_mma_kernel_matches_the_product_in_double() {
         "quantized_mv_mma",
         &[("quantized_mv_mma.cu", QUANTIZED_MV_MMA)],
         include_str!("emulation/quantized_mv_mma.cpp"),
-        &[&[], &["NVQM_UNROLL=1"]],
+        &[
+            &[],
+            &["NVQM_UNROLL=1", "NVQM_GROUPED_AHEAD=0"],
+            &["NVQM_GROUPED_AHEAD=0", "NVQM_GROUPED_UNROLL=3"],
+        ],
     );
 }
 

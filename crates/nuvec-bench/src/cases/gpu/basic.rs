@@ -1,4 +1,5 @@
-//! Memory-bound basics and matrix products on the GPU: `copy` (the bandwidth ceiling),
+//! Memory-bound basics and matrix products on the GPU: `copy` (the bandwidth ceiling, and at
+//! the decoding cases' sizes `copy_32mib` and `copy_8mib`),
 //! `add`, the two casts, `sum_rows` (bf16 and f32), `matmul_8192`, the linear layers
 //! (`gemv_4096_14336`, `linear_m*`) and the per-operation overhead `tiny_op_chain`.
 
@@ -14,14 +15,30 @@ const N28: usize = 1 << 28;
 const N30: usize = 1 << 30;
 
 pub(super) fn copy() -> Result<Prepared, Skip> {
-    let x = bf16_input(&[N30], 101)?;
+    copy_of(N30)
+}
+
+/// A copy that moves 32 MiB: the bandwidth ceiling at the size of the decoding cases
+/// (`qmv_14336x4096` reads 33 MB, `decode_b1_8k` 34 MB), where a launch's start and end weigh.
+pub(super) fn copy_32mib() -> Result<Prepared, Skip> {
+    copy_of(1 << 23)
+}
+
+/// A copy that moves 8 MiB: `moe_qmv_1`'s size (7 MB of experts).
+pub(super) fn copy_8mib() -> Result<Prepared, Skip> {
+    copy_of(1 << 21)
+}
+
+/// A device-to-device copy of `n` bf16 values.
+fn copy_of(n: usize) -> Result<Prepared, Skip> {
+    let x = bf16_input(&[n], 101)?;
     Ok(Prepared {
-        work: (2 * N30 * BF16) as f64,
+        work: (2 * n * BF16) as f64,
         // `x` is held here, so the copy cannot take over its buffer: a real copy each run.
         build: Box::new(move || Ok(vec![nuvec_core::copy(&x)?])),
-        check: Box::new(|out| {
-            let got = read(out, 0, &[N30], DType::BF16)?;
-            for i in samples(N30) {
+        check: Box::new(move |out| {
+            let got = read(out, 0, &[n], DType::BF16)?;
+            for i in samples(n) {
                 near("copy", i, got[i], bf(101, i), 0.0, 0.0)?;
             }
             Ok(())
