@@ -21,8 +21,8 @@
 # H200 only. Part 9: the rotation's tests and timings after its heads' rows located by step.
 # Part 10: log-sum-exp's two kernels timed against each other. Part 12 (MLX) ran on an H100
 # on 2026-12-05, sixth session, as did parts 13 (the next on an H200) and 14; part 15 ran on
-# the H200. Part 16: the decoding products' grouped form against the rounded one (next, on an
-# H200, with part 13).
+# the H200. Part 16: the decoding products' grouped form against the rounded one; part 17: the
+# gated delta decode's two register sets (both next, on an H200, with part 13).
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -302,7 +302,7 @@ for d in NVQM_MINB=1 NVQM_GROUPED_AHEAD=0 "NVQM_GROUPED_AHEAD=0 NVQM_GROUPED_UNR
   "NVQM_MINB=1 NVQM_GROUPED_AHEAD=0 NVQM_GROUPED_UNROLL=4"; do echo "== grouped, $d"; NUVEC_KERNEL_DEFINES="$d" \
   timeout 40 $B --device gpu --budget 0.5 qmv_14336x4096 moe_qmv_64 2>&1 | tail -2; done
 for sh in 1,4 2,2 2,8; do echo "== grouped, shape $sh"; NUVEC_QMV_MMA_SHAPE=$sh timeout 40 $B \
-  --device gpu --budget 0.5 qmv_14336x4096 moe_qmv_64 2>&1 | tail -2; done
+  --device gpu --budget 0.5 qmv_14336x4096 moe_qmv_1 moe_qmv_64 2>&1 | tail -3; done
 echo "== grouped again"; timeout 60 $B --device gpu --budget 0.5 $C 2>&1 | tail -7
 N="Duration|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Local"
 for f in grouped rounded; do echo "== ncu qmv, $f"
@@ -310,6 +310,23 @@ for f in grouped rounded; do echo "== ncu qmv, $f"
     --section Occupancy --section LaunchStats -k regex:qmv_mma -c 1 $B --device gpu \
     --budget 0.01 qmv_14336x4096 2>&1 | grep -E "$N" | head -8
 done
+exit 0
+fi
+if [ "$part" = 17 ]; then
+# The gated delta rule's looping decode with two register sets of state rows (the next unit's
+# rows no longer copied into this unit's set, which waited for their loads at each unit's
+# end), with `GPU_TESTS="gpu_gated_delta fast_ops" gpu-pack --bench` and the fla-core wheel:
+# tests, then the decode against flash-linear-attention and by resident blocks.
+t gd timeout 200 $T/gpu_gated_delta-* --test-threads=4 &
+t seed timeout 200 $T/fast_ops-* --test-threads=4 gated_delta &
+wait
+results gd seed
+echo "== nuvec"; timeout 60 $B --device gpu --budget 0.5 --json $OUT/gd.json copy \
+  gated_delta_decode gated_delta_prefill 2>&1 | tail -3
+for k in 2 3 6 0; do echo "== resident $k"; NUVEC_GD_RESIDENT=$k timeout 40 $B --device gpu \
+  --budget 0.5 gated_delta_decode 2>&1 | tail -1; done
+echo "== fla"; timeout 90 python3 bench/peers/fla_bench.py --json $OUT/fla.json gated_delta_decode \
+  gated_delta_prefill 2>&1 | tail -2
 exit 0
 fi
 # Part 3: the headline cases against the peers in the same run.

@@ -12,7 +12,8 @@
 //! blocks: decoding a large batch keeps 8 rows a warp, a single sequence one row a warp.
 //! Where every step is staged at once (decoding) and the units outnumber four blocks a
 //! multiprocessor, the looping form runs (`gated_delta_units_*`: that many blocks walk every
-//! unit, loading the next one's rows during this one's steps; same bits). Tuning knobs:
+//! unit, loading the next one's rows into a second set of registers during this one's steps;
+//! same bits). Tuning knobs:
 //! `NUVEC_GD_ROWS` forces `R`; `NUVEC_GD_RESIDENT=k` sets the looping form's blocks a
 //! multiprocessor (0: a block a unit).
 //!

@@ -329,7 +329,10 @@ __device__ __forceinline__ void nv_gated_delta(
 // The looping form (decoding, few steps): a grid of fewer blocks than units, each block
 // taking units blockIdx.x, + gridDim.x, ...; the next unit's state rows are asked for as soon
 // as this unit's steps are staged, so they are in flight while this unit computes and writes.
-// Each unit's arithmetic is nv_gated_delta's: the same bits.
+// The two units' rows alternate between two sets of registers (a loop of two units): copying
+// the next rows into this unit's set would wait for their loads at the end of each unit, and
+// the next unit's staging would then wait its own latency after that one. Each unit's
+// arithmetic is nv_gated_delta's: the same bits.
 template <typename S, int E, int R>
 __device__ __forceinline__ void nv_gated_delta_units(
     const void* __restrict__ q, const void* __restrict__ k, const void* __restrict__ v,
@@ -338,21 +341,21 @@ __device__ __forceinline__ void nv_gated_delta_units(
   const int rows = (blockDim.x >> 5) * R;
   i64 unit = blockIdx.x;
   if (unit >= a.units) return;
-  float st[R][E];
-  nv_gd_rows<S, E, R>(state, nv_gd_place(a, slots, unit, rows, R), a, st);
-  for (; unit < a.units; unit += gridDim.x) {
+  float even[R][E], odd[R][E];
+  nv_gd_rows<S, E, R>(state, nv_gd_place(a, slots, unit, rows, R), a, even);
+  // One unit from the rows in `st`, the next unit's asked for into `sn`; false after the last.
+  auto step = [&](float (&st)[R][E], float (&sn)[R][E]) {
     const NvGdPlace p = nv_gd_place(a, slots, unit, rows, R);
     const i64 next = unit + gridDim.x;
-    float sn[R][E];
     nv_gd_unit<S, E, R>(q, k, v, g, beta, out, y, a, p, st, [&] {
       if (next < a.units) nv_gd_rows<S, E, R>(state, nv_gd_place(a, slots, next, rows, R), a, sn);
     });
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int e = 0; e < E; ++e) st[r][e] = sn[r][e];
     // The staged steps are read by every warp before the next unit stages its own.
     __syncthreads();
+    unit = next;
+    return unit < a.units;
+  };
+  while (step(even, odd) && step(odd, even)) {
   }
 }
 
