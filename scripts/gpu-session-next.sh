@@ -299,8 +299,9 @@ echo "== rounded"; NUVEC_QMV_MMA_FORM=rounded timeout 60 $B --device gpu --budge
 echo "== torch"; timeout 90 python3 bench/peers/torch_bench.py --json $OUT/torch_copies.json copy \
   copy_32mib copy_8mib decode_b1_8k 2>&1 | tail -4
 for d in NVQM_MINB=1 NVQM_GROUPED_AHEAD=0 "NVQM_GROUPED_AHEAD=0 NVQM_GROUPED_UNROLL=2" \
-  "NVQM_MINB=1 NVQM_GROUPED_AHEAD=0 NVQM_GROUPED_UNROLL=4"; do echo "== grouped, $d"; NUVEC_KERNEL_DEFINES="$d" \
-  timeout 40 $B --device gpu --budget 0.5 qmv_14336x4096 moe_qmv_64 2>&1 | tail -2; done
+  "NVQM_MINB=1 NVQM_GROUPED_AHEAD=0 NVQM_GROUPED_UNROLL=4"; do echo "== grouped, $d"
+  NUVEC_KERNEL_DEFINES="$d" timeout 40 $B --device gpu --budget 0.5 qmv_14336x4096 moe_qmv_64 \
+    2>&1 | tail -2; done
 for sh in 1,4 2,2 2,8; do echo "== grouped, shape $sh"; NUVEC_QMV_MMA_SHAPE=$sh timeout 40 $B \
   --device gpu --budget 0.5 qmv_14336x4096 moe_qmv_1 moe_qmv_64 2>&1 | tail -3; done
 echo "== grouped again"; timeout 60 $B --device gpu --budget 0.5 $C 2>&1 | tail -7

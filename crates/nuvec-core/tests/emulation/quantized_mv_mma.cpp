@@ -1,12 +1,12 @@
 // quantized_mv_mma.cu's tensor-core matrix-vector products in the emulation, both forms (bf16
 // and f16; 1 to 11 rows of x, so that a second block of 8 rows along z is partly empty; rows of
 // w not a multiple of 16; groups of 32, 64 and 128; the instantiated tiles a warp and slices of
-// k a block, with slices that get no chunk; the unrolled loops as built and not) against the
-// product in double twice: with each weight s · q + b rounded once to the activations' type and
-// exact. The rounded form must be close to the first (it rounds so; the inner axis's last chunk
-// of 128 values partial in some cases); every output of the grouped form must be the exact
-// product rounded to T, give or take the f32 sums (each weight is exact there). Built and run
-// by tests/kernel_emulation.rs.
+// k a block, with slices that get no chunk and slices that get up to 4; the loops as built and
+// in their other forms) against the product in double twice: with each weight s · q + b
+// rounded once to the activations' type and exact. The rounded form must be close to the
+// first (it rounds so; the inner axis's last chunk of 128 values partial in some cases); every
+// output of the grouped form must be the exact product rounded to T, give or take the f32 sums
+// (each weight is exact there). Built and run by tests/kernel_emulation.rs.
 #include <algorithm>
 #include <random>
 
@@ -93,6 +93,8 @@ int main() {
   bad += qmv_mma_case<bf16, 1, 4, 1>(2, 40, 640, 32, 18);
   bad += qmv_mma_case<bf16, 2, 2, 2>(1, 70, 384, 64, 19);
   bad += qmv_mma_case<bf16, 2, 8, 4>(4, 40, 1280, 128, 20);
+  // 13 chunks over 4 slices: 4, 3, 3 and 3 a slice (the loop of two chunks ends on either).
+  bad += qmv_mma_case<bf16, 2, 4, 2>(2, 24, 1664, 64, 21);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;
 }

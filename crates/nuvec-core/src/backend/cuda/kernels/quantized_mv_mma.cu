@@ -36,7 +36,8 @@
 // Knobs (`NUVEC_KERNEL_DEFINES`): NVQM_UNROLL (chunks the rounded form's loop unrolls, so
 // that their loads are in flight together: 4 read `qmv_14336x4096` at 2,368 GB/s on the H200,
 // 2 at 2,306), NVQM_GROUPED_AHEAD (1: the grouped form loads each chunk's words of w a chunk
-// ahead, in registers; 0: its loop is unrolled NVQM_GROUPED_UNROLL times instead) and
+// ahead, in registers, at groups of 64 and 128; else its loop is unrolled NVQM_GROUPED_UNROLL
+// times) and
 // NVQM_MINB (blocks a multiprocessor the register budget aims at).
 
 #define NVQM_WARPS 8
@@ -347,31 +348,32 @@ __device__ __forceinline__ void nvqm_sums_grouped(const u32* __restrict__ w,
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int e = 0; e < 4; ++e) c[r][e] = 0.0f;
-#if NVQM_GROUPED_AHEAD
-  // Two chunks' words alternate in registers: the next is asked for before this one's
-  // products.
-  if (slice >= chunks) return;
-  NvqmChunk<R, P> even, odd;
-  even.template load<S>(wr, sr, br);
-  for (int ch = slice;; ch += 2 * S) {
-    if (ch + S < chunks) odd.template load<S>(wr, sr, br);
-    even.template add<T>(xp, nib, c);
-    xp += 16 * S;
-    if (ch + S >= chunks) break;
-    if (ch + 2 * S < chunks) even.template load<S>(wr, sr, br);
-    odd.template add<T>(xp, nib, c);
-    xp += 16 * S;
-    if (ch + 2 * S >= chunks) break;
+  // Two chunks' words alternate in registers, the next asked for before this one's products
+  // (NVQM_GROUPED_AHEAD); not at groups of 32, whose scales and biases take more registers
+  // (ptxas spilled there, and the plain loop issued fewer instructions).
+  if constexpr (NVQM_GROUPED_AHEAD && P > 1) {
+    if (slice >= chunks) return;
+    NvqmChunk<R, P> even, odd;
+    even.template load<S>(wr, sr, br);
+    for (int ch = slice;; ch += 2 * S) {
+      if (ch + S < chunks) odd.template load<S>(wr, sr, br);
+      even.template add<T>(xp, nib, c);
+      xp += 16 * S;
+      if (ch + S >= chunks) break;
+      if (ch + 2 * S < chunks) even.template load<S>(wr, sr, br);
+      odd.template add<T>(xp, nib, c);
+      xp += 16 * S;
+      if (ch + 2 * S >= chunks) break;
+    }
+  } else {
+    NVQM_PRAGMA(unroll NVQM_GROUPED_UNROLL)
+    for (int ch = slice; ch < chunks; ch += S) {
+      NvqmChunk<R, P> chunk;
+      chunk.template load<S>(wr, sr, br);
+      chunk.template add<T>(xp, nib, c);
+      xp += 16 * S;
+    }
   }
-#else
-  NVQM_PRAGMA(unroll NVQM_GROUPED_UNROLL)
-  for (int ch = slice; ch < chunks; ch += S) {
-    NvqmChunk<R, P> chunk;
-    chunk.template load<S>(wr, sr, br);
-    chunk.template add<T>(xp, nib, c);
-    xp += 16 * S;
-  }
-#endif
 }
 
 // The slices' sums of each warp's tiles meet in `sums` (the block's shared array), added in

@@ -498,8 +498,8 @@ fn gathered_rows(
     // SAFETY: as for the tiled launch in `eval` (the same operands, `k` a multiple of 32 so
     // rows of `x` start on 16 bytes, and of 128 for the grouped tensor-core form, so that its
     // 4- and 8-byte loads of a row's scales and biases are aligned); rows of `w` are clamped
-    // below `n`, rows of `x` found
-    // through indices clamped below `xmats`, matrices of `w` below `experts`, and outputs are
+    // below `n`, rows of `x` found through indices clamped below `xmats` (the grouped form's
+    // lanes past a chunk read its last row), matrices of `w` below `experts`, and outputs are
     // written below `indices · mrows` rows and `n` columns, the sorted chunks' from the table
     // written just before on this stream (matrices below `experts`, rows within
     // `indices · mrows`), grouped rows through the order written with it (a permutation of

@@ -9,10 +9,11 @@
 //! the slices of the inner axis meet in shared memory in a fixed order. Two forms ([`Form`]):
 //! the grouped one (the default where the inner axis is whole chunks of 128 values) takes the
 //! products of each group over its 4-bit values and applies the group's scale and bias to the
-//! sums in f32, so that each weight is exact, in about two thirds of the rounded form's
+//! sums in f32, so that each weight is exact, in about three quarters of the rounded form's
 //! instructions (ptxas's SASS for sm_90: 286 against 385 a warp's chunk of 128 values at
-//! groups of 64); the rounded form makes each weight `s · q + b` in the activation type (rounded once,
-//! as the tiled kernels do) before the products. The kernel's header says more.
+//! groups of 64); the rounded form makes each weight `s · q + b` in the activation type
+//! (rounded once, as the tiled kernels do) before the products. The kernel's header says
+//! more.
 //!
 //! `gather_qmm`'s few-row products take the same sums through `gqmv_mma_*`
 //! (`kernels/quantized_gather.cu`, launched by `gather.rs`): a block a chunk of up to 8 rows
@@ -247,8 +248,8 @@ pub(super) fn matmul(
     // of x below `m` (the grouped form: whole chunks of 128 values, `k` being a multiple of
     // 128, so that its 4- and 8-byte loads of a row's scales and biases are aligned), and
     // writes outputs below `m` and `n` only; its shared memory is static; the arguments match
-    // `qmv_mma_*`. The arrays are held until the work is queued and the
-    // allocator keeps their blocks for this stream.
+    // `qmv_mma_*`. The arrays are held until the work is queued and the allocator keeps their
+    // blocks for this stream.
     unsafe { f.launch(&place.stream, cfg, &params)? };
     Ok(Some(vec![out]))
 }
