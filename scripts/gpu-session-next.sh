@@ -21,8 +21,10 @@
 # H200 only. Part 9: the rotation's tests and timings after its heads' rows located by step.
 # Part 10: log-sum-exp's two kernels timed against each other. Part 12 (MLX) ran on an H100
 # on 2026-12-05, sixth session, as did parts 13 (the next on an H200) and 14; part 15 ran on
-# the H200. Part 16: the decoding products' grouped form against the rounded one; part 17: the
-# gated delta decode's two register sets (both next, on an H200, with part 13).
+# the H200 (parts 14 and 15, the small calls' kernels under ncu and the experts' grouping in
+# one launch, are removed since: their results are in BENCHMARKS.md, their lines in commit
+# c9b76a8). Part 16: the decoding products' grouped form against the rounded one; part 17:
+# the gated delta decode's two register sets (both next, on an H200, with part 13).
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -49,11 +51,14 @@ rows_by_form() {
 results() {
   for b in "$@"; do echo "== $b"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$b.log" | head -4; done
 }
-# Each kernel's launches and mean time in an `ncu --metrics gpu__time_duration.sum` log.
-ncu_times() {
-  grep -E "^  [a-zA-Z_0-9]+.*\(|gpu__time_duration" "$1" | paste - - | awk '{
-    n = $1; sub(/\(.*/, "", n); k = n " " $(NF-1); s[k] += $NF; c[k]++ }
-    END { for (k in s) printf "%s: %d launches, mean %.2f\n", k, c[k], s[k] / c[k] }'
+# ncu's headline sections (time, DRAM, issue, occupancy, registers, local memory) of the first
+# launch of the kernels matching $1 in nuvec-bench's cases $2...
+ncu_sections() {
+  local k=$1; shift
+  timeout 90 ncu --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy \
+    --section LaunchStats -k regex:$k -c 1 $B --device gpu --budget 0.01 "$@" 2>&1 | \
+    grep -E "Duration|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Local" | \
+    head -8
 }
 if [ "$part" = 1 ]; then
   t quant timeout 280 $T/gpu_quantized-* --test-threads=4 &
@@ -229,53 +234,6 @@ echo "== nuvec quantized"; timeout 60 $B --device gpu --budget 0.5 $Q 2>&1 | tai
 echo "== rows again"; timeout 80 $B --device gpu --budget 0.5 $W 2>&1 | tail -10
 exit 0
 fi
-if [ "$part" = 14 ]; then
-# Where the small calls' time goes, with `GPU_TESTS="gpu_norms gpu_gather" gpu-pack --bench`:
-# rope's view with an offset under test, then each kernel's time (ncu's clocks) in the
-# experts' 64-token product (its grouping's argsort and takes included), the decoding product,
-# attention decoding at B1 and the launch floor, against the calls' own times; nsys's timeline
-# summary of the experts' product where nsys is installed; the issue slots of rope and
-# log-sum-exp.
-t norms timeout 200 $T/gpu_norms-* --test-threads=4 &
-t gather timeout 200 $T/gpu_gather_qmm-* --test-threads=4 &
-wait
-results norms gather
-C="launch_floor qmv_14336x4096 moe_qmv_1 moe_qmv_64 decode_b1_8k"
-echo "== calls"; timeout 60 $B --device gpu --budget 0.5 $C 2>&1 | tail -5
-for c in moe_qmv_64 qmv_14336x4096 decode_b1_8k; do
-  echo "== ncu $c"; timeout 90 ncu --metrics gpu__time_duration.sum -c 60 $B --device gpu \
-    --budget 0.01 $c > $OUT/ncu_$c.txt 2>&1
-  ncu_times $OUT/ncu_$c.txt
-done
-if command -v nsys > /dev/null; then
-  echo "== nsys moe_qmv_64"; timeout 120 nsys profile -o /tmp/moe --force-overwrite true \
-    $B --device gpu --budget 0.2 moe_qmv_64 > /dev/null 2>&1
-  timeout 60 nsys stats -r cuda_gpu_kern_sum,cuda_api_sum /tmp/moe.nsys-rep 2>&1 | head -40
-fi
-N="Duration|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per"
-for k in rope_heads logsumexp_warp; do echo "== ncu $k"
-  timeout 90 ncu --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy \
-    --section LaunchStats -k regex:$k -c 1 $B --device gpu --budget 0.01 rope logsumexp 2>&1 | \
-    grep -E "$N" | head -8
-done
-exit 0
-fi
-if [ "$part" = 15 ]; then
-# The experts' unsorted positions grouped inside the gathered kernel's node (one launch where
-# an argsort, three takes and a search ran as graph nodes), with
-# `GPU_TESTS="gpu_gather_qmm fast_ops" gpu-pack --bench`: tests, then the experts' cases and
-# their kernels under ncu.
-t gather timeout 200 $T/gpu_gather_qmm-* --test-threads=4 &
-t seed timeout 200 $T/fast_ops-* --test-threads=4 &
-wait
-results gather seed
-C="copy moe_qmv_1 moe_qmv_64 qmv_14336x4096"
-for k in 1 2; do echo "== calls $k"; timeout 60 $B --device gpu --budget 0.5 $C 2>&1 | tail -4; done
-echo "== ncu moe_qmv_64"; timeout 120 ncu --metrics gpu__time_duration.sum -c 60 $B --device gpu \
-  --budget 0.01 moe_qmv_64 > $OUT/ncu_moe.txt 2>&1
-ncu_times $OUT/ncu_moe.txt
-exit 0
-fi
 if [ "$part" = 16 ]; then
 # The decoding products' grouped form (each group's scale and bias applied to its sums in f32;
 # the default where the inner axis is whole chunks of 128 values) against the rounded form
@@ -305,11 +263,8 @@ for d in NVQM_MINB=1 NVQM_GROUPED_AHEAD=0 "NVQM_GROUPED_AHEAD=0 NVQM_GROUPED_UNR
 for sh in 1,4 2,2 2,8; do echo "== grouped, shape $sh"; NUVEC_QMV_MMA_SHAPE=$sh timeout 40 $B \
   --device gpu --budget 0.5 qmv_14336x4096 moe_qmv_1 moe_qmv_64 2>&1 | tail -3; done
 echo "== grouped again"; timeout 60 $B --device gpu --budget 0.5 $C 2>&1 | tail -7
-N="Duration|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Local"
 for f in grouped rounded; do echo "== ncu qmv, $f"
-  NUVEC_QMV_MMA_FORM=$f timeout 90 ncu --section SpeedOfLight --section ComputeWorkloadAnalysis \
-    --section Occupancy --section LaunchStats -k regex:qmv_mma -c 1 $B --device gpu \
-    --budget 0.01 qmv_14336x4096 2>&1 | grep -E "$N" | head -8
+  NUVEC_QMV_MMA_FORM=$f ncu_sections qmv_mma qmv_14336x4096
 done
 exit 0
 fi
