@@ -57,8 +57,8 @@ ncu_sections() {
   local k=$1; shift
   timeout 90 ncu --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy \
     --section LaunchStats -k regex:$k -c 1 $B --device gpu --budget 0.01 "$@" 2>&1 | \
-    grep -E "Duration|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Local" | \
-    head -8
+    grep -E "Duration|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Local|Waves Per" | \
+    head -9
 }
 if [ "$part" = 1 ]; then
   t quant timeout 280 $T/gpu_quantized-* --test-threads=4 &
@@ -239,8 +239,8 @@ if [ "$part" = 16 ]; then
 # the default where the inner axis is whole chunks of 128 values) against the rounded form
 # (`NUVEC_QMV_MMA_FORM=rounded`, the default before), with
 # `GPU_TESTS="gpu_quantized gpu_gather_qmm fast_ops" gpu-pack --bench`: tests under both forms,
-# timings by form, loads ahead or loop unrolling, register budget and block shape (beside the
-# copies of the same bytes, here and in PyTorch), then each form's kernel under ncu's sections.
+# timings by form (beside the copies of the same bytes, here and in PyTorch), then each form's
+# kernel under ncu's sections.
 t quant timeout 200 $T/gpu_quantized-* --test-threads=4 quantized_matmul &
 t quant_rounded env NUVEC_QMV_MMA_FORM=rounded timeout 200 $T/gpu_quantized-* --test-threads=4 \
   quantized_matmul &
@@ -256,16 +256,49 @@ echo "== rounded"; NUVEC_QMV_MMA_FORM=rounded timeout 60 $B --device gpu --budge
   qmv_14336x4096 moe_qmv_1 moe_qmv_64 2>&1 | tail -3
 echo "== torch"; timeout 90 python3 bench/peers/torch_bench.py --json $OUT/torch_copies.json copy \
   copy_32mib copy_8mib decode_b1_8k 2>&1 | tail -4
+for f in grouped rounded; do echo "== ncu qmv, $f"
+  NUVEC_QMV_MMA_FORM=$f ncu_sections qmv_mma qmv_14336x4096
+done
+echo "== ncu decode_b1_8k's split kernel"; ncu_sections "attention_bf16" decode_b1_8k
+exit 0
+fi
+if [ "$part" = 18 ]; then
+# Part 16's second half (one call could not hold both): the grouped form's loads ahead, loop
+# unrolling, register budget and block shape.
+C="copy copy_32mib copy_8mib qmv_14336x4096 moe_qmv_1 moe_qmv_64 decode_b1_8k"
 for d in NVQM_MINB=1 NVQM_GROUPED_AHEAD=0 "NVQM_GROUPED_AHEAD=0 NVQM_GROUPED_UNROLL=2" \
   "NVQM_MINB=1 NVQM_GROUPED_AHEAD=0 NVQM_GROUPED_UNROLL=4"; do echo "== grouped, $d"
   NUVEC_KERNEL_DEFINES="$d" timeout 40 $B --device gpu --budget 0.5 qmv_14336x4096 moe_qmv_64 \
     2>&1 | tail -2; done
 for sh in 1,4 2,2 2,8; do echo "== grouped, shape $sh"; NUVEC_QMV_MMA_SHAPE=$sh timeout 40 $B \
   --device gpu --budget 0.5 qmv_14336x4096 moe_qmv_1 moe_qmv_64 2>&1 | tail -3; done
-echo "== grouped again"; timeout 60 $B --device gpu --budget 0.5 $C 2>&1 | tail -7
-for f in grouped rounded; do echo "== ncu qmv, $f"
-  NUVEC_QMV_MMA_FORM=$f ncu_sections qmv_mma qmv_14336x4096
+for e in NUVEC_ATTN_MERGE=block NUVEC_PDL=0 NUVEC_ATTN_SPLITS=32 NUVEC_ATTN_SPLITS=96; do
+  echo "== decode, $e"; env $e timeout 30 $B --device gpu --budget 0.5 decode_b1_8k 2>&1 | tail -1
 done
+echo "== grouped again"; timeout 60 $B --device gpu --budget 0.5 $C 2>&1 | tail -7
+exit 0
+fi
+if [ "$part" = 19 ]; then
+# The decoding kernel reading through shared-memory rings by bulk copies (`NUVEC_ATTN_RING=1`)
+# against the register kernel, with `GPU_TESTS="... gpu_attention fast_ops" gpu-pack --bench`:
+# the tests with the rings on, then the decoding cases by form and ring depth, then ncu's
+# sections of both.
+t attn_ring env NUVEC_ATTN_RING=1 timeout 150 $T/gpu_attention-* --test-threads=4 &
+t seed_ring env NUVEC_ATTN_RING=1 timeout 150 $T/fast_ops-* --test-threads=4 attention &
+t attn timeout 150 $T/gpu_attention-* --test-threads=4 &
+wait
+results attn_ring seed_ring attn
+A="copy_32mib decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k \
+  paged_decode_b8_8k"
+echo "== registers"; timeout 60 $B --device gpu --budget 0.5 $A 2>&1 | tail -7
+echo "== rings"; NUVEC_ATTN_RING=1 timeout 60 $B --device gpu --budget 0.5 --json $OUT/ring.json \
+  $A 2>&1 | tail -7
+for n in 2 6; do echo "== rings of $n"; NUVEC_ATTN_RING=1 NUVEC_ATTN_RING_STAGES=$n timeout 40 $B \
+  --device gpu --budget 0.5 decode_b1_8k decode_b8_8k decode_b1_128k 2>&1 | tail -3; done
+echo "== rings, merged in-block"; NUVEC_ATTN_RING=1 NUVEC_ATTN_MERGE=block timeout 40 $B \
+  --device gpu --budget 0.5 decode_b1_8k decode_b1_128k 2>&1 | tail -2
+echo "== ncu, registers"; ncu_sections "attention_bf16_d128" decode_b1_8k
+echo "== ncu, rings"; NUVEC_ATTN_RING=1 ncu_sections "attention_bf16_d128" decode_b1_8k
 exit 0
 fi
 if [ "$part" = 17 ]; then

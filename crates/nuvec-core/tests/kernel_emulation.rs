@@ -24,6 +24,8 @@ const QUANTIZED: &str = include_str!("../src/backend/cuda/kernels/quantized.cu")
 const QUANTIZED_TILED: &str = include_str!("../src/backend/cuda/kernels/quantized_tiled.cu");
 const ATTENTION: &str = include_str!("../src/backend/cuda/kernels/fast/attention.cu");
 const ATTENTION_WIDE: &str = include_str!("../src/backend/cuda/kernels/fast/attention_wide.cu");
+const ATTENTION_RING: &str = include_str!("../src/backend/cuda/kernels/fast/attention_ring.cu");
+const BULK: &str = include_str!("../src/backend/cuda/kernels/fast/bulk.cuh");
 const QUANTIZED_WGMMA: &str = include_str!("../src/backend/cuda/kernels/quantized_wgmma.cu");
 const QUANTIZED_GATHER: &str = include_str!("../src/backend/cuda/kernels/quantized_gather.cu");
 const QUANTIZED_MV_MMA: &str = include_str!("../src/backend/cuda/kernels/quantized_mv_mma.cu");
@@ -149,6 +151,7 @@ fn host_part_drops_the_marked_regions_only() {
         FLASH,
         FLASH_SM90,
         FLASH_TMA,
+        BULK,
         SOFTMAX,
         ATTENTION,
         QUANTIZED_TILED,
@@ -268,9 +271,11 @@ fn decoding_kernel_matches_attention_and_reads_paged_caches_alike() {
         &[
             ("attention.cu", ATTENTION),
             ("attention_wide.cu", ATTENTION_WIDE),
+            ("bulk.cuh", BULK),
+            ("attention_ring.cu", ATTENTION_RING),
         ],
         include_str!("emulation/attention.cpp"),
-        &[&[], &["NV_ATTN_PREFETCH=0"]],
+        &[&[], &["NV_ATTN_PREFETCH=0", "NV_RING_STAGES=2"]],
     );
 }
 

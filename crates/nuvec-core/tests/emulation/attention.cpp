@@ -3,18 +3,23 @@
 // causal or not; one and two query rows over
 // grouped heads; bf16 on the tensor cores at head sizes 64, 128 and 256, and past 256 with the
 // features split over the warps; f32 on the FMA units at 512), and the paged kernel over a
-// shuffled block table equal to the contiguous one bit for bit. Built and run by
-// tests/kernel_emulation.rs (as the kernels are, and with NV_ATTN_PREFETCH=0).
+// shuffled block table equal to the contiguous one bit for bit, as are the kernels that read
+// through attention_ring.cu's rings (contiguous and paged). Built and run by
+// tests/kernel_emulation.rs (as the kernels are, and with NV_ATTN_PREFETCH=0 and two ring
+// stages).
 #include <algorithm>
 #include <cstring>
 #include <random>
 #include <type_traits>
 
-// The kernel attention.rs launches for T and D, R query rows a block.
-template <typename T, int D, int R, bool P>
+// The kernel attention.rs launches for T and D, R query rows a block (through the rings of
+// attention_ring.cu when RING).
+template <typename T, int D, int R, bool P, bool RING = false>
 static void decode_kernel(const T* q, const T* k, const T* v, const i32* table, const i32* lens,
                           T* o, float* part_o, float2* part_ml, const NvAttn& a) {
-  if constexpr (std::is_same_v<T, float>)
+  if constexpr (RING)
+    nv_attention_ring<T, D, P, true>(q, k, v, table, lens, o, part_o, part_ml, a);
+  else if constexpr (std::is_same_v<T, float>)
     nv_attention_lanes<T, D, R, P, true>(q, k, v, table, lens, o, part_o, part_ml, a);
   else if constexpr (D > 256)
     nv_attention_mma_wide<T, D, P, true>(q, k, v, table, lens, o, part_o, part_ml, a);
@@ -65,11 +70,12 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
   // One counter a row chunk, zero between launches (the last block of a chunk resets it).
   std::vector<u32> counters((size_t)B * hkv * nchunks, 0u);
   auto run = [&](auto paged, const T* kk, const T* vv, const i32* table, const i32* lens,
-                 const NvAttn& at, T* o) {
-    constexpr bool P = decltype(paged)::value;
+                 const NvAttn& at, T* o, auto ring) {
+    constexpr bool P = decltype(paged)::value, RING = decltype(ring)::value;
+    nv_emu_smem_base = RING ? nv_ring_smem : nv_t_smem;
     nv_emu_launch({(unsigned)(nchunks * nsplit), (unsigned)hkv, (unsigned)B}, NV_ATTN_THREADS, [&] {
-      decode_kernel<T, D, R, P>(q.data(), kk, vv, table, lens, o, part_o.data(),
-                                reinterpret_cast<float2*>(part_ml.data()), at);
+      decode_kernel<T, D, R, P, RING>(q.data(), kk, vv, table, lens, o, part_o.data(),
+                                      reinterpret_cast<float2*>(part_ml.data()), at);
       nv_attn_merge_last<T, D, R, P>(lens, o, part_o.data(),
                                      reinterpret_cast<const float2*>(part_ml.data()),
                                      counters.data(), at);
@@ -81,7 +87,7 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
       });
     }
   };
-  run(std::false_type{}, k.data(), v.data(), nullptr, nullptr, a, out.data());
+  run(std::false_type{}, k.data(), v.data(), nullptr, nullptr, a, out.data(), std::false_type{});
 
   // The same keys in a paged cache: blocks of 16 rows in a shuffled order.
   const int entries = (lk + bs - 1) / bs, nblocks = B * entries;
@@ -115,7 +121,16 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
   p.block_size = bs;
   p.bs_magic = 0x80000000u;  // j / 16 = (j · 2^31) >> (31 + 4)
   p.bs_shift = 4;
-  run(std::true_type{}, kc.data(), vc.data(), table.data(), lens.data(), p, pout.data());
+  run(std::true_type{}, kc.data(), vc.data(), table.data(), lens.data(), p, pout.data(),
+      std::false_type{});
+  // The rings (half types up to head size 256), contiguous and paged: the same bits.
+  constexpr bool RINGS = !std::is_same_v<T, float> && D <= 256;
+  std::vector<T> rout(outs * D), rpout(outs * D);
+  if constexpr (RINGS) {
+    run(std::false_type{}, k.data(), v.data(), nullptr, nullptr, a, rout.data(), std::true_type{});
+    run(std::true_type{}, kc.data(), vc.data(), table.data(), lens.data(), p, rpout.data(),
+        std::true_type{});
+  }
 
   int unequal = 0;
   double worst = 0, top = 0;
@@ -144,15 +159,18 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
           worst = nv_emu_worse(worst, std::abs(o - nv_up(out[at])));
           top = std::max(top, std::abs(o));
           unequal += bits_of(out[at]) != bits_of(pout[at]);
+          if (RINGS)
+            unequal += (bits_of(out[at]) != bits_of(rout[at])) +
+                       (bits_of(out[at]) != bits_of(rpout[at]));
         }
       }
   for (u32 c : counters) unequal += c != 0u;  // left for the next launch at zero
   nv_emu_mix(out);
   std::printf(
       "decode %s%s D %d B %d hkv %d group %d lq %d lk %d causal %d splits %d: rel err %.3g, paged "
-      "unequal %d\n",
-      sizeof(T) == 4 ? "f32" : "bf16", merge ? " merged in-block" : "", D, B, hkv, group, lq, lk, causal, nsplit, worst / top,
-      unequal);
+      "%sunequal %d\n",
+      sizeof(T) == 4 ? "f32" : "bf16", merge ? " merged in-block" : "", D, B, hkv, group, lq, lk,
+      causal, nsplit, worst / top, RINGS ? "and rings " : "", unequal);
   const double tol = sizeof(T) == 4 ? 1e-5 : 1.0 / 64;
   return (worst / top < tol && unequal == 0) ? 0 : 1;
 }

@@ -225,6 +225,7 @@ inline void __syncthreads() {
   nv_emu_jitter();
 }
 inline void nv_emu_warp_sync() { nv_emu_warp[threadIdx.x >> 5]->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { nv_emu_warp_sync(); }
 inline float nv_emu_shfl(float v, int src) {
   const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
   nv_emu_xf[w][l] = v;
@@ -273,6 +274,7 @@ alignas(16) float nv_rope_angles[1 << 14];
 float4 nv_vjp_acc[1 << 14];
 alignas(1024) unsigned char nvqw_raw[1 << 18];
 alignas(1024) unsigned char nv_t_smem[1 << 18];
+alignas(16) unsigned char nv_ring_smem[1 << 18];
 // What shared addresses (the u32 a kernel gives TMA, barriers and descriptors) count from.
 inline unsigned char* nv_emu_smem_base = nv_t_smem;
 

@@ -55,6 +55,7 @@ const COMMON: &str = include_str!("../kernels/common.cuh");
 const FLASH: &str = include_str!("../kernels/fast/flash.cu");
 const FLASH_SM90: &str = include_str!("../kernels/fast/flash_sm90.cu");
 const FLASH_TMA: &str = include_str!("../kernels/fast/flash_tma.cu");
+const BULK: &str = include_str!("../kernels/fast/bulk.cuh");
 const FLASH_F32: &str = include_str!("../kernels/fast/flash_f32.cu");
 
 /// Query rows a block of the float32 kernel (`NV_F32_ROWS`).
@@ -260,7 +261,7 @@ fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, family: &str
         "flashtma" => format!(
             "#define NV_T_STAGES {}\n#define NV_T_PINGPONG {}\n#define NV_T_CONSUMERS {}\n\
              #define NV_T_PERSISTENT {}\n#define NV_H_ORDER {}\n{COMMON}\n{FLASH}\n\
-             {FLASH_SM90}\n{FLASH_TMA}\nNV_FLASH_TMA{args}\n",
+             {FLASH_SM90}\n{BULK}\n{FLASH_TMA}\nNV_FLASH_TMA{args}\n",
             tma_stages(d, dv),
             u32::from(pingpong()),
             consumers(d, dv),

@@ -631,6 +631,87 @@ __device__ __forceinline__ void nv_attn_mma_fetch(uint4 (&into)[KH][CI], const T
   }
 }
 
+// S^T of one warp step from its key chunks kc (lane (g, t): keys g (s[0], s[1]) and 8 + g
+// (s[2], s[3]) of the step, rows 2t and 2t + 1); the contraction blocks in two chains (even
+// and odd words), added at the end, so that the products wait on half as many others.
+template <typename T, int KH, int CI>
+__device__ __forceinline__ void nv_attn_mma_scores(float (&s)[4], const uint4 (&kc)[KH][CI],
+                                                   const u32 (&qb)[CI][4]) {
+  float s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  s[0] = s[1] = s[2] = s[3] = 0.0f;
+#pragma unroll
+  for (int ci = 0; ci < CI; ++ci) {
+    const u32 lo0 = nv_attn_word(kc[0][ci], 0), hi0 = nv_attn_word(kc[0][ci], 1);
+    const u32 lo1 = KH == 2 ? nv_attn_word(kc[KH - 1][ci], 0) : 0u;
+    const u32 hi1 = KH == 2 ? nv_attn_word(kc[KH - 1][ci], 1) : 0u;
+    nv_attn_mma16<T>(s, lo0, lo1, hi0, hi1, qb[ci][0], qb[ci][1]);
+    const u32 lo2 = nv_attn_word(kc[0][ci], 2), hi2 = nv_attn_word(kc[0][ci], 3);
+    const u32 lo3 = KH == 2 ? nv_attn_word(kc[KH - 1][ci], 2) : 0u;
+    const u32 hi3 = KH == 2 ? nv_attn_word(kc[KH - 1][ci], 3) : 0u;
+    nv_attn_mma16<T>(s_odd, lo2, lo3, hi2, hi3, qb[ci][2], qb[ci][3]);
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) s[e] = __fadd_rn(s[e], s_odd[e]);
+}
+
+// O^T += V^T·P^T for one warp step: the weights s (as nv_attn_mma_softmax leaves them) and
+// the value chunks vc.
+template <typename T, int KH, int CI>
+__device__ __forceinline__ void nv_attn_mma_values(float (&acc)[2 * CI][4], const float (&s)[4],
+                                                   const uint4 (&vc)[KH][CI]) {
+  // P^T's B fragment: the weights of key g (then 8 + g) for rows 2t, 2t + 1, transposed.
+  const u32 p0 = nv_attn_trans(nv_attn_pack2<T>(s[0], s[1]));
+  const u32 p1 = KH == 2 ? nv_attn_trans(nv_attn_pack2<T>(s[2], s[3])) : 0u;
+  // Tile (ci, x): word pairs (2x, 2x + 1) of chunk ci, transposed.
+#pragma unroll
+  for (int ci = 0; ci < CI; ++ci) {
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      const u32 a0 = nv_attn_trans(nv_attn_word(vc[0][ci], 2 * x));
+      const u32 a1 = nv_attn_trans(nv_attn_word(vc[0][ci], 2 * x + 1));
+      if (KH == 2) {
+        const u32 a2 = nv_attn_trans(nv_attn_word(vc[KH - 1][ci], 2 * x));
+        const u32 a3 = nv_attn_trans(nv_attn_word(vc[KH - 1][ci], 2 * x + 1));
+        nv_attn_mma16<T>(acc[2 * ci + x], a0, a1, a2, a3, p0, p1);
+      } else {
+        nv_attn_mma8<T>(acc[2 * ci + x], a0, a1, p0);
+      }
+    }
+  }
+}
+
+// A warp's end: its rows' sums over its lanes (a butterfly: every lane ends with the same
+// sum), then its state (max, sum) and accumulators into its slots of the block's merge.
+template <int D, int CI>
+__device__ __forceinline__ void nv_attn_mma_park(float* sh_o, float2* sh_ml, const float (&m)[2],
+                                                 float (&l)[2], const float (&acc)[2 * CI][4]) {
+  constexpr int R = NV_ATTN_MMA_ROWS;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int o = 4; o < 32; o <<= 1) {
+    l[0] = __fadd_rn(l[0], __shfl_xor_sync(0xffffffffu, l[0], o));
+    l[1] = __fadd_rn(l[1], __shfl_xor_sync(0xffffffffu, l[1], o));
+  }
+  if (g == 0) {
+    sh_ml[warp * R + 2 * t] = make_float2(m[0], l[0]);
+    sh_ml[warp * R + 2 * t + 1] = make_float2(m[1], l[1]);
+  }
+#pragma unroll
+  for (int ci = 0; ci < CI; ++ci) {
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      const int f = 8 * (4 * ci + (g >> 1)) + 4 * x + (g & 1);
+      float* o0 = sh_o + (warp * R + 2 * t) * D;
+      float* o1 = o0 + D;
+      o0[f] = acc[2 * ci + x][0];
+      o1[f] = acc[2 * ci + x][1];
+      o0[f + 2] = acc[2 * ci + x][2];
+      o1[f + 2] = acc[2 * ci + x][3];
+    }
+  }
+}
+
 // Lane (g, t) = (lane / 4, lane % 4) of a warp holds chunks c = 4i + t (i < CI) of two key
 // rows, g and 8 + g of the step's 16 (one row, g, of 8 past head size 128: KH halves), and
 // the same chunks of query row g. With the features of every chunk in the order
@@ -705,72 +786,15 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
       fetch(step, false, vc);
     }
 
-    // S^T: keys step + g (s[0], s[1]) and step + 8 + g (s[2], s[3]), rows 2t and 2t + 1;
-    // the contraction blocks in two chains (even and odd words), added at the end, so that
-    // the products wait on half as many others.
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int ci = 0; ci < CI; ++ci) {
-      const u32 lo0 = nv_attn_word(kc[0][ci], 0), hi0 = nv_attn_word(kc[0][ci], 1);
-      const u32 lo1 = KH == 2 ? nv_attn_word(kc[KH - 1][ci], 0) : 0u;
-      const u32 hi1 = KH == 2 ? nv_attn_word(kc[KH - 1][ci], 1) : 0u;
-      nv_attn_mma16<T>(s, lo0, lo1, hi0, hi1, qb[ci][0], qb[ci][1]);
-      const u32 lo2 = nv_attn_word(kc[0][ci], 2), hi2 = nv_attn_word(kc[0][ci], 3);
-      const u32 lo3 = KH == 2 ? nv_attn_word(kc[KH - 1][ci], 2) : 0u;
-      const u32 hi3 = KH == 2 ? nv_attn_word(kc[KH - 1][ci], 3) : 0u;
-      nv_attn_mma16<T>(s_odd, lo2, lo3, hi2, hi3, qb[ci][2], qb[ci][3]);
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) s[e] = __fadd_rn(s[e], s_odd[e]);
+    float s[4];
+    nv_attn_mma_scores<T, KH, CI>(s, kc, qb);
     if (NV_ATTN_PREFETCH && step + STEP < end) fetch(step + STEP, true, kc);
-
     nv_attn_mma_softmax<KH, 2 * CI>(s, step, g, lim, a.scale, m, l, acc);
-
-    // P^T's B fragment: the weights of key g (then 8 + g) for rows 2t, 2t + 1, transposed.
-    const u32 p0 = nv_attn_trans(nv_attn_pack2<T>(s[0], s[1]));
-    const u32 p1 = KH == 2 ? nv_attn_trans(nv_attn_pack2<T>(s[2], s[3])) : 0u;
-    // O^T += V^T·P^T, tile (ci, x): word pairs (2x, 2x + 1) of chunk ci, transposed.
-#pragma unroll
-    for (int ci = 0; ci < CI; ++ci) {
-#pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const u32 a0 = nv_attn_trans(nv_attn_word(vc[0][ci], 2 * x));
-        const u32 a1 = nv_attn_trans(nv_attn_word(vc[0][ci], 2 * x + 1));
-        if (KH == 2) {
-          const u32 a2 = nv_attn_trans(nv_attn_word(vc[KH - 1][ci], 2 * x));
-          const u32 a3 = nv_attn_trans(nv_attn_word(vc[KH - 1][ci], 2 * x + 1));
-          nv_attn_mma16<T>(acc[2 * ci + x], a0, a1, a2, a3, p0, p1);
-        } else {
-          nv_attn_mma8<T>(acc[2 * ci + x], a0, a1, p0);
-        }
-      }
-    }
+    nv_attn_mma_values<T, KH, CI>(acc, s, vc);
     if (NV_ATTN_PREFETCH && step + STEP < end) fetch(step + STEP, false, vc);
   }
 
-  // The rows' sums over the warp's lanes (a butterfly: every lane ends with the same sum).
-#pragma unroll
-  for (int o = 4; o < 32; o <<= 1) {
-    l[0] = __fadd_rn(l[0], __shfl_xor_sync(0xffffffffu, l[0], o));
-    l[1] = __fadd_rn(l[1], __shfl_xor_sync(0xffffffffu, l[1], o));
-  }
-  if (g == 0) {
-    sh_ml[warp * R + 2 * t] = make_float2(m[0], l[0]);
-    sh_ml[warp * R + 2 * t + 1] = make_float2(m[1], l[1]);
-  }
-#pragma unroll
-  for (int ci = 0; ci < CI; ++ci) {
-#pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      const int f = 8 * (4 * ci + (g >> 1)) + 4 * x + (g & 1);
-      float* o0 = sh_o + (warp * R + 2 * t) * D;
-      float* o1 = o0 + D;
-      o0[f] = acc[2 * ci + x][0];
-      o1[f] = acc[2 * ci + x][1];
-      o0[f + 2] = acc[2 * ci + x][2];
-      o1[f + 2] = acc[2 * ci + x][3];
-    }
-  }
+  nv_attn_mma_park<D, CI>(sh_o, sh_ml, m, l, acc);
   __syncthreads();
   nv_attn_finish<T, D, R, NV_ATTN_WARPS>(sh_o, sh_ml, sh_w, sh_row, direct, chunk, split, b, kvh,
                                          out, part_o, part_ml, a);
@@ -886,6 +910,8 @@ __device__ __forceinline__ void nv_attn_merge_last(const i32* __restrict__ lengt
     const float4* po = reinterpret_cast<const float4*>(part_o + row * a.nsplit * D) + c4;
     float mx = NV_ATTN_NEG_INF, sum = 0.0f;
     float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    // Unrolled so that several splits' loads are in flight at once (each waits on L2).
+#pragma unroll 4
     for (int sp = 0; sp < a.nsplit; ++sp) {
       const float2 x = __ldcg(ml + sp);
       const float4 y = __ldcg(po + (i64)sp * (D / 4));

@@ -1,9 +1,9 @@
 // Prefill attention on Hopper with the tensor-memory accelerator: `flash_sm90.cu` (included
-// before this file) holds the consumer's steps (`NvHRows`); here one producer warpgroup, of
-// which one thread works, loads queries, keys and values with TMA (the 128-byte swizzle
-// written by the copy engine itself, rows past the sequence filled with zeros) into stages
-// tied to two (or, for head size 64, three) consumer warpgroups of 64 query rows each by
-// shared-memory barriers, so each consumer runs at its own pace and no thread of theirs
+// before this file, as is `bulk.cuh`, the barriers) holds the consumer's steps (`NvHRows`);
+// here one producer warpgroup, of which one thread works, loads queries, keys and values with TMA
+// (the 128-byte swizzle written by the copy engine itself, rows past the sequence filled with
+// zeros) into stages tied to two (or, for head size 64, three) consumer warpgroups of 64 query rows
+// each by shared-memory barriers, so each consumer runs at its own pace and no thread of theirs
 // spends an instruction on a load.
 //
 // A consumer's tile t: the scores of t are issued, then the product of tile t − 1's weights
@@ -38,27 +38,6 @@ struct alignas(64) NvTmap {
 #endif
 
 // nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
-__device__ __forceinline__ void nv_bar_init(u32 bar, u32 count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void nv_bar_arrive(u32 bar) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar)
-               : "memory");
-}
-// Arrives and expects `bytes` of asynchronous copies to complete the phase.
-__device__ __forceinline__ void nv_bar_expect(u32 bar, u32 bytes) {
-  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar),
-               "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void nv_bar_wait(u32 bar, u32 parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
 // One box of a 4-D tensor map (feature, row, head, batch) into shared memory, completing on
 // barrier `bar`.
 __device__ __forceinline__ void nv_tma4(u32 dst, const NvTmap* map, int c0, int c1, int c2, int c3,
@@ -148,9 +127,7 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
       nv_bar_init(k_free(s), 4 * NC);
       nv_bar_init(v_free(s), 4 * NC);
     }
-// nuvec-emulation: device only (a hint, nothing to stand in for) {
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-// } nuvec-emulation
+    nv_bar_init_fence();
   }
   __syncthreads();
 
