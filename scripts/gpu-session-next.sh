@@ -278,6 +278,26 @@ done
 echo "== grouped again"; timeout 60 $B --device gpu --budget 0.5 $C 2>&1 | tail -7
 exit 0
 fi
+if [ "$part" = 20 ]; then
+# Parts 16 and 19's deciding runs in one call, where device time is short: tests of the
+# grouped form and of the rings, then each against the form it would replace.
+t quant timeout 150 $T/gpu_quantized-* --test-threads=4 quantized_matmul &
+t gather timeout 150 $T/gpu_gather_qmm-* --test-threads=4 &
+t attn_ring env NUVEC_ATTN_RING=1 timeout 150 $T/gpu_attention-* --test-threads=4 &
+wait
+results quant gather attn_ring
+C="copy copy_32mib copy_8mib qmv_14336x4096 moe_qmv_1 moe_qmv_64"
+A="decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k paged_decode_b8_8k"
+echo "== grouped, registers"; timeout 90 $B --device gpu --budget 0.5 --json $OUT/n20.json $C $A \
+  2>&1 | tail -12
+echo "== rounded, rings"; NUVEC_QMV_MMA_FORM=rounded NUVEC_ATTN_RING=1 timeout 90 $B --device gpu \
+  --budget 0.5 --json $OUT/n20b.json $C $A 2>&1 | tail -12
+echo "== rings of 2"; NUVEC_ATTN_RING=1 NUVEC_ATTN_RING_STAGES=2 timeout 40 $B --device gpu \
+  --budget 0.5 decode_b1_8k decode_b8_8k decode_b64_4k 2>&1 | tail -3
+echo "== grouped, registers again"; timeout 60 $B --device gpu --budget 0.5 qmv_14336x4096 \
+  moe_qmv_64 decode_b1_8k decode_b8_8k 2>&1 | tail -4
+exit 0
+fi
 if [ "$part" = 19 ]; then
 # The decoding kernel reading through shared-memory rings by bulk copies (`NUVEC_ATTN_RING=1`)
 # against the register kernel, with `GPU_TESTS="... gpu_attention fast_ops" gpu-pack --bench`:
