@@ -396,15 +396,18 @@ fn forced_splits() -> Option<usize> {
     })
 }
 
-/// Warp steps each warp's ring holds (`NV_RING_STAGES` in `attention_ring.cu`): 4, or
-/// `NUVEC_ATTN_RING_STAGES` (1 to 8; a tuning knob, read once).
+/// Warp steps each warp's ring holds by default (`NV_RING_STAGES` in `attention_ring.cu`).
+const RING_STAGES: usize = 4;
+
+/// Warp steps each warp's ring holds: [`RING_STAGES`], or `NUVEC_ATTN_RING_STAGES` (1 to 8;
+/// a tuning knob, read once).
 fn ring_stages() -> usize {
     static STAGES: OnceLock<usize> = OnceLock::new();
     *STAGES.get_or_init(|| {
         std::env::var("NUVEC_ATTN_RING_STAGES")
             .ok()
             .and_then(|v| v.parse().ok())
-            .map_or(4, |n: usize| n.clamp(1, 8))
+            .map_or(RING_STAGES, |n: usize| n.clamp(1, 8))
     })
 }
 
@@ -425,7 +428,7 @@ const _: () = assert!(4 * 8 * 256 * 4 + 4 * 8 * (8 + 4) + 8 * 8 <= RING_STATIC);
 /// The rings' dynamic shared memory (`NvRing<T, D>::BYTES`) when this call runs them: the half
 /// types up to head size 256, from compute capability 9.0, where a block may take that much.
 fn ring_shared(place: &Place, dtype: DType, d: usize) -> Option<usize> {
-    let bytes = ring_bytes(dtype, d);
+    let bytes = ring_bytes(dtype, d, ring_stages());
     let runs = rings_wanted()
         && dtype != DType::F32
         && d <= 256
@@ -434,14 +437,14 @@ fn ring_shared(place: &Place, dtype: DType, d: usize) -> Option<usize> {
     runs.then_some(bytes)
 }
 
-/// `NvRing<T, D>::BYTES`: each warp's stages of one warp step's key and value rows, a row
-/// padded to an odd multiple of 64 bytes, then a barrier per stage.
-fn ring_bytes(dtype: DType, d: usize) -> usize {
+/// `NvRing<T, D>::BYTES` at `stages` stages: each warp's stages of one warp step's key and
+/// value rows, a row padded to an odd multiple of 64 bytes, then a barrier per stage.
+fn ring_bytes(dtype: DType, d: usize, stages: usize) -> usize {
     let keys = if d <= 128 { 16 } else { 8 };
     let row = d * dtype.size();
     let pitch = if row % 128 == 64 { row } else { row + 64 };
     let warps = THREADS as usize / 32;
-    warps * ring_stages() * (2 * keys * pitch + 8)
+    warps * stages * (2 * keys * pitch + 8)
 }
 
 /// Zeroed counters for the in-block merge, `n` at least, kept per (device, stream): the
@@ -802,9 +805,9 @@ mod tests {
         for dtype in [DType::F16, DType::BF16] {
             for d in HEADS.into_iter().filter(|&d| d <= 256) {
                 let keys = if d <= 128 { 16 } else { 8 };
-                let bytes = ring_bytes(dtype, d);
+                let bytes = ring_bytes(dtype, d, RING_STAGES);
                 // The rings hold every stage's key and value rows, whole and 16-byte aligned.
-                assert!(bytes >= 4 * ring_stages() * 2 * keys * d * 2, "d {d}");
+                assert!(bytes >= 4 * RING_STAGES * 2 * keys * d * 2, "d {d}");
                 assert_eq!(bytes % 16, 0);
                 assert!(bytes + RING_STATIC <= HOPPER, "d {d}: {bytes} bytes");
             }
