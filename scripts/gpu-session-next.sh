@@ -298,6 +298,14 @@ echo "== grouped, registers again"; timeout 60 $B --device gpu --budget 0.5 qmv_
   moe_qmv_64 decode_b1_8k decode_b8_8k 2>&1 | tail -4
 exit 0
 fi
+if [ "$part" = 21 ]; then
+# Part 20's timings alone (no tests), for the last minutes of a lease.
+C="copy_32mib qmv_14336x4096 moe_qmv_1 moe_qmv_64 decode_b1_8k decode_b8_8k decode_b64_4k"
+echo "== grouped, registers"; timeout 60 $B --device gpu --budget 0.3 $C 2>&1 | tail -7
+echo "== rounded, rings"; NUVEC_QMV_MMA_FORM=rounded NUVEC_ATTN_RING=1 timeout 60 $B --device gpu \
+  --budget 0.3 $C 2>&1 | tail -7
+exit 0
+fi
 if [ "$part" = 19 ]; then
 # The decoding kernel reading through shared-memory rings by bulk copies (`NUVEC_ATTN_RING=1`)
 # against the register kernel, with `GPU_TESTS="... gpu_attention fast_ops" gpu-pack --bench`:
