@@ -4,7 +4,7 @@
 // grouped heads; bf16 on the tensor cores at head sizes 64, 128 and 256, and past 256 with the
 // features split over the warps; f32 on the FMA units at 512), and the paged kernel over a
 // shuffled block table equal to the contiguous one bit for bit, as are the kernels that read
-// through attention_ring.cu's rings (contiguous and paged). Built and run by
+// through attention_ring.cu's rings (contiguous and paged) and both over [B, L, H, D] rows. Built and run by
 // tests/kernel_emulation.rs (as the kernels are, and with NV_ATTN_PREFETCH=0 and two ring
 // stages).
 #include <algorithm>
@@ -123,12 +123,33 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
   p.bs_shift = 4;
   run(std::true_type{}, kc.data(), vc.data(), table.data(), lens.data(), p, pout.data(),
       std::false_type{});
-  // The rings (half types up to head size 256), contiguous and paged: the same bits.
+  // The rings (half types up to head size 256), contiguous and paged: the same bits; and the
+  // keys and values as [B, L, H, D] rows (a transposed view, each row located by its strides),
+  // through the rings and the registers alike.
   constexpr bool RINGS = !std::is_same_v<T, float> && D <= 256;
-  std::vector<T> rout(outs * D), rpout(outs * D);
+  std::vector<T> rout(outs * D), rpout(outs * D), tout(outs * D), trout(outs * D);
   if constexpr (RINGS) {
     run(std::false_type{}, k.data(), v.data(), nullptr, nullptr, a, rout.data(), std::true_type{});
     run(std::true_type{}, kc.data(), vc.data(), table.data(), lens.data(), p, rpout.data(),
+        std::true_type{});
+    std::vector<T> kt(k.size()), vt(v.size());
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < hkv; ++h)
+        for (int j = 0; j < lk; ++j)
+          for (int d = 0; d < D; ++d) {
+            const size_t from = (((size_t)b * hkv + h) * lk + j) * D + d;
+            const size_t to = (((size_t)b * lk + j) * hkv + h) * D + d;
+            kt[to] = k[from];
+            vt[to] = v[from];
+          }
+    NvAttn tr = a;
+    tr.k_strides[0] = (i64)lk * hkv * D;
+    tr.k_strides[1] = D;
+    tr.k_strides[2] = (i64)hkv * D;
+    for (int i = 0; i < 3; ++i) tr.v_strides[i] = tr.k_strides[i];
+    run(std::false_type{}, kt.data(), vt.data(), nullptr, nullptr, tr, tout.data(),
+        std::false_type{});
+    run(std::false_type{}, kt.data(), vt.data(), nullptr, nullptr, tr, trout.data(),
         std::true_type{});
   }
 
@@ -161,7 +182,9 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
           unequal += bits_of(out[at]) != bits_of(pout[at]);
           if (RINGS)
             unequal += (bits_of(out[at]) != bits_of(rout[at])) +
-                       (bits_of(out[at]) != bits_of(rpout[at]));
+                       (bits_of(out[at]) != bits_of(rpout[at])) +
+                       (bits_of(out[at]) != bits_of(tout[at])) +
+                       (bits_of(out[at]) != bits_of(trout[at]));
         }
       }
   for (u32 c : counters) unequal += c != 0u;  // left for the next launch at zero
@@ -170,7 +193,7 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
       "decode %s%s D %d B %d hkv %d group %d lq %d lk %d causal %d splits %d: rel err %.3g, paged "
       "%sunequal %d\n",
       sizeof(T) == 4 ? "f32" : "bf16", merge ? " merged in-block" : "", D, B, hkv, group, lq, lk,
-      causal, nsplit, worst / top, RINGS ? "and rings " : "", unequal);
+      causal, nsplit, worst / top, RINGS ? "rings and [B, L, H, D] " : "", unequal);
   const double tol = sizeof(T) == 4 ? 1e-5 : 1.0 / 64;
   return (worst / top < tol && unequal == 0) ? 0 : 1;
 }
