@@ -23,8 +23,12 @@
 # on 2026-12-05, sixth session, as did parts 13 (the next on an H200) and 14; part 15 ran on
 # the H200 (parts 14 and 15, the small calls' kernels under ncu and the experts' grouping in
 # one launch, are removed since: their results are in BENCHMARKS.md, their lines in commit
-# c9b76a8). Part 16: the decoding products' grouped form against the rounded one; part 17:
-# the gated delta decode's two register sets (both next, on an H200, with part 13).
+# c9b76a8). Part 16: the decoding products' grouped form against the rounded one (18: its
+# knobs); part 17: the gated delta decode's two register sets; part 19: decoding attention
+# through shared-memory rings against the registers; 20: 16 and 19's deciding runs in one
+# call, 21 their timings alone (all next, on an H200, with part 13; one pack,
+# `GPU_TESTS="gpu_quantized gpu_gather_qmm gpu_gated_delta gpu_attention fast_ops"`, serves
+# 16 to 21).
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
