@@ -103,6 +103,16 @@ __device__ __forceinline__ void nv_attn_bounds(i64 len, int split, const NvAttn&
   }
 }
 
+// Where key head kvh of sequence b starts in the keys and the values (elements; paged: within
+// a block), and the sequence's table entries (paged only).
+template <bool PAGED>
+__device__ __forceinline__ void nv_attn_heads(const i32* table, i64 b, i64 kvh, const NvAttn& a,
+                                              i64& k_head, i64& v_head, const i32*& entries) {
+  k_head = a.k_offset + kvh * a.k_strides[1] + (PAGED ? 0 : b * a.k_strides[0]);
+  v_head = a.v_offset + kvh * a.v_strides[1] + (PAGED ? 0 : b * a.v_strides[0]);
+  entries = table + (PAGED ? a.t_offset + b * a.t_strides[0] : 0);
+}
+
 // Where key j's key and value rows start: contiguous from the head's first row, paged through
 // the sequence's table entries (clamped into the cache).
 template <bool PAGED>
@@ -359,9 +369,9 @@ __device__ __forceinline__ void nv_attention_lanes(const T* __restrict__ q,
     for (int e = 0; e < E; ++e) acc[r][e] = 0.0f;
   }
 
-  const i64 k_head = a.k_offset + kvh * a.k_strides[1] + (PAGED ? 0 : b * a.k_strides[0]);
-  const i64 v_head = a.v_offset + kvh * a.v_strides[1] + (PAGED ? 0 : b * a.v_strides[0]);
-  const i32* entries = table + (PAGED ? a.t_offset + b * a.t_strides[0] : 0);
+  i64 k_head, v_head;
+  const i32* entries;
+  nv_attn_heads<PAGED>(table, b, kvh, a, k_head, v_head, entries);
 
   // The loop is uniform over the warp (its shuffles need every lane): a worker whose keys lie
   // past the end loads nothing and sees nothing.
@@ -631,6 +641,23 @@ __device__ __forceinline__ void nv_attn_mma_fetch(uint4 (&into)[KH][CI], const T
   }
 }
 
+// The start of a tensor-core warp's work on its block: the chunk's query rows as B fragments
+// (features from f0), the rows' last keys capped at the split's end, and an empty softmax
+// state and accumulators.
+template <typename T, int CI>
+__device__ __forceinline__ void nv_attn_mma_begin(u32 (&qb)[CI][4], i64 (&lim)[2], float (&m)[2],
+                                                  float (&l)[2], float (&acc)[2 * CI][4],
+                                                  const T* __restrict__ q, int chunk, i64 kvh,
+                                                  i64 b, int f0, i64 len, i64 end,
+                                                  const NvAttn& a) {
+  nv_attn_mma_query<T, CI>(qb, q, chunk, kvh, b, f0, a);
+  nv_attn_mma_limits(lim, chunk, len, end, a);
+  m[0] = m[1] = NV_ATTN_NEG_INF;
+  l[0] = l[1] = 0.0f;
+#pragma unroll
+  for (int n = 0; n < 2 * CI; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+}
+
 // S^T of one warp step from its key chunks kc (lane (g, t): keys g (s[0], s[1]) and 8 + g
 // (s[2], s[3]) of the step, rows 2t and 2t + 1); the contraction blocks in two chains (even
 // and odd words), added at the end, so that the products wait on half as many others.
@@ -753,18 +780,13 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
   if (direct && split != 0) return;
 
   u32 qb[CI][4];
-  nv_attn_mma_query<T, CI>(qb, q, chunk, kvh, b, 0, a);
   i64 lim[2];
-  nv_attn_mma_limits(lim, chunk, len, end, a);
+  float m[2], l[2], acc[2 * CI][4];
+  nv_attn_mma_begin<T, CI>(qb, lim, m, l, acc, q, chunk, kvh, b, 0, len, end, a);
 
-  float m[2] = {NV_ATTN_NEG_INF, NV_ATTN_NEG_INF}, l[2] = {0.0f, 0.0f};
-  float acc[2 * CI][4];
-#pragma unroll
-  for (int n = 0; n < 2 * CI; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-
-  const i64 k_head = a.k_offset + kvh * a.k_strides[1] + (PAGED ? 0 : b * a.k_strides[0]);
-  const i64 v_head = a.v_offset + kvh * a.v_strides[1] + (PAGED ? 0 : b * a.v_strides[0]);
-  const i32* entries = table + (PAGED ? a.t_offset + b * a.t_strides[0] : 0);
+  i64 k_head, v_head;
+  const i32* entries;
+  nv_attn_heads<PAGED>(table, b, kvh, a, k_head, v_head, entries);
 
   // The key (`keys`) or value chunks of the step from key `st`.
   auto fetch = [&](i64 st, bool keys, uint4 (&into)[KH][CI]) {

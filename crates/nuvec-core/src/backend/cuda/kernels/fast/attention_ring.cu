@@ -67,9 +67,9 @@ __device__ __forceinline__ void nv_attention_ring(const T* __restrict__ q, const
   nv_bar_init_fence();
   __syncwarp();
 
-  const i64 k_head = a.k_offset + kvh * a.k_strides[1] + (PAGED ? 0 : b * a.k_strides[0]);
-  const i64 v_head = a.v_offset + kvh * a.v_strides[1] + (PAGED ? 0 : b * a.v_strides[0]);
-  const i32* entries = table + (PAGED ? a.t_offset + b * a.t_strides[0] : 0);
+  i64 k_head, v_head;
+  const i32* entries;
+  nv_attn_heads<PAGED>(table, b, kvh, a, k_head, v_head, entries);
 
   // Step st's rows into slot s: lane 0 arms the barrier with the live rows' bytes, then each
   // lane of the first 2 KS copies its row or, past the end, zeros it. Uniform over the warp.
@@ -96,14 +96,9 @@ __device__ __forceinline__ void nv_attention_ring(const T* __restrict__ q, const
   };
 
   u32 qb[CI][4];
-  nv_attn_mma_query<T, CI>(qb, q, chunk, kvh, b, 0, a);
   i64 lim[2];
-  nv_attn_mma_limits(lim, chunk, len, end, a);
-
-  float m[2] = {NV_ATTN_NEG_INF, NV_ATTN_NEG_INF}, l[2] = {0.0f, 0.0f};
-  float acc[2 * CI][4];
-#pragma unroll
-  for (int n = 0; n < 2 * CI; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+  float m[2], l[2], acc[2 * CI][4];
+  nv_attn_mma_begin<T, CI>(qb, lim, m, l, acc, q, chunk, kvh, b, 0, len, end, a);
 
   // The warp's steps are those of nv_attention_mma: keys first + i · STEP, step i in slot
   // i % S, the (i / S)-th filling of that slot.

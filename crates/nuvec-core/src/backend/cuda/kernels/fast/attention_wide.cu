@@ -39,18 +39,13 @@ __device__ __forceinline__ void nv_attention_mma_wide(
   if (direct && split != 0) return;
 
   u32 qb[CI][4];
-  nv_attn_mma_query<T, CI>(qb, q, chunk, kvh, b, f0, a);
   i64 lim[2];
-  nv_attn_mma_limits(lim, chunk, len, end, a);
+  float m[2], l[2], acc[2 * CI][4];
+  nv_attn_mma_begin<T, CI>(qb, lim, m, l, acc, q, chunk, kvh, b, f0, len, end, a);
 
-  float m[2] = {NV_ATTN_NEG_INF, NV_ATTN_NEG_INF}, l[2] = {0.0f, 0.0f};
-  float acc[2 * CI][4];
-#pragma unroll
-  for (int n = 0; n < 2 * CI; ++n) acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-
-  const i64 k_head = a.k_offset + kvh * a.k_strides[1] + (PAGED ? 0 : b * a.k_strides[0]);
-  const i64 v_head = a.v_offset + kvh * a.v_strides[1] + (PAGED ? 0 : b * a.v_strides[0]);
-  const i32* entries = table + (PAGED ? a.t_offset + b * a.t_strides[0] : 0);
+  i64 k_head, v_head;
+  const i32* entries;
+  nv_attn_heads<PAGED>(table, b, kvh, a, k_head, v_head, entries);
 
   // This warp's key (`keys`) or value chunks of keys st + g and st + 8 + g.
   auto fetch = [&](i64 st, bool keys, uint4 (&into)[2][CI]) {
@@ -67,21 +62,12 @@ __device__ __forceinline__ void nv_attention_mma_wide(
   int buf = 0;
   // Uniform over the block: every warp takes every step (the barrier needs them all).
   for (i64 step = start; step < end; step += KS, buf ^= 1) {
-    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, s_odd[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int ci = 0; ci < CI; ++ci) {
-      nv_attn_mma16<T>(s, nv_attn_word(kc[0][ci], 0), nv_attn_word(kc[1][ci], 0),
-                       nv_attn_word(kc[0][ci], 1), nv_attn_word(kc[1][ci], 1), qb[ci][0],
-                       qb[ci][1]);
-      nv_attn_mma16<T>(s_odd, nv_attn_word(kc[0][ci], 2), nv_attn_word(kc[1][ci], 2),
-                       nv_attn_word(kc[0][ci], 3), nv_attn_word(kc[1][ci], 3), qb[ci][2],
-                       qb[ci][3]);
-    }
+    float s[4];
+    nv_attn_mma_scores<T, 2, CI>(s, kc, qb);
     if (step + KS < end) fetch(step + KS, true, kc);
     // The parts of the scores, added in warp order. A buffer is written again two steps on,
     // after every warp has passed the next step's barrier, so after every warp read it here.
-    sh_s[buf][warp][lane] = make_float4(__fadd_rn(s[0], s_odd[0]), __fadd_rn(s[1], s_odd[1]),
-                                        __fadd_rn(s[2], s_odd[2]), __fadd_rn(s[3], s_odd[3]));
+    sh_s[buf][warp][lane] = make_float4(s[0], s[1], s[2], s[3]);
     __syncthreads();
     {
       float4 sum = sh_s[buf][0][lane];
@@ -98,19 +84,7 @@ __device__ __forceinline__ void nv_attention_mma_wide(
     }
 
     nv_attn_mma_softmax<2, 2 * CI>(s, step, g, lim, a.scale, m, l, acc);
-    const u32 p0 = nv_attn_trans(nv_attn_pack2<T>(s[0], s[1]));
-    const u32 p1 = nv_attn_trans(nv_attn_pack2<T>(s[2], s[3]));
-#pragma unroll
-    for (int ci = 0; ci < CI; ++ci) {
-#pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const u32 a0 = nv_attn_trans(nv_attn_word(vc[0][ci], 2 * x));
-        const u32 a1 = nv_attn_trans(nv_attn_word(vc[0][ci], 2 * x + 1));
-        const u32 a2 = nv_attn_trans(nv_attn_word(vc[1][ci], 2 * x));
-        const u32 a3 = nv_attn_trans(nv_attn_word(vc[1][ci], 2 * x + 1));
-        nv_attn_mma16<T>(acc[2 * ci + x], a0, a1, a2, a3, p0, p1);
-      }
-    }
+    nv_attn_mma_values<T, 2, CI>(acc, s, vc);
     if (step + KS < end) fetch(step + KS, false, vc);
   }
 
