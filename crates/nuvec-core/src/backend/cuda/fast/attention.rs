@@ -362,14 +362,18 @@ fn splits(keys: usize, units: usize, wave: usize, step: usize) -> usize {
     best
 }
 
-/// Blocks of `f` (of [`THREADS`] threads and `shared` bytes of dynamic shared memory) one
-/// multiprocessor holds at once, asked of the driver once per kernel.
-fn resident(key: &KernelKey, f: &Kernel, shared: usize) -> Result<usize> {
+/// Blocks of `f` (of [`THREADS`] threads and `shared` bytes of dynamic shared memory, which it
+/// is first allowed to take) one multiprocessor holds at once, asked of the driver once per
+/// kernel.
+fn resident(place: &Place, key: &KernelKey, f: &Kernel, shared: usize) -> Result<usize> {
     static RESIDENT: LazyLock<Mutex<HashMap<KernelKey, usize>>> =
         LazyLock::new(|| Mutex::new(HashMap::new()));
     let known = RESIDENT.lock().map_or(None, |m| m.get(key).copied());
     if let Some(n) = known {
         return Ok(n);
+    }
+    if shared > 0 {
+        f.allow_shared(place.gpu.props.shared_per_block)?;
     }
     let n = f.resident(THREADS as usize, shared)?;
     if let Ok(mut m) = RESIDENT.lock() {
@@ -677,10 +681,7 @@ fn launch(
         )?,
     };
     let sizing = place.gpu.kernel(&sized, || source(dtype, d))?;
-    if rings.is_some() {
-        sizing.allow_shared(place.gpu.props.shared_per_block)?;
-    }
-    let wave = resident(&sized, &sizing, rings.unwrap_or(0))? * place.gpu.props.sms as usize;
+    let wave = resident(place, &sized, &sizing, rings.unwrap_or(0))? * place.gpu.props.sms as usize;
     let units = job.batch * hkv * nchunks;
     let nsplit = match forced_splits() {
         Some(n) if keys >= SINGLE => {
