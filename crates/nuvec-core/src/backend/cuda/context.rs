@@ -164,6 +164,7 @@ impl Gpu {
             f,
             wave: per_sm.max(1) * self.props.sms,
             symbol: key.symbol,
+            shared_raised: Default::default(),
         };
         lock(&self.kernels).insert(*key, k.clone());
         Ok(k)

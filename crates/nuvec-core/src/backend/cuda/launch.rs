@@ -11,6 +11,8 @@
 
 use std::ffi::c_void;
 use std::fmt::{self, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, result, sys};
 
@@ -167,6 +169,9 @@ pub(crate) struct Kernel {
     pub(crate) f: CudaFunction,
     pub(crate) wave: u32,
     pub(crate) symbol: Symbol,
+    /// Set once [`Kernel::allow_shared`] has raised the function's limit; shared by every
+    /// clone of the device's table entry, so the driver is asked once per function.
+    pub(crate) shared_raised: Arc<AtomicBool>,
 }
 
 /// The most parameters a kernel takes.
@@ -192,9 +197,13 @@ impl Kernel {
     /// Lets the kernel's blocks take all the dynamic shared memory the device gives a block
     /// (`device_most`, its opt-in limit) less the kernel's static shared memory, past the 48 KiB
     /// a kernel gets unasked. Always the same value, so that launches asking for different
-    /// amounts never lower it under one another.
+    /// amounts never lower it under one another. The driver is asked on the first call only
+    /// (two calls a launch cost decode-sized work a few microseconds).
     pub(crate) fn allow_shared(&self, device_most: u32) -> Result<()> {
         use cudarc::driver::sys::CUfunction_attribute as Attr;
+        if self.shared_raised.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let failed = |e: result::DriverError| {
             Error::Device(format!(
                 "cuda: {}: raising its shared memory: {e}",
@@ -211,7 +220,10 @@ impl Kernel {
                 Attr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 most as i32,
             )
-            .map_err(failed)
+            .map_err(failed)?;
+        // Racing first calls set the same value, so neither's store can undo the other's.
+        self.shared_raised.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// How many blocks of `threads` threads and `shared` bytes of dynamic shared memory a
