@@ -23,6 +23,7 @@ const GATED_CHUNK: &str = include_str!("../src/backend/cuda/kernels/fast/gated_d
 const QUANTIZED: &str = include_str!("../src/backend/cuda/kernels/quantized.cu");
 const QUANTIZED_TILED: &str = include_str!("../src/backend/cuda/kernels/quantized_tiled.cu");
 const ATTENTION: &str = include_str!("../src/backend/cuda/kernels/fast/attention.cu");
+const ATTENTION_MERGE: &str = include_str!("../src/backend/cuda/kernels/fast/attention_merge.cu");
 const ATTENTION_WIDE: &str = include_str!("../src/backend/cuda/kernels/fast/attention_wide.cu");
 const ATTENTION_RING: &str = include_str!("../src/backend/cuda/kernels/fast/attention_ring.cu");
 const BULK: &str = include_str!("../src/backend/cuda/kernels/fast/bulk.cuh");
@@ -270,6 +271,7 @@ fn decoding_kernel_matches_attention_and_reads_paged_caches_alike() {
         "attention",
         &[
             ("attention.cu", ATTENTION),
+            ("attention_merge.cu", ATTENTION_MERGE),
             ("attention_wide.cu", ATTENTION_WIDE),
             ("bulk.cuh", BULK),
             ("attention_ring.cu", ATTENTION_RING),

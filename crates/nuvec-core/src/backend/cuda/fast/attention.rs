@@ -196,6 +196,7 @@ impl CudaKernel for PagedAttention {
 
 const COMMON: &str = include_str!("../kernels/common.cuh");
 const ATTENTION: &str = include_str!("../kernels/fast/attention.cu");
+const ATTENTION_MERGE: &str = include_str!("../kernels/fast/attention_merge.cu");
 const ATTENTION_WIDE: &str = include_str!("../kernels/fast/attention_wide.cu");
 const ATTENTION_RING: &str = include_str!("../kernels/fast/attention_ring.cu");
 const BULK: &str = include_str!("../kernels/fast/bulk.cuh");
@@ -301,7 +302,9 @@ fn source(dtype: DType, d: usize) -> String {
     } else {
         format!("{ATTENTION_WIDE}\nNV_ATTENTION_MMA_WIDE({ct}, {tn}, {d})\n")
     };
-    format!("{COMMON}\n{ATTENTION}\n{kernels}NV_ATTENTION_COMBINE({ct}, {tn}, {d})\n")
+    format!(
+        "{COMMON}\n{ATTENTION}\n{ATTENTION_MERGE}\n{kernels}NV_ATTENTION_COMBINE({ct}, {tn}, {d})\n"
+    )
 }
 
 /// Whether 16-byte loads of rows of `data` (features contiguous) are aligned: the first
