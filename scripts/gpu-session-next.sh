@@ -27,8 +27,8 @@
 # knobs); part 17: the gated delta decode's two register sets; part 19: decoding attention
 # through shared-memory rings against the registers; 20: 16 and 19's deciding runs in one
 # call, 21 their timings alone (all next, on an H200, with part 13; one pack,
-# `GPU_TESTS="gpu_quantized gpu_gather_qmm gpu_gated_delta gpu_attention fast_ops"`, serves
-# 16 to 21).
+# `GPU_TESTS="gpu_quantized gpu_gather_qmm gpu_gated_delta gpu_attention gpu_qmm_wgmma
+# fast_ops"`, serves 16 to 21).
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -284,12 +284,23 @@ exit 0
 fi
 if [ "$part" = 20 ]; then
 # Parts 16 and 19's deciding runs in one call, where device time is short: tests of the
-# grouped form and of the rings, then each against the form it would replace.
+# grouped form, of the rings and of the quantized prefill's wide blocks, then each against the
+# form it would replace (the pack adds gpu_qmm_wgmma to the list below).
 t quant timeout 150 $T/gpu_quantized-* --test-threads=4 quantized_matmul &
 t gather timeout 150 $T/gpu_gather_qmm-* --test-threads=4 &
 t attn_ring env NUVEC_ATTN_RING=1 timeout 150 $T/gpu_attention-* --test-threads=4 &
+t wgmma_wide env NUVEC_QMM_WGMMA_BN=256 timeout 150 $T/gpu_qmm_wgmma-* --test-threads=2 &
 wait
-results quant gather attn_ring
+t wgmma timeout 150 $T/gpu_qmm_wgmma-* --test-threads=2
+results quant gather attn_ring wgmma_wide wgmma
+# The prefill's two block shapes (128 rows of w by 256 of x, the default; 256 by 128), against
+# cuBLAS's bf16 product in PyTorch.
+Q="qmm_512x14336x4096 qmm_1024x14336x4096"
+echo "== qmm"; timeout 60 $B --device gpu --budget 0.5 --json $OUT/qmm.json $Q 2>&1 | tail -2
+for st in 6 4; do echo "== qmm, 256 rows of w, $st stages"; NUVEC_QMM_WGMMA_BN=256 \
+  NUVEC_QMM_WGMMA_STAGES=$st timeout 60 $B --device gpu --budget 0.5 $Q 2>&1 | tail -2; done
+echo "== torch"; timeout 90 python3 bench/peers/torch_bench.py --json $OUT/torch_qmm.json $Q 2>&1 \
+  | tail -2
 C="copy copy_32mib copy_8mib qmv_14336x4096 moe_qmv_1 moe_qmv_64"
 A="decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k paged_decode_b8_8k"
 echo "== grouped, registers"; timeout 90 $B --device gpu --budget 0.5 --json $OUT/n20.json $C $A \
