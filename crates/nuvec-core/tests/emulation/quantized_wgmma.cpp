@@ -27,6 +27,7 @@ static int wgmma_case(int M, int N, int K, int gs, unsigned seed) {
   a.wrow = wrow;
   a.groups = groups;
   a.gs_shift = __builtin_ctz(gs / 32);
+  a.nibbles = 0x000F000Fu;
   std::vector<T> y((size_t)M * N);
   nv_emu_launch({(unsigned)((N + 128 * RB - 1) / (128 * RB)), (unsigned)((M + BX - 1) / BX), 1}, 256,
                 [&] {

@@ -33,6 +33,11 @@
 //   runs: the same two buffers, alternating within the step.
 // - The accumulators go through shared memory (row m, column n) so that y's rows are written
 //   16 bytes at a time.
+// - Instructions: a warp's loop of two steps (ptxas's SASS, sm_90a, groups of 64) is 554
+//   instructions at 128 rows of w by 256 of x and 686 at 256 by 128, where one step's
+//   products keep a sub-partition's tensor core busy for about 1,024 cycles (two warps issue
+//   there). Scales located from scratch each step, with guards, and the nibble mask as a
+//   literal (materialised again before its uses) had made them 844 and 1,359.
 //
 // Knobs: BX, RB and S are template arguments (the host picks among the instantiated shapes
 // and sizes the shared memory from them); BK and the thread count are fixed.
@@ -64,6 +69,10 @@ struct NvQw {
   i32 wrow;      // words a row of w (k / 8)
   i32 groups;    // scales (and biases) a row of w
   i32 gs_shift;  // log2(group size / 32)
+  // 0x000F000F, the low nibble of each half: from the arguments so that it stays in one
+  // register (as a literal, ptxas materialised it again before most of its uses: 52 moves
+  // in a loop of two steps at 256 rows of w).
+  u32 nibbles;
 };
 
 // nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
@@ -175,12 +184,13 @@ __device__ __forceinline__ void nvqw_pin_frags(u32 (&a)[4][4]) {
 // } nuvec-emulation
 
 // Byte t of `word` (selected by `sel`) as a pair of T: s · q + b for its low and high nibble,
-// low in the low half; `s2` and `b2` hold the scale and the bias in both halves.
+// low in the low half; `s2` and `b2` hold the scale and the bias in both halves, `nibbles` is
+// 0x000F000F.
 template <typename T>
-__device__ __forceinline__ u32 nvqw_pair(u32 word, u32 sel, u32 s2, u32 b2) {
+__device__ __forceinline__ u32 nvqw_pair(u32 word, u32 sel, u32 nibbles, u32 s2, u32 b2) {
   typedef typename NvqwT<T>::P P;
   constexpr u32 M = NvqwT<T>::magic;
-  const u32 q = ((__byte_perm(word, 0u, sel) * 0x1001u) & 0x000F000Fu) | M;
+  const u32 q = ((__byte_perm(word, 0u, sel) * 0x1001u) & nibbles) | M;
   return nvqw_bits(__hfma2(__hsub2(nvqw_as<P>(q), nvqw_as<P>(M)), nvqw_as<P>(s2), nvqw_as<P>(b2)));
 }
 
@@ -277,8 +287,7 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
   // Scales and biases of step t. Rows past n read row n - 1's (their outputs are never
   // written), so only the packs past k (the padding step's, a half step's) are guarded, alike
   // for the whole block, and take zeros; a row's offset is computed once, in 32 bits (the
-  // host checks n · groups < 2^31). In ptxas's SASS (sm_90a) this cut the loop's
-  // instructions by a third at 256 rows of x and by 45% at 256 rows of w.
+  // host checks n · groups < 2^31).
   const u16* sc = reinterpret_cast<const u16*>(scales);
   const u16* bc = reinterpret_cast<const u16*>(biases);
   int srow[RB][2];
@@ -321,6 +330,7 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
   u32 fa[4][4], fb[4][4];
   NvqwScales sa[RB], sb[RB];
   const u32 sel = (u32)t4 | 0x4440u;  // byte t4 of the word, then zeros
+  const u32 nib = a.nibbles;
 
   // The start of step t: its copies have landed, the stage read two steps before is free
   // again; the copies of step t + S - 2 and the scales of step t + 1 are asked for.
@@ -347,10 +357,10 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       const int h = kk >> 1;  // the pack of 32 the sub-step's 16 values lie in
-      cur[kk][0] = nvqw_pair<T>(u[2 * kk], sel, s.s[0][h], s.b[0][h]);
-      cur[kk][1] = nvqw_pair<T>(v[2 * kk], sel, s.s[1][h], s.b[1][h]);
-      cur[kk][2] = nvqw_pair<T>(u[2 * kk + 1], sel, s.s[0][h], s.b[0][h]);
-      cur[kk][3] = nvqw_pair<T>(v[2 * kk + 1], sel, s.s[1][h], s.b[1][h]);
+      cur[kk][0] = nvqw_pair<T>(u[2 * kk], sel, nib, s.s[0][h], s.b[0][h]);
+      cur[kk][1] = nvqw_pair<T>(v[2 * kk], sel, nib, s.s[1][h], s.b[1][h]);
+      cur[kk][2] = nvqw_pair<T>(u[2 * kk + 1], sel, nib, s.s[0][h], s.b[0][h]);
+      cur[kk][3] = nvqw_pair<T>(v[2 * kk + 1], sel, nib, s.s[1][h], s.b[1][h]);
     }
     const u32 xa = xs + (t % S) * Sh::XSTAGE;
     nvqw_pin<RB * ACC>(acc);

@@ -95,6 +95,8 @@ struct WgArgs {
     wrow: i32,
     groups: i32,
     gs_shift: i32,
+    /// 0x000F000F (`nibbles` in `NvQw`).
+    nibbles: u32,
 }
 
 // SAFETY: `WgArgs` is `repr(C)` plain data with the field order, types and alignment of
@@ -214,6 +216,7 @@ pub(super) fn matmul(
         wrow: wrow as i32,
         groups: (k / group_size) as i32,
         gs_shift: group_shift(group_size),
+        nibbles: 0x000F_000F,
     };
     let mut module = place.gpu.module("quantized_wgmma", Some(dtype), 0);
     module.arch = module.arch.specific()?;
