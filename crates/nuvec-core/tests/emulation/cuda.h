@@ -238,6 +238,26 @@ inline float __shfl_xor_sync(unsigned, float v, int m) {
   return nv_emu_shfl(v, (threadIdx.x & 31) ^ m);
 }
 inline float __shfl_sync(unsigned, float v, int src) { return nv_emu_shfl(v, src); }
+inline int __shfl_sync(unsigned, int v, int src) {
+  float f, r;
+  std::memcpy(&f, &v, 4);
+  r = nv_emu_shfl(f, src);
+  std::memcpy(&v, &r, 4);
+  return v;
+}
+// The lanes of the warp holding the same value as this one (bit l for lane l).
+inline unsigned __match_any_sync(unsigned, unsigned v) {
+  const int w = threadIdx.x >> 5;
+  static unsigned held[32][32];
+  held[w][threadIdx.x & 31] = v;
+  nv_emu_warp_sync();
+  unsigned peers = 0;
+  for (int l = 0; l < 32; ++l) peers |= (held[w][l] == v ? 1u : 0u) << l;
+  nv_emu_warp_sync();
+  return peers;
+}
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int __ffs(int v) { return __builtin_ffs(v); }
 
 // Runs `body` for every thread of every block of `grid`, one block at a time.
 inline void nv_emu_launch(Dim3 grid, unsigned threads, const std::function<void()>& body) {
