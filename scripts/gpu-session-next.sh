@@ -23,12 +23,12 @@
 # on 2026-12-05, sixth session, as did parts 13 (the next on an H200) and 14; part 15 ran on
 # the H200 (parts 14 and 15, the small calls' kernels under ncu and the experts' grouping in
 # one launch, are removed since: their results are in BENCHMARKS.md, their lines in commit
-# c9b76a8). Part 16: the decoding products' grouped form against the rounded one (18: its
-# knobs); part 17: the gated delta decode's two register sets; part 19: decoding attention
-# through shared-memory rings against the registers; 20: 16 and 19's deciding runs in one
-# call, 21 their timings alone (all next, on an H200, with part 13; one pack,
-# `GPU_TESTS="gpu_quantized gpu_gather_qmm gpu_gated_delta gpu_attention gpu_qmm_wgmma
-# fast_ops"`, serves 16 to 21).
+# c9b76a8). Part 17: the gated delta rule against flash-linear-attention, by resident blocks
+# (ran on an H100 on 2026-12-06, ninth session; next on an H200). Parts 16 and 18 to 21 (the
+# decoding products' grouped form, decoding attention through shared-memory rings, the
+# warpgroup prefill's wide blocks) ran on an H100 that session and are removed with the forms
+# that lost; their results are in BENCHMARKS.md. Part 22: ncu on the warpgroup prefill and the
+# decoding split kernel. Next on an H200: 13 (with `--peers`), 17, 22, 3.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -61,8 +61,8 @@ ncu_sections() {
   local k=$1; shift
   timeout 90 ncu --section SpeedOfLight --section ComputeWorkloadAnalysis --section Occupancy \
     --section LaunchStats -k regex:$k -c 1 $B --device gpu --budget 0.01 "$@" 2>&1 | \
-    grep -E "Duration|DRAM Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Local|Waves Per" | \
-    head -9
+    grep -E "Duration|DRAM Throughput|L2 Cache Throughput|Compute \(SM\) Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Local|Waves Per" | \
+    head -11
 }
 if [ "$part" = 1 ]; then
   t quant timeout 280 $T/gpu_quantized-* --test-threads=4 &
@@ -238,121 +238,22 @@ echo "== nuvec quantized"; timeout 60 $B --device gpu --budget 0.5 $Q 2>&1 | tai
 echo "== rows again"; timeout 80 $B --device gpu --budget 0.5 $W 2>&1 | tail -10
 exit 0
 fi
-if [ "$part" = 16 ]; then
-# The decoding products' grouped form (each group's scale and bias applied to its sums in f32;
-# the default where the inner axis is whole chunks of 128 values) against the rounded form
-# (`NUVEC_QMV_MMA_FORM=rounded`, the default before), with
-# `GPU_TESTS="gpu_quantized gpu_gather_qmm fast_ops" gpu-pack --bench`: tests under both forms,
-# timings by form (beside the copies of the same bytes, here and in PyTorch), then each form's
-# kernel under ncu's sections.
-t quant timeout 200 $T/gpu_quantized-* --test-threads=4 quantized_matmul &
-t quant_rounded env NUVEC_QMV_MMA_FORM=rounded timeout 200 $T/gpu_quantized-* --test-threads=4 \
-  quantized_matmul &
-t gather timeout 200 $T/gpu_gather_qmm-* --test-threads=4 &
-t gather_rounded env NUVEC_QMV_MMA_FORM=rounded timeout 200 $T/gpu_gather_qmm-* --test-threads=4 &
-t seed timeout 200 $T/fast_ops-* --test-threads=4 &
-wait
-results quant quant_rounded gather gather_rounded seed
-# The copies that move the decoding cases' bytes (32 and 8 MiB) give their ceilings.
-C="copy copy_32mib copy_8mib qmv_14336x4096 moe_qmv_1 moe_qmv_64 decode_b1_8k"
-echo "== grouped"; timeout 60 $B --device gpu --budget 0.5 --json $OUT/grouped.json $C 2>&1 | tail -7
-echo "== rounded"; NUVEC_QMV_MMA_FORM=rounded timeout 60 $B --device gpu --budget 0.5 \
-  qmv_14336x4096 moe_qmv_1 moe_qmv_64 2>&1 | tail -3
-echo "== torch"; timeout 90 python3 bench/peers/torch_bench.py --json $OUT/torch_copies.json copy \
-  copy_32mib copy_8mib decode_b1_8k 2>&1 | tail -4
-for f in grouped rounded; do echo "== ncu qmv, $f"
-  NUVEC_QMV_MMA_FORM=$f ncu_sections qmv_mma qmv_14336x4096
-done
-echo "== ncu decode_b1_8k's split kernel"; ncu_sections "attention_bf16" decode_b1_8k
-exit 0
-fi
-if [ "$part" = 18 ]; then
-# Part 16's second half (one call could not hold both): the grouped form's loads ahead, loop
-# unrolling, register budget and block shape.
-C="copy copy_32mib copy_8mib qmv_14336x4096 moe_qmv_1 moe_qmv_64 decode_b1_8k"
-for d in NVQM_MINB=1 NVQM_GROUPED_AHEAD=0 "NVQM_GROUPED_AHEAD=0 NVQM_GROUPED_UNROLL=2" \
-  "NVQM_MINB=1 NVQM_GROUPED_AHEAD=0 NVQM_GROUPED_UNROLL=4"; do echo "== grouped, $d"
-  NUVEC_KERNEL_DEFINES="$d" timeout 40 $B --device gpu --budget 0.5 qmv_14336x4096 moe_qmv_64 \
-    2>&1 | tail -2; done
-for sh in 1,4 2,2 2,8; do echo "== grouped, shape $sh"; NUVEC_QMV_MMA_SHAPE=$sh timeout 40 $B \
-  --device gpu --budget 0.5 qmv_14336x4096 moe_qmv_1 moe_qmv_64 2>&1 | tail -3; done
-for e in NUVEC_ATTN_MERGE=block NUVEC_PDL=0 NUVEC_ATTN_SPLITS=32 NUVEC_ATTN_SPLITS=96; do
-  echo "== decode, $e"; env $e timeout 30 $B --device gpu --budget 0.5 decode_b1_8k 2>&1 | tail -1
-done
-echo "== grouped again"; timeout 60 $B --device gpu --budget 0.5 $C 2>&1 | tail -7
-exit 0
-fi
-if [ "$part" = 20 ]; then
-# Parts 16 and 19's deciding runs in one call, where device time is short: tests of the
-# grouped form, of the rings and of the quantized prefill's wide blocks, then each against the
-# form it would replace (the pack adds gpu_qmm_wgmma to the list below).
-t quant timeout 150 $T/gpu_quantized-* --test-threads=4 quantized_matmul &
-t gather timeout 150 $T/gpu_gather_qmm-* --test-threads=4 &
-t attn_ring env NUVEC_ATTN_RING=1 timeout 150 $T/gpu_attention-* --test-threads=4 &
-t wgmma_wide env NUVEC_QMM_WGMMA_BN=256 timeout 150 $T/gpu_qmm_wgmma-* --test-threads=2 &
-wait
-t wgmma timeout 150 $T/gpu_qmm_wgmma-* --test-threads=2
-results quant gather attn_ring wgmma_wide wgmma
-# The prefill's two block shapes (128 rows of w by 256 of x, the default; 256 by 128), against
-# cuBLAS's bf16 product in PyTorch.
-Q="qmm_512x14336x4096 qmm_1024x14336x4096"
-echo "== qmm"; timeout 60 $B --device gpu --budget 0.5 --json $OUT/qmm.json $Q 2>&1 | tail -2
-# NUVEC_QMM_DEQUANT=0: the warpgroup kernel past its 640 rows too.
-echo "== qmm, warpgroup"; NUVEC_QMM_DEQUANT=0 timeout 60 $B --device gpu --budget 0.5 $Q 2>&1 \
-  | tail -2
-for st in 6 4; do echo "== qmm, warpgroup, 256 rows of w, $st stages"; NUVEC_QMM_DEQUANT=0 \
-  NUVEC_QMM_WGMMA_BN=256 NUVEC_QMM_WGMMA_STAGES=$st timeout 60 $B --device gpu --budget 0.5 $Q \
-  2>&1 | tail -2; done
-echo "== torch"; timeout 90 python3 bench/peers/torch_bench.py --json $OUT/torch_qmm.json $Q 2>&1 \
-  | tail -2
-C="copy copy_32mib copy_8mib qmv_14336x4096 moe_qmv_1 moe_qmv_64"
-A="decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k paged_decode_b8_8k"
-echo "== grouped, registers"; timeout 90 $B --device gpu --budget 0.5 --json $OUT/n20.json $C $A \
-  2>&1 | tail -12
-echo "== rounded, rings"; NUVEC_QMV_MMA_FORM=rounded NUVEC_ATTN_RING=1 timeout 90 $B --device gpu \
-  --budget 0.5 --json $OUT/n20b.json $C $A 2>&1 | tail -12
-echo "== rings of 2"; NUVEC_ATTN_RING=1 NUVEC_ATTN_RING_STAGES=2 timeout 40 $B --device gpu \
-  --budget 0.5 decode_b1_8k decode_b8_8k decode_b64_4k 2>&1 | tail -3
-echo "== grouped, registers again"; timeout 60 $B --device gpu --budget 0.5 qmv_14336x4096 \
-  moe_qmv_64 decode_b1_8k decode_b8_8k 2>&1 | tail -4
-exit 0
-fi
-if [ "$part" = 21 ]; then
-# Part 20's timings alone (no tests), for the last minutes of a lease.
-C="copy_32mib qmv_14336x4096 moe_qmv_1 moe_qmv_64 decode_b1_8k decode_b8_8k decode_b64_4k"
-echo "== grouped, registers"; timeout 60 $B --device gpu --budget 0.3 $C 2>&1 | tail -7
-echo "== rounded, rings"; NUVEC_QMV_MMA_FORM=rounded NUVEC_ATTN_RING=1 timeout 60 $B --device gpu \
-  --budget 0.3 $C 2>&1 | tail -7
-exit 0
-fi
-if [ "$part" = 19 ]; then
-# The decoding kernel reading through shared-memory rings by bulk copies (`NUVEC_ATTN_RING=1`)
-# against the register kernel, with `GPU_TESTS="... gpu_attention fast_ops" gpu-pack --bench`:
-# the tests with the rings on, then the decoding cases by form and ring depth, then ncu's
-# sections of both.
-t attn_ring env NUVEC_ATTN_RING=1 timeout 150 $T/gpu_attention-* --test-threads=4 &
-t seed_ring env NUVEC_ATTN_RING=1 timeout 150 $T/fast_ops-* --test-threads=4 attention &
-t attn timeout 150 $T/gpu_attention-* --test-threads=4 &
-wait
-results attn_ring seed_ring attn
-A="copy_32mib decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k \
-  paged_decode_b8_8k"
-echo "== registers"; timeout 60 $B --device gpu --budget 0.5 $A 2>&1 | tail -7
-echo "== rings"; NUVEC_ATTN_RING=1 timeout 60 $B --device gpu --budget 0.5 --json $OUT/ring.json \
-  $A 2>&1 | tail -7
-for n in 2 6; do echo "== rings of $n"; NUVEC_ATTN_RING=1 NUVEC_ATTN_RING_STAGES=$n timeout 40 $B \
-  --device gpu --budget 0.5 decode_b1_8k decode_b8_8k decode_b1_128k 2>&1 | tail -3; done
-echo "== rings, merged in-block"; NUVEC_ATTN_RING=1 NUVEC_ATTN_MERGE=block timeout 40 $B \
-  --device gpu --budget 0.5 decode_b1_8k decode_b1_128k 2>&1 | tail -2
-echo "== ncu, registers"; ncu_sections "attention_bf16_d128" decode_b1_8k
-echo "== ncu, rings"; NUVEC_ATTN_RING=1 ncu_sections "attention_bf16_d128" decode_b1_8k
+if [ "$part" = 22 ]; then
+# What binds the warpgroup prefill (0.67 of cuBLAS on an H100) and `decode_b1_8k`'s split
+# kernel (60-75% of a copy of its bytes), with the pack of part 17 plus gpu_qmm_wgmma: ncu's
+# headline sections of each, with PyTorch's product beside the first.
+echo "== ncu, warpgroup prefill"; ncu_sections qmmwg qmm_512x14336x4096
+echo "== ncu, cuBLAS"; timeout 120 ncu --section SpeedOfLight --section Occupancy \
+  -k regex:"gemm|xmma|cutlass" -c 1 \
+  python3 bench/peers/torch_bench.py qmm_512x14336x4096 2>&1 | \
+  grep -E "gemm|Duration|L2 Cache Throughput|Compute \(SM\) Throughput|Achieved Occupancy" | head -12
+echo "== ncu, decode split kernel"; ncu_sections "attention_bf16_d128" decode_b1_8k
 exit 0
 fi
 if [ "$part" = 17 ]; then
-# The gated delta rule's looping decode with two register sets of state rows (the next unit's
-# rows no longer copied into this unit's set, which waited for their loads at each unit's
-# end), with `GPU_TESTS="gpu_gated_delta fast_ops" gpu-pack --bench` and the fla-core wheel:
-# tests, then the decode against flash-linear-attention and by resident blocks.
+# The gated delta rule against flash-linear-attention, with `GPU_TESTS="gpu_gated_delta
+# fast_ops" gpu-pack --bench` and the fla-core wheel: tests, then the decode and the prefill
+# against flash-linear-attention, and the decode by resident blocks.
 t gd timeout 200 $T/gpu_gated_delta-* --test-threads=4 &
 t seed timeout 200 $T/fast_ops-* --test-threads=4 gated_delta &
 wait

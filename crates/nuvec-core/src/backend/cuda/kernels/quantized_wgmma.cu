@@ -3,16 +3,11 @@
 // it: 8 values a u32 word, value j of a word in bits 4j.., a scale and a bias of T a group).
 // `quantized/wgmma.rs` says which cases come here. Needs common.cuh only.
 //
-// A block computes the transposed tile Yᵀ = W · Xᵀ for BN = 128 RB rows of w (outputs n) by
-// BX rows of x (BX = 128 or 256; RB = 1 or 2, RB · BX at most 256), 64 values of k a step, so
-// that the weights are wgmma's A operand, which it takes from registers: nothing dequantized
-// ever goes through shared memory.
-// - Two warpgroups (256 threads), each owning RB blocks of 64 of the BN rows of w; every
-//   thread loads and computes (no producer split yet: the simpler form first).
-// - Why RB = 2: each block reads its tiles of x and w from L2 at every step, and a row of x
-//   (2 bytes a value) costs four times a row of packed w. 256 rows of w by 128 of x read
-//   24 KB a step where 128 by 256 read 38 KB for the same products (the product of
-//   [14336, 4096] by 512 rows read 528 MB from L2 in the latter shape, 352 in the former).
+// A block computes the transposed tile Yᵀ = W · Xᵀ for BN = 128 rows of w (outputs n) by BX
+// rows of x (BX = 128 or 256), 64 values of k a step, so that the weights are wgmma's A
+// operand, which it takes from registers: nothing dequantized ever goes through shared memory.
+// - Two warpgroups (256 threads), each owning 64 of the 128 rows of w; every thread loads and
+//   computes (no producer split yet: the simpler form first).
 // - Each step's tile of x (BX rows x 64 values, 128 bytes a row) and packed tile of w (128
 //   rows x 8 words) go into shared memory with cp.async, S - 2 steps ahead (S stages; x in the
 //   128-byte swizzled layout wgmma reads: 16-byte chunk c of row r at chunk c ^ (r mod 8), so a
@@ -28,21 +23,22 @@
 //   plus 32 bytes a k16 sub-step, 1,024 bytes between groups of 8 rows, 128-byte swizzle.
 // - f32 accumulators, 64 x BX a warpgroup (BX / 2 registers a thread); a step's products stay
 //   in flight while the next step's weights are dequantized (NVQW_INFLIGHT below), the A
-//   fragments double buffered for it, and a barrier a step frees the stage read before. With
-//   RB = 2 a step is two product groups, one a row block, each dequantized while the other
-//   runs: the same two buffers, alternating within the step.
+//   fragments double buffered for it, and a barrier a step frees the stage read before.
 // - The accumulators go through shared memory (row m, column n) so that y's rows are written
 //   16 bytes at a time.
-// - Instructions: a warp's loop of two steps (ptxas's SASS, sm_90a, groups of 64) is 554
-//   instructions at 128 rows of w by 256 of x and 686 at 256 by 128, where one step's
-//   products keep a sub-partition's tensor core busy for about 1,024 cycles (two warps issue
-//   there). Scales located from scratch each step, with guards, and the nibble mask as a
-//   literal (materialised again before its uses) had made them 844 and 1,359.
+// - Instructions: a warp's loop of two steps (ptxas's SASS, sm_90a, groups of 64) is 568
+//   instructions at 256 rows of x, where one step's products keep a sub-partition's tensor
+//   core busy for about 1,024 cycles (two warps issue there). Scales located from scratch
+//   each step, with guards, and the nibble mask as a literal (materialised again before its
+//   uses) had made it 844; on an H100 `qmm_512x14336x4096` went from 428 to 441 TFLOP/s.
+// - Tried: blocks of 256 rows of w by 128 of x, which read 24 KB a step from L2 where this
+//   shape reads 38 KB, two product groups a step: 290-345 TFLOP/s on the H100 against 441.
 //
-// Knobs: BX, RB and S are template arguments (the host picks among the instantiated shapes
-// and sizes the shared memory from them); BK and the thread count are fixed.
+// Knobs: BX and S are template arguments (the host picks among the instantiated pairs and
+// sizes the shared memory from them); BN, BK and the thread count are fixed.
 
 #define NVQW_THREADS 256
+#define NVQW_BN 128
 #define NVQW_BK 64
 // Words a packed row of w takes in shared memory: 8 used, 4 of padding so that the 8 rows a
 // quarter-warp reads fall in distinct banks.
@@ -70,8 +66,7 @@ struct NvQw {
   i32 groups;    // scales (and biases) a row of w
   i32 gs_shift;  // log2(group size / 32)
   // 0x000F000F, the low nibble of each half: from the arguments so that it stays in one
-  // register (as a literal, ptxas materialised it again before most of its uses: 52 moves
-  // in a loop of two steps at 256 rows of w).
+  // register (as a literal, ptxas materialised it again before most of its uses).
   u32 nibbles;
 };
 
@@ -201,26 +196,22 @@ struct NvqwScales {
 };
 
 // The shared memory of one block: S stages of x (BX rows of 128 bytes) then S stages of
-// packed w (BN rows), from a 1,024-aligned start (the host adds 1,024 bytes for the alignment).
-template <int BX, int RB, int S> struct NvqwShape {
-  static constexpr int BN = 128 * RB;  // rows of w a block
+// packed w, from a 1,024-aligned start (the host adds 1,024 bytes for the alignment).
+template <int BX, int S> struct NvqwShape {
   static constexpr int XSTAGE = BX * 128;
-  static constexpr int WSTAGE = BN * NVQW_WQS * 4;
+  static constexpr int WSTAGE = NVQW_BN * NVQW_WQS * 4;
   static constexpr int SHARED = S * (XSTAGE + WSTAGE);
-  static constexpr int OS = BN + 8;  // row stride of the output staging (elements)
+  static constexpr int OS = NVQW_BN + 8;  // row stride of the output staging (elements)
   static_assert(BX * OS * 2 <= SHARED, "the output staging fits the stages");
   static_assert(S >= 3, "a stage being multiplied, one in flight, one loading");
-  static_assert((RB == 1 || RB == 2) && RB * BX <= 256, "at most 128 accumulators a thread");
 };
 
-template <typename T, int BX, int RB, int S, bool G32>
+template <typename T, int BX, int S, bool G32>
 __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __restrict__ w,
                                          const T* __restrict__ scales, const T* __restrict__ biases,
                                          T* __restrict__ y, const NvQw& a) {
-  typedef NvqwShape<BX, RB, S> Sh;
-  constexpr int BN = Sh::BN;
-  // Accumulators a thread for each row block: BX / 8 tiles of 8 columns, 4 each.
-  constexpr int ACC = BX / 2;
+  typedef NvqwShape<BX, S> Sh;
+  constexpr int ACC = BX / 2;  // accumulators a thread: BX / 8 tiles of 8 columns, 4 each
   extern __shared__ __align__(16) unsigned char nvqw_raw[];
   unsigned char* smem;
   {
@@ -233,7 +224,7 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
 
   const i64 m = a.m, n = a.n;
   const int k = a.k, wrow = a.wrow, groups = a.groups, gs_shift = a.gs_shift;
-  const i64 n0 = (i64)blockIdx.x * BN, m0 = (i64)blockIdx.y * BX;
+  const i64 n0 = (i64)blockIdx.x * NVQW_BN, m0 = (i64)blockIdx.y * BX;
   const int tiles = (k + NVQW_BK - 1) / NVQW_BK;
   // Steps run in pairs (the two A buffers alternate): an odd count gets one more step of
   // zeros. A lone last step would make ptxas serialize every product (its registers are
@@ -241,27 +232,19 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
   const int steps = (tiles + 1) & ~1;
   const int tid = threadIdx.x, lane = tid & 31;
   const int wg = tid >> 7, w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
-  // The thread's rows of the block's BN rows of w: r0[rb] and r0[rb] + 8 of each row block.
-  int r0[RB];
-#pragma unroll
-  for (int rb = 0; rb < RB; ++rb) r0[rb] = (wg * RB + rb) * 64 + w4 * 16 + g;
+  // The thread's two rows of the block's 128 rows of w.
+  const int r0 = wg * 64 + w4 * 16 + g, r1 = r0 + 8;
 
   // Copies of a step: x rows (tid / 8) + 32 i, chunk tid % 8 (its swizzled place is the same
-  // for every i, rows 32 apart sharing r mod 8); w rows tid / 2 + 128 i (i < RB), half tid % 2.
+  // for every i, rows 32 apart sharing r mod 8); w row tid / 2, half tid % 2.
   const int xc = tid & 7, xr = tid >> 3;
   const u32 x_dst = xr * 128 + ((xc ^ (xr & 7)) << 4);
   const i64 x_rows = m - m0 - xr;  // rows i with 32 i below this are inside x
   const T* x_src = x + (m0 + xr) * (i64)k + 8 * xc;
-  const int wh = tid & 1;
-  bool w_in[RB];
-  const u32* w_src[RB];
-#pragma unroll
-  for (int i = 0; i < RB; ++i) {
-    const i64 row = n0 + (tid >> 1) + 128 * i;
-    w_in[i] = row < n;
-    w_src[i] = w + (w_in[i] ? row * (i64)wrow : 0) + 4 * wh;
-  }
-  const u32 w_dst = ((tid >> 1) * NVQW_WQS + 4 * wh) * 4;
+  const int wr = tid >> 1, wh = tid & 1;
+  const bool w_in = n0 + wr < n;
+  const u32* w_src = w + (w_in ? (n0 + wr) * (i64)wrow : 0) + 4 * wh;
+  const u32 w_dst = (wr * NVQW_WQS + 4 * wh) * 4;
 
   // Step t's copies (zeros past k: the padding step among them).
   auto load = [&](int t) {
@@ -274,12 +257,8 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
         const bool ok = kin && 32 * i < x_rows;
         nvqw_cp16(xd + i * 32 * 128, ok ? (const void*)(x_src + (i64)i * 32 * k + k0) : (const void*)x, ok);
       }
-#pragma unroll
-      for (int i = 0; i < RB; ++i) {
-        const bool ok = w_in[i] && 8 * t + 4 * wh + 4 <= wrow;
-        nvqw_cp16(wsa + stage * Sh::WSTAGE + w_dst + i * 128 * NVQW_WQS * 4,
-                  ok ? (const void*)(w_src[i] + 8 * t) : (const void*)w, ok);
-      }
+      const bool ok = w_in && 8 * t + 4 * wh + 4 <= wrow;
+      nvqw_cp16(wsa + stage * Sh::WSTAGE + w_dst, ok ? (const void*)(w_src + 8 * t) : (const void*)w, ok);
     }
     nvqw_cp_commit();
   };
@@ -290,15 +269,13 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
   // host checks n · groups < 2^31).
   const u16* sc = reinterpret_cast<const u16*>(scales);
   const u16* bc = reinterpret_cast<const u16*>(biases);
-  int srow[RB][2];
+  int srow[2];
 #pragma unroll
-  for (int rb = 0; rb < RB; ++rb)
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const i64 row = n0 + r0[rb] + 8 * r;
-      srow[rb][r] = (int)(row < n ? row : n - 1) * groups;
-    }
-  auto scales_of = [&](NvqwScales (&o)[RB], int t) {
+  for (int r = 0; r < 2; ++r) {
+    const i64 row = n0 + (r == 0 ? r0 : r1);
+    srow[r] = (int)(row < n ? row : n - 1) * groups;
+  }
+  auto scales_of = [&](NvqwScales& o, int t) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int p = 2 * t + h;  // pack of 32 along k
@@ -308,33 +285,31 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
       const bool ok = 32 * p < k;
       const int gi = G32 ? p : p >> gs_shift;
 #pragma unroll
-      for (int rb = 0; rb < RB; ++rb)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          if (again) {
-            o[rb].s[r][1] = o[rb].s[r][0];
-            o[rb].b[r][1] = o[rb].b[r][0];
-          } else {
-            const u32 s = ok ? (u32)sc[srow[rb][r] + gi] : 0u;
-            const u32 b = ok ? (u32)bc[srow[rb][r] + gi] : 0u;
-            o[rb].s[r][h] = s * 0x10001u;  // the value in both halves
-            o[rb].b[r][h] = b * 0x10001u;
-          }
+      for (int r = 0; r < 2; ++r) {
+        if (again) {
+          o.s[r][1] = o.s[r][0];
+          o.b[r][1] = o.b[r][0];
+        } else {
+          const u32 s = ok ? (u32)sc[srow[r] + gi] : 0u;
+          const u32 b = ok ? (u32)bc[srow[r] + gi] : 0u;
+          o.s[r][h] = s * 0x10001u;  // the value in both halves
+          o.b[r][h] = b * 0x10001u;
         }
+      }
     }
   };
 
-  float acc[RB * ACC];
+  float acc[ACC];
 #pragma unroll
-  for (int i = 0; i < RB * ACC; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
   u32 fa[4][4], fb[4][4];
-  NvqwScales sa[RB], sb[RB];
+  NvqwScales sa, sb;
   const u32 sel = (u32)t4 | 0x4440u;  // byte t4 of the word, then zeros
   const u32 nib = a.nibbles;
 
-  // The start of step t: its copies have landed, the stage read two steps before is free
-  // again; the copies of step t + S - 2 and the scales of step t + 1 are asked for.
-  auto begin = [&](NvqwScales (&next)[RB], int t) {
+  // Step t: its copies have landed; its weights are dequantized (while step t - 1's product
+  // runs) into `cur` and multiplied; `prev` is free again once step t - 1's product retires.
+  auto step = [&](u32 (&cur)[4][4], u32 (&prev)[4][4], NvqwScales& s, NvqwScales& next, int t) {
     nvqw_cp_wait<S - 3>();
     nvqw_proxy_fence();
     // Everyone's copies of step t are in; every warpgroup is past step t - 2's product and
@@ -342,16 +317,11 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
     __syncthreads();
     load(t + S - 2);
     scales_of(next, t + 1);
-  };
-  // Row block rb of step t: its weights are dequantized (while the group before runs) into
-  // `cur` and multiplied; `prev` is free again once the group before retires.
-  auto group = [&](u32 (&cur)[4][4], u32 (&prev)[4][4], const NvqwScales& s, int rb, int t,
-                   bool last) {
     const u32* wt = ws + (t % S) * (Sh::WSTAGE / 4);
-    const uint4 a0 = *reinterpret_cast<const uint4*>(wt + r0[rb] * NVQW_WQS);
-    const uint4 a1 = *reinterpret_cast<const uint4*>(wt + r0[rb] * NVQW_WQS + 4);
-    const uint4 b0 = *reinterpret_cast<const uint4*>(wt + (r0[rb] + 8) * NVQW_WQS);
-    const uint4 b1 = *reinterpret_cast<const uint4*>(wt + (r0[rb] + 8) * NVQW_WQS + 4);
+    const uint4 a0 = *reinterpret_cast<const uint4*>(wt + r0 * NVQW_WQS);
+    const uint4 a1 = *reinterpret_cast<const uint4*>(wt + r0 * NVQW_WQS + 4);
+    const uint4 b0 = *reinterpret_cast<const uint4*>(wt + r1 * NVQW_WQS);
+    const uint4 b1 = *reinterpret_cast<const uint4*>(wt + r1 * NVQW_WQS + 4);
     const u32 u[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
     const u32 v[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
@@ -363,16 +333,15 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
       cur[kk][3] = nvqw_pair<T>(v[2 * kk + 1], sel, nib, s.s[1][h], s.b[1][h]);
     }
     const u32 xa = xs + (t % S) * Sh::XSTAGE;
-    nvqw_pin<RB * ACC>(acc);
+    nvqw_pin<ACC>(acc);
     nvqw_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      NvqwT<T>::template rs<BX>(acc + rb * ACC, cur[kk], nvqw_desc(xa + kk * 32, 16, 1024));
+    for (int kk = 0; kk < 4; ++kk) NvqwT<T>::template rs<BX>(acc, cur[kk], nvqw_desc(xa + kk * 32, 16, 1024));
     nvqw_commit();
-    // The last group retires its own products: ptxas moves the epilogue's reads of the
+    // The last step retires its own products: ptxas moves the epilogue's reads of the
     // accumulators above a wait that follows the loop (seen in the SASS), so that wait must
     // come before the loop's last branch.
-    if (NVQW_INFLIGHT == 0 || last) {
+    if (NVQW_INFLIGHT == 0 || t + 1 == steps) {
       nvqw_wait<0>();
     } else {
       nvqw_wait<1>();
@@ -384,50 +353,33 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
   for (int s = 0; s < S - 2; ++s) load(s);
   scales_of(sa, 0);
   for (int t = 0; t < steps; t += 2) {
-    if (RB == 1) {
-      // One group a step: the buffers alternate by step.
-      begin(sb, t);
-      group(fa, fb, sa[0], 0, t, false);
-      begin(sa, t + 1);
-      group(fb, fa, sb[0], 0, t + 1, t + 2 == steps);
-    } else {
-      // Two groups a step: the buffers alternate within it.
-      begin(sb, t);
-      group(fa, fb, sa[0], 0, t, false);
-      group(fb, fa, sa[RB - 1], RB - 1, t, false);
-      begin(sa, t + 1);
-      group(fa, fb, sb[0], 0, t + 1, false);
-      group(fb, fa, sb[RB - 1], RB - 1, t + 1, t + 2 == steps);
-    }
+    step(fa, fb, sa, sb, t);
+    step(fb, fa, sb, sa, t + 1);
   }
   nvqw_wait<0>();
-  nvqw_pin<RB * ACC>(acc);
+  nvqw_pin<ACC>(acc);
   nvqw_pin_frags(fa);
   nvqw_pin_frags(fb);
 
-  // The tile through shared memory: row m (of x), column n (of w). Accumulator
-  // rb · ACC + 4j + e is row r0[rb] (e < 2) or r0[rb] + 8 of w and column 8j + 2 t4 + e % 2
-  // of the block's rows of x.
+  // The tile through shared memory: row m (of x), column n (of w). Accumulator 4j + e is
+  // row r0 (e < 2) or r1 of w and column 8j + 2 t4 + e % 2 of the block's rows of x.
   nvqw_cp_wait<0>();
   __syncthreads();
   T* ot = reinterpret_cast<T*>(smem);
 #pragma unroll
-  for (int rb = 0; rb < RB; ++rb)
+  for (int j = 0; j < BX / 8; ++j) {
 #pragma unroll
-    for (int j = 0; j < BX / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int mm = 8 * j + 2 * t4 + (e & 1), nn = r0[rb] + (e < 2 ? 0 : 8);
-        ot[mm * Sh::OS + nn] = nv_down<T>(acc[rb * ACC + 4 * j + e]);
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int mm = 8 * j + 2 * t4 + (e & 1), nn = e < 2 ? r0 : r1;
+      ot[mm * Sh::OS + nn] = nv_down<T>(acc[4 * j + e]);
     }
+  }
   __syncthreads();
   const bool vec = (n & 7) == 0;
-  constexpr int CHUNKS = BN / 8;  // 16-byte chunks of a row of y's tile
 #pragma unroll 4
-  for (int i = 0; i < BX * CHUNKS / NVQW_THREADS; ++i) {
+  for (int i = 0; i < BX * 16 / NVQW_THREADS; ++i) {
     const int u = tid + NVQW_THREADS * i;
-    const int r = u / CHUNKS, c = (u % CHUNKS) * 8;
+    const int r = u >> 4, c = (u & 15) * 8;
     const i64 row = m0 + r, col = n0 + c;
     if (row >= m || col >= n) continue;
     const T* src = ot + r * Sh::OS + c;
@@ -440,14 +392,14 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
   }
 }
 
-// One shape's kernels: type, rows of x a block (BX, wgmma's N), rows of w a block
-// (BN = 128 RB) and stages; `_g32` for groups of 32, `_g64` for groups of 64 and 128.
-#define NV_QMM_WG_G(T, TN, BX, RB, BN, S, G, G32)                                                \
+// One shape's kernels: type, rows of x a block (BX, wgmma's N) and stages; `_g32` for groups
+// of 32, `_g64` for groups of 64 and 128.
+#define NV_QMM_WG_G(T, TN, BX, S, G, G32)                                                        \
   extern "C" __global__ void __launch_bounds__(NVQW_THREADS, 1)                                  \
-      qmmwg_##TN##_x##BX##_n##BN##_s##S##_g##G(const T* x, const u32* w, const T* s, const T* b, \
-                                               T* y, NvQw a) {                                   \
-    nvqw_qmm<T, BX, RB, S, G32>(x, w, s, b, y, a);                                               \
+      qmmwg_##TN##_x##BX##_s##S##_g##G(const T* x, const u32* w, const T* s, const T* b, T* y,   \
+                                       NvQw a) {                                                 \
+    nvqw_qmm<T, BX, S, G32>(x, w, s, b, y, a);                                                   \
   }
-#define NV_QMM_WG(T, TN, BX, RB, BN, S)         \
-  NV_QMM_WG_G(T, TN, BX, RB, BN, S, 32, true) \
-  NV_QMM_WG_G(T, TN, BX, RB, BN, S, 64, false)
+#define NV_QMM_WG(T, TN, BX, S)         \
+  NV_QMM_WG_G(T, TN, BX, S, 32, true) \
+  NV_QMM_WG_G(T, TN, BX, S, 64, false)

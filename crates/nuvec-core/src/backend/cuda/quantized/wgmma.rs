@@ -5,7 +5,7 @@
 //!
 //! The kernel computes `yᵀ = w · xᵀ` so that the dequantized weights are `wgmma`'s A operand,
 //! taken from registers: a block of two warpgroups takes 128 rows of `w` by 128 or 256 rows of
-//! `x`, or 256 rows of `w` by 128 of `x`, 64 values of the inner axis a step; the packed words and the rows of `x` go into
+//! `x`, 64 values of the inner axis a step; the packed words and the rows of `x` go into
 //! shared memory with `cp.async` (x in the 128-byte swizzled layout `wgmma` reads through a
 //! descriptor), each thread turns its bytes of the packed words into its A fragments with a
 //! few integer operations and one fused multiply-add of the activation type a pair (each
@@ -19,12 +19,8 @@
 //!   and 209 on the tiled kernel);
 //! - `NUVEC_QMM_WGMMA_BX` (128 or 256) sets the rows of `x` a block takes (by default 128 for
 //!   up to 128 rows, else 256);
-//! - `NUVEC_QMM_WGMMA_BN=256` has blocks of 256 rows of `w` by 128 of `x` take products of
-//!   more than 128 rows (off until timed): each step then reads 24 KB from L2 where 128 by
-//!   256 read 38 KB for the same products, a row of `x` costing four times a packed row of
-//!   `w` (the kernel's header says more);
-//! - `NUVEC_QMM_WGMMA_STAGES` sets the stages where that shape is instantiated ([`SHAPES`])
-//!   and fits the device's shared memory (by default the most that fit).
+//! - `NUVEC_QMM_WGMMA_STAGES` sets the stages where that pair is instantiated ([`SHAPES`]) and
+//!   fits the device's shared memory (by default the most that fit).
 
 use std::sync::OnceLock;
 
@@ -40,6 +36,8 @@ use crate::{DType, Result};
 
 const WGMMA: &str = include_str!("../kernels/quantized_wgmma.cu");
 
+/// Rows of `w` a block takes (`NVQW_BN`).
+const BN: usize = 128;
 /// Words a packed row of `w` takes in a stage (`NVQW_WQS`).
 const WQS: usize = 12;
 /// Threads a block (`NVQW_THREADS`).
@@ -55,35 +53,8 @@ pub(super) const MIN_ROWS: usize = 64;
 pub(super) const MAX_ROWS: usize = 640;
 /// The largest grid dimension y.
 const GRID_Y: usize = 65_535;
-/// A block's tile and pipeline (`NvqwShape`): rows of `x` (`BX`), rows of `w` (`BN`), stages.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Shape {
-    bx: usize,
-    bn: usize,
-    stages: usize,
-}
-
-impl Shape {
-    const fn new(bx: usize, bn: usize, stages: usize) -> Shape {
-        Shape { bx, bn, stages }
-    }
-
-    /// The block's dynamic shared memory in bytes (`NvqwShape::SHARED`, and 1,024 for
-    /// aligning the swizzled stages).
-    fn shared_bytes(self) -> usize {
-        1024 + self.stages * (self.bx * 128 + self.bn * WQS * 4)
-    }
-}
-
-/// The instantiated shapes.
-const SHAPES: [Shape; 6] = [
-    Shape::new(128, 128, 4),
-    Shape::new(128, 128, 6),
-    Shape::new(256, 128, 4),
-    Shape::new(256, 128, 5),
-    Shape::new(128, 256, 4),
-    Shape::new(128, 256, 6),
-];
+/// The instantiated (rows of `x` a block, stages) pairs.
+const SHAPES: [(usize, usize); 4] = [(128, 4), (128, 6), (256, 4), (256, 5)];
 
 /// The kernel's arguments (`NvQw` in `quantized_wgmma.cu`).
 #[repr(C)]
@@ -114,40 +85,40 @@ fn knob(cell: &'static OnceLock<Option<usize>>, name: &str) -> Option<usize> {
     *cell.get_or_init(|| std::env::var(name).ok().and_then(|v| v.trim().parse().ok()))
 }
 
-/// The block's shape for `m` rows on this device, or `None` where no instantiated shape
-/// fits its shared memory.
-fn shape(place: &Place, m: usize) -> Option<Shape> {
+/// The (rows of `x` a block, stages) for `m` rows on this device, or `None` where no
+/// instantiated pair fits its shared memory.
+fn shape(place: &Place, m: usize) -> Option<(usize, usize)> {
     static BX: OnceLock<Option<usize>> = OnceLock::new();
-    static BN: OnceLock<Option<usize>> = OnceLock::new();
     static STAGES: OnceLock<Option<usize>> = OnceLock::new();
-    let wide = m > 128 && knob(&BN, "NUVEC_QMM_WGMMA_BN") == Some(256);
-    let (bx, bn) = match knob(&BX, "NUVEC_QMM_WGMMA_BX") {
-        _ if wide => (128, 256),
-        Some(b @ (128 | 256)) => (b, 128),
-        _ if m <= 128 => (128, 128),
-        _ => (256, 128),
+    let bx = match knob(&BX, "NUVEC_QMM_WGMMA_BX") {
+        Some(b @ (128 | 256)) => b,
+        _ if m <= 128 => 128,
+        _ => 256,
     };
     let most = place.gpu.props.shared_per_block as usize;
     let fitting = || {
         SHAPES
             .into_iter()
-            .filter(move |s| s.bx == bx && s.bn == bn && s.shared_bytes() <= most)
+            .filter(move |&(b, s)| b == bx && shared_bytes(b, s) <= most)
     };
     let asked = knob(&STAGES, "NUVEC_QMM_WGMMA_STAGES");
     fitting()
-        .find(|s| Some(s.stages) == asked)
-        .or_else(|| fitting().max_by_key(|s| s.stages))
+        .find(|&(_, s)| Some(s) == asked)
+        .or_else(|| fitting().max_by_key(|&(_, s)| s))
+}
+
+/// A block's dynamic shared memory in bytes (`NvqwShape::SHARED`, and 1,024 for aligning the
+/// swizzled stages).
+fn shared_bytes(bx: usize, stages: usize) -> usize {
+    1024 + stages * (bx * 128 + BN * WQS * 4)
 }
 
 /// The module of the kernels over `dtype` (f16 or bf16): every instantiated shape.
 fn source(dtype: DType) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
     let mut s = format!("{COMMON}\n{WGMMA}\n");
-    for Shape { bx, bn, stages } in SHAPES {
-        let rb = bn / 128;
-        s.push_str(&format!(
-            "NV_QMM_WG({ct}, {tn}, {bx}, {rb}, {bn}, {stages})\n"
-        ));
+    for (bx, st) in SHAPES {
+        s.push_str(&format!("NV_QMM_WG({ct}, {tn}, {bx}, {st})\n"));
     }
     s
 }
@@ -200,10 +171,10 @@ pub(super) fn matmul(
     {
         return Ok(None);
     }
-    let Some(sh) = shape(place, m) else {
+    let Some((bx, stages)) = shape(place, m) else {
         return Ok(None);
     };
-    let (gx, gy) = (n.div_ceil(sh.bn), m.div_ceil(sh.bx));
+    let (gx, gy) = (n.div_ceil(BN), m.div_ceil(bx));
     if gx > u32::MAX as usize || gy > GRID_Y {
         return Ok(None);
     }
@@ -223,20 +194,14 @@ pub(super) fn matmul(
     let tn = type_names(dtype).expect("a float type").1;
     let key = KernelKey {
         module,
-        symbol: symbol!(
-            "qmmwg_{tn}_x{}_n{}_s{}_g{}",
-            sh.bx,
-            sh.bn,
-            sh.stages,
-            group_size.min(64)
-        )?,
+        symbol: symbol!("qmmwg_{tn}_x{bx}_s{stages}_g{}", group_size.min(64))?,
     };
     let f = place.gpu.kernel(&key, || source(dtype))?;
     f.allow_shared(place.gpu.props.shared_per_block)?;
     let cfg = LaunchConfig {
         grid_dim: (gx as u32, gy as u32, 1),
         block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: sh.shared_bytes() as u32,
+        shared_mem_bytes: shared_bytes(bx, stages) as u32,
     };
     let params: [&dyn DeviceRepr; 6] = [&x, &w_at, &scales, &biases, &y, &args];
     // SAFETY: `x` holds `m · k` values of `dtype`, `w_at` `n` rows of `wrow` words, the scales
