@@ -27,8 +27,8 @@
 # (ran on an H100 on 2026-12-06, ninth session; next on an H200). Parts 16 and 18 to 21 (the
 # decoding products' grouped form, decoding attention through shared-memory rings, the
 # warpgroup prefill's wide blocks) ran on an H100 that session and are removed with the forms
-# that lost; their results are in BENCHMARKS.md. Part 22: ncu on the warpgroup prefill and the
-# decoding split kernel. Next on an H200: 13 (with `--peers`), 17, 22, 3.
+# that lost; their results are in BENCHMARKS.md. Part 22 (ran on an H100 that session): ncu on the
+# warpgroup prefill, cuBLAS's product and the decoding split kernel. Next on an H200: 13 (with `--peers`), 17, 22, 3.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -244,9 +244,9 @@ if [ "$part" = 22 ]; then
 # headline sections of each, with PyTorch's product beside the first.
 echo "== ncu, warpgroup prefill"; ncu_sections qmmwg qmm_512x14336x4096
 echo "== ncu, cuBLAS"; timeout 120 ncu --section SpeedOfLight --section Occupancy \
-  -k regex:"gemm|xmma|cutlass" -c 1 \
+  -k regex:"nvjet|gemm|xmma|cutlass" -c 1 \
   python3 bench/peers/torch_bench.py qmm_512x14336x4096 2>&1 | \
-  grep -E "gemm|Duration|L2 Cache Throughput|Compute \(SM\) Throughput|Achieved Occupancy" | head -12
+  grep -E "nvjet|gemm|Duration|L2 Cache Throughput|Compute \(SM\) Throughput|Achieved Occupancy" | head -12
 echo "== ncu, decode split kernel"; ncu_sections "attention_bf16_d128" decode_b1_8k
 exit 0
 fi
