@@ -25,7 +25,6 @@ const QUANTIZED_TILED: &str = include_str!("../src/backend/cuda/kernels/quantize
 const ATTENTION: &str = include_str!("../src/backend/cuda/kernels/fast/attention.cu");
 const ATTENTION_MERGE: &str = include_str!("../src/backend/cuda/kernels/fast/attention_merge.cu");
 const ATTENTION_WIDE: &str = include_str!("../src/backend/cuda/kernels/fast/attention_wide.cu");
-const ATTENTION_RING: &str = include_str!("../src/backend/cuda/kernels/fast/attention_ring.cu");
 const BULK: &str = include_str!("../src/backend/cuda/kernels/fast/bulk.cuh");
 const QUANTIZED_WGMMA: &str = include_str!("../src/backend/cuda/kernels/quantized_wgmma.cu");
 const QUANTIZED_GATHER: &str = include_str!("../src/backend/cuda/kernels/quantized_gather.cu");
@@ -273,11 +272,9 @@ fn decoding_kernel_matches_attention_and_reads_paged_caches_alike() {
             ("attention.cu", ATTENTION),
             ("attention_merge.cu", ATTENTION_MERGE),
             ("attention_wide.cu", ATTENTION_WIDE),
-            ("bulk.cuh", BULK),
-            ("attention_ring.cu", ATTENTION_RING),
         ],
         include_str!("emulation/attention.cpp"),
-        &[&[], &["NV_ATTN_PREFETCH=0", "NV_RING_STAGES=2"]],
+        &[&[], &["NV_ATTN_PREFETCH=0"]],
     );
 }
 
@@ -297,11 +294,7 @@ fn quantized_mv_mma_kernel_matches_the_product_in_double() {
         "quantized_mv_mma",
         &[("quantized_mv_mma.cu", QUANTIZED_MV_MMA)],
         include_str!("emulation/quantized_mv_mma.cpp"),
-        &[
-            &[],
-            &["NVQM_UNROLL=1", "NVQM_GROUPED_AHEAD=0"],
-            &["NVQM_GROUPED_AHEAD=0", "NVQM_GROUPED_UNROLL=3"],
-        ],
+        &[&[], &["NVQM_UNROLL=1"]],
     );
 }
 

@@ -3,23 +3,19 @@
 // causal or not; one and two query rows over
 // grouped heads; bf16 on the tensor cores at head sizes 64, 128 and 256, and past 256 with the
 // features split over the warps; f32 on the FMA units at 512), and the paged kernel over a
-// shuffled block table equal to the contiguous one bit for bit, as are the kernels that read
-// through attention_ring.cu's rings (contiguous and paged) and both over [B, L, H, D] rows. Built and run by
-// tests/kernel_emulation.rs (as the kernels are, and with NV_ATTN_PREFETCH=0 and two ring
-// stages).
+// shuffled block table and the kernel over [B, L, H, D] rows equal to the contiguous one bit
+// for bit. Built and run by tests/kernel_emulation.rs (as the kernels are, and with
+// NV_ATTN_PREFETCH=0).
 #include <algorithm>
 #include <cstring>
 #include <random>
 #include <type_traits>
 
-// The kernel attention.rs launches for T and D, R query rows a block (through the rings of
-// attention_ring.cu when RING).
-template <typename T, int D, int R, bool P, bool RING = false>
+// The kernel attention.rs launches for T and D, R query rows a block.
+template <typename T, int D, int R, bool P>
 static void decode_kernel(const T* q, const T* k, const T* v, const i32* table, const i32* lens,
                           T* o, float* part_o, float2* part_ml, const NvAttn& a) {
-  if constexpr (RING)
-    nv_attention_ring<T, D, P, true>(q, k, v, table, lens, o, part_o, part_ml, a);
-  else if constexpr (std::is_same_v<T, float>)
+  if constexpr (std::is_same_v<T, float>)
     nv_attention_lanes<T, D, R, P, true>(q, k, v, table, lens, o, part_o, part_ml, a);
   else if constexpr (D > 256)
     nv_attention_mma_wide<T, D, P, true>(q, k, v, table, lens, o, part_o, part_ml, a);
@@ -65,17 +61,16 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
   const float scale = 1.0f / std::sqrt((float)D);
   a.scale = scale * 1.4426950408889634f;
   const size_t outs = (size_t)B * hq * lq;
-  std::vector<T> out(outs * D), pout(outs * D);
+  std::vector<T> out(outs * D), pout(outs * D), tout(outs * D);
   std::vector<float> part_o(outs * nsplit * D), part_ml(outs * nsplit * 2);
   // One counter a row chunk, zero between launches (the last block of a chunk resets it).
   std::vector<u32> counters((size_t)B * hkv * nchunks, 0u);
   auto run = [&](auto paged, const T* kk, const T* vv, const i32* table, const i32* lens,
-                 const NvAttn& at, T* o, auto ring) {
-    constexpr bool P = decltype(paged)::value, RING = decltype(ring)::value;
-    nv_emu_smem_base = RING ? nv_ring_smem : nv_t_smem;
+                 const NvAttn& at, T* o) {
+    constexpr bool P = decltype(paged)::value;
     nv_emu_launch({(unsigned)(nchunks * nsplit), (unsigned)hkv, (unsigned)B}, NV_ATTN_THREADS, [&] {
-      decode_kernel<T, D, R, P, RING>(q.data(), kk, vv, table, lens, o, part_o.data(),
-                                      reinterpret_cast<float2*>(part_ml.data()), at);
+      decode_kernel<T, D, R, P>(q.data(), kk, vv, table, lens, o, part_o.data(),
+                                reinterpret_cast<float2*>(part_ml.data()), at);
       nv_attn_merge_last<T, D, R, P>(lens, o, part_o.data(),
                                      reinterpret_cast<const float2*>(part_ml.data()),
                                      counters.data(), at);
@@ -87,7 +82,7 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
       });
     }
   };
-  run(std::false_type{}, k.data(), v.data(), nullptr, nullptr, a, out.data(), std::false_type{});
+  run(std::false_type{}, k.data(), v.data(), nullptr, nullptr, a, out.data());
 
   // The same keys in a paged cache: blocks of 16 rows in a shuffled order.
   const int entries = (lk + bs - 1) / bs, nblocks = B * entries;
@@ -121,37 +116,26 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
   p.block_size = bs;
   p.bs_magic = 0x80000000u;  // j / 16 = (j · 2^31) >> (31 + 4)
   p.bs_shift = 4;
-  run(std::true_type{}, kc.data(), vc.data(), table.data(), lens.data(), p, pout.data(),
-      std::false_type{});
-  // The rings (half types up to head size 256), contiguous and paged: the same bits; and the
-  // keys and values as [B, L, H, D] rows (a transposed view, each row located by its strides),
-  // through the rings and the registers alike.
-  constexpr bool RINGS = !std::is_same_v<T, float> && D <= 256;
-  std::vector<T> rout(outs * D), rpout(outs * D), tout(outs * D), trout(outs * D);
-  if constexpr (RINGS) {
-    run(std::false_type{}, k.data(), v.data(), nullptr, nullptr, a, rout.data(), std::true_type{});
-    run(std::true_type{}, kc.data(), vc.data(), table.data(), lens.data(), p, rpout.data(),
-        std::true_type{});
-    std::vector<T> kt(k.size()), vt(v.size());
-    for (int b = 0; b < B; ++b)
-      for (int h = 0; h < hkv; ++h)
-        for (int j = 0; j < lk; ++j)
-          for (int d = 0; d < D; ++d) {
-            const size_t from = (((size_t)b * hkv + h) * lk + j) * D + d;
-            const size_t to = (((size_t)b * lk + j) * hkv + h) * D + d;
-            kt[to] = k[from];
-            vt[to] = v[from];
-          }
-    NvAttn tr = a;
-    tr.k_strides[0] = (i64)lk * hkv * D;
-    tr.k_strides[1] = D;
-    tr.k_strides[2] = (i64)hkv * D;
-    for (int i = 0; i < 3; ++i) tr.v_strides[i] = tr.k_strides[i];
-    run(std::false_type{}, kt.data(), vt.data(), nullptr, nullptr, tr, tout.data(),
-        std::false_type{});
-    run(std::false_type{}, kt.data(), vt.data(), nullptr, nullptr, tr, trout.data(),
-        std::true_type{});
-  }
+  run(std::true_type{}, kc.data(), vc.data(), table.data(), lens.data(), p, pout.data());
+
+  // The same keys and values as [B, L, H, D] rows: a transposed view, each row located by its
+  // strides.
+  std::vector<T> kt(k.size()), vt(v.size());
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < hkv; ++h)
+      for (int j = 0; j < lk; ++j)
+        for (int d = 0; d < D; ++d) {
+          const size_t from = (((size_t)b * hkv + h) * lk + j) * D + d;
+          const size_t to = (((size_t)b * lk + j) * hkv + h) * D + d;
+          kt[to] = k[from];
+          vt[to] = v[from];
+        }
+  NvAttn tr = a;
+  tr.k_strides[0] = (i64)lk * hkv * D;
+  tr.k_strides[1] = D;
+  tr.k_strides[2] = (i64)hkv * D;
+  for (int i = 0; i < 3; ++i) tr.v_strides[i] = tr.k_strides[i];
+  run(std::false_type{}, kt.data(), vt.data(), nullptr, nullptr, tr, tout.data());
 
   int unequal = 0;
   double worst = 0, top = 0;
@@ -179,21 +163,17 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
           const size_t at = (((size_t)b * hq + h) * lq + i) * D + d;
           worst = nv_emu_worse(worst, std::abs(o - nv_up(out[at])));
           top = std::max(top, std::abs(o));
-          unequal += bits_of(out[at]) != bits_of(pout[at]);
-          if (RINGS)
-            unequal += (bits_of(out[at]) != bits_of(rout[at])) +
-                       (bits_of(out[at]) != bits_of(rpout[at])) +
-                       (bits_of(out[at]) != bits_of(tout[at])) +
-                       (bits_of(out[at]) != bits_of(trout[at]));
+          unequal += (bits_of(out[at]) != bits_of(pout[at])) +
+                     (bits_of(out[at]) != bits_of(tout[at]));
         }
       }
   for (u32 c : counters) unequal += c != 0u;  // left for the next launch at zero
   nv_emu_mix(out);
   std::printf(
       "decode %s%s D %d B %d hkv %d group %d lq %d lk %d causal %d splits %d: rel err %.3g, paged "
-      "%sunequal %d\n",
+      "and [B, L, H, D] unequal %d\n",
       sizeof(T) == 4 ? "f32" : "bf16", merge ? " merged in-block" : "", D, B, hkv, group, lq, lk,
-      causal, nsplit, worst / top, RINGS ? "rings and [B, L, H, D] " : "", unequal);
+      causal, nsplit, worst / top, unequal);
   const double tol = sizeof(T) == 4 ? 1e-5 : 1.0 / 64;
   return (worst / top < tol && unequal == 0) ? 0 : 1;
 }

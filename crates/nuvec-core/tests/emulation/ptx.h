@@ -350,7 +350,7 @@ struct NvWg {
 };
 
 // bulk.cuh's and flash_tma.cu's: shared-memory barriers with their phases and transaction
-// counts, bulk copies and TMA as immediate copies (the tensor map here is the test's own: base,
+// counts, TMA as an immediate copy of the box (the tensor map here is the test's own: base,
 // sizes and byte strides of [B, H, L, D], the box's rows), named barriers for the consumers'
 // turns.
 struct NvEmuMbar {
@@ -390,15 +390,6 @@ inline void nv_bar_wait(u32 bar, u32 parity) {
   nv_emu_mbar_cv.wait(g, [&] { return (nv_emu_mbars[bar].phase & 1u) != parity; });
 }
 inline void nv_bar_init_fence() {}
-inline u32 nv_bulk_addr(const void* p) { return nv_smem(p); }
-// bulk.cuh's bulk copy: at once, then its bytes counted down on the barrier.
-inline void nv_bulk_copy(u32 dst, const void* src, u32 bytes, u32 bar) {
-  std::memcpy(nv_emu_smem_base + dst, src, bytes);
-  std::lock_guard<std::mutex> g(nv_emu_mbar_mu);
-  NvEmuMbar& m = nv_emu_mbars[bar];
-  m.tx -= bytes;
-  nv_emu_mbar_done(m);
-}
 // (A template, so that the tensor map's type, defined later in flash_tma.cu, is complete
 // where it is used.)
 template <typename Map>

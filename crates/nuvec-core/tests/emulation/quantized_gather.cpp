@@ -3,7 +3,7 @@
 // and of a 4-bit w (rhs), unsorted, and sorted by matrix with the runs' offsets (the chunks'
 // table written first, as the host does; runs left empty; fewer blocks than chunks), unsorted
 // and grouped on the device first (the order checked to be the stable sort by matrix), and the
-// table alone over scrambled offsets; and both tensor-core forms of the matrix-vector kernel.
+// table alone over scrambled offsets; and the tensor-core form of the matrix-vector kernel.
 // Built and run by tests/kernel_emulation.rs.
 #include <algorithm>
 #include <random>
@@ -207,13 +207,11 @@ static int table_case(int E, int P, int mrows, unsigned seed) {
 }
 
 // The tensor-core form (quantized_mv_mma.cu's sums): chunks of 8 rows, R tiles of 16 rows of
-// w a warp, S slices of k a block; `zb` as above. G is 0 for the rounded form (groups of 64),
-// else the grouped form's group size, whose outputs are the exact sums rounded once (so held
-// to about the output's rounding, where the rounded form's weights add theirs).
-template <int R, int S, int G = 0>
+// w a warp, S slices of k a block; `zb` as above.
+template <int R, int S>
 static int gqmv_mma_case(Order how, int mrows, unsigned seed, int E = 5, int P = 12,
                          unsigned zb = 0) {
-  Problem p = make(E, 3, mrows, 40, 256, G ? G : 64, P, how == SORTED, seed);
+  Problem p = make(E, 3, mrows, 40, 256, 64, P, how == SORTED, seed);
   const NvGqmv a = args_of(p, mrows, 8, how != UNSORTED);
   std::vector<bf16> y((size_t)p.P * mrows * p.N);
   std::vector<i64> table;
@@ -223,15 +221,13 @@ static int gqmv_mma_case(Order how, int mrows, unsigned seed, int E = 5, int P =
   const int rows = 16 * R * (NVQM_WARPS / S);
   nv_emu_launch({(unsigned)((p.N + rows - 1) / rows), 1, zb ? zb : (unsigned)a.chunks},
                 NVQM_WARPS * 32, [&] {
-                  nvqm_gqmv<bf16, R, S, G / 32>(p.x.data(), p.w.data(), p.s.data(), p.b.data(),
-                                                y.data(), p.lhs.data(), p.rhs.data(),
-                                                table.data(), ord, a);
+                  nvqm_gqmv<bf16, R, S>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(),
+                                        p.lhs.data(), p.rhs.data(), table.data(), ord, a);
                 });
   const double e = check(p, y);
-  std::printf("gqmv mma R %d S %d G %d order %d mrows %d E %d P %d z %u: rel err %.3g, grouping "
-              "%s\n",
-              R, S, G, (int)how, mrows, E, P, zb, e, grouped ? "ok" : "WRONG");
-  return e < (G ? 1.0 / 200 : 2e-2) && grouped ? 0 : 1;
+  std::printf("gqmv mma R %d S %d order %d mrows %d E %d P %d z %u: rel err %.3g, grouping %s\n",
+              R, S, (int)how, mrows, E, P, zb, e, grouped ? "ok" : "WRONG");
+  return e < 2e-2 && grouped ? 0 : 1;
 }
 
 int main() {
@@ -255,13 +251,6 @@ int main() {
   bad += gqmv_mma_case<2, 2>(SORTED, 2, 15, 5, 12, 2);
   bad += gqmv_mma_case<2, 4>(GROUPED, 1, 23, 130, 520, 64);
   bad += gqmv_mma_case<1, 4>(GROUPED, 2, 24, 6, 33);
-  bad += gqmv_mma_case<2, 4, 64>(UNSORTED, 1, 31);
-  bad += gqmv_mma_case<2, 4, 32>(UNSORTED, 11, 32, 5, 4);
-  bad += gqmv_mma_case<2, 4, 128>(SORTED, 1, 33, 16, 20);
-  bad += gqmv_mma_case<1, 4, 64>(SORTED, 3, 34, 7, 20, 3);
-  bad += gqmv_mma_case<2, 2, 64>(SORTED, 2, 35, 5, 12, 2);
-  bad += gqmv_mma_case<2, 4, 64>(GROUPED, 1, 36, 130, 520, 64);
-  bad += gqmv_mma_case<2, 8, 128>(GROUPED, 2, 37, 6, 33);
   bad += tiled_case(1, 40, 5);
   bad += tiled_case(2, 20, 6);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);

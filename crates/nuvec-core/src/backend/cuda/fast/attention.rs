@@ -30,12 +30,6 @@
 //! benchmarks: `NUVEC_ATTN_MERGE=block` has the last split block of each row chunk merge the
 //! splits (no second kernel; counters kept per stream, set back to zero by the kernel), and
 //! `NUVEC_ATTN_SPLITS=n` forces the splits of long sequences.
-//!
-//! On Hopper the half types' 16-byte forms may read through shared memory instead
-//! (`NUVEC_ATTN_RING=1`, `attention_ring.cu`): each warp keeps `NUVEC_ATTN_RING_STAGES` (4)
-//! steps of keys and values in flight by bulk copies, with the same arithmetic and bits as the
-//! register kernel; its splits are sized by its own occupancy (fewer, longer ones), and so
-//! are those of the other forms while it is on.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, OnceLock};
@@ -198,8 +192,6 @@ const COMMON: &str = include_str!("../kernels/common.cuh");
 const ATTENTION: &str = include_str!("../kernels/fast/attention.cu");
 const ATTENTION_MERGE: &str = include_str!("../kernels/fast/attention_merge.cu");
 const ATTENTION_WIDE: &str = include_str!("../kernels/fast/attention_wide.cu");
-const ATTENTION_RING: &str = include_str!("../kernels/fast/attention_ring.cu");
-const BULK: &str = include_str!("../kernels/fast/bulk.cuh");
 
 /// Sequences with fewer keys run in one pass (`NV_ATTN_SINGLE` in the kernel).
 const SINGLE: usize = 1024;
@@ -294,11 +286,7 @@ fn source(dtype: DType, d: usize) -> String {
             .map(|r| format!("NV_ATTENTION_LANES({ct}, {tn}, {d}, {r})\n"))
             .concat()
     } else if d <= 256 {
-        format!(
-            "NV_ATTENTION_MMA({ct}, {tn}, {d})\n#define NV_RING_STAGES {}\n{BULK}\n\
-             {ATTENTION_RING}\nNV_ATTENTION_RING({ct}, {tn}, {d})\n",
-            ring_stages()
-        )
+        format!("NV_ATTENTION_MMA({ct}, {tn}, {d})\n")
     } else {
         format!("{ATTENTION_WIDE}\nNV_ATTENTION_MMA_WIDE({ct}, {tn}, {d})\n")
     };
@@ -365,20 +353,16 @@ fn splits(keys: usize, units: usize, wave: usize, step: usize) -> usize {
     best
 }
 
-/// Blocks of `f` (of [`THREADS`] threads and `shared` bytes of dynamic shared memory, which it
-/// is first allowed to take) one multiprocessor holds at once, asked of the driver once per
-/// kernel.
-fn resident(place: &Place, key: &KernelKey, f: &Kernel, shared: usize) -> Result<usize> {
+/// Blocks of `f` (of [`THREADS`] threads) one multiprocessor holds at once, asked of the
+/// driver once per kernel.
+fn resident(key: &KernelKey, f: &Kernel) -> Result<usize> {
     static RESIDENT: LazyLock<Mutex<HashMap<KernelKey, usize>>> =
         LazyLock::new(|| Mutex::new(HashMap::new()));
     let known = RESIDENT.lock().map_or(None, |m| m.get(key).copied());
     if let Some(n) = known {
         return Ok(n);
     }
-    if shared > 0 {
-        f.allow_shared(place.gpu.props.shared_per_block)?;
-    }
-    let n = f.resident(THREADS as usize, shared)?;
+    let n = f.resident(THREADS as usize, 0)?;
     if let Ok(mut m) = RESIDENT.lock() {
         m.insert(*key, n);
     }
@@ -401,57 +385,6 @@ fn forced_splits() -> Option<usize> {
             .and_then(|v| v.parse().ok())
             .map(|n: usize| n.clamp(1, MAX_SPLITS))
     })
-}
-
-/// Warp steps each warp's ring holds by default (`NV_RING_STAGES` in `attention_ring.cu`).
-const RING_STAGES: usize = 4;
-
-/// Warp steps each warp's ring holds: [`RING_STAGES`], or `NUVEC_ATTN_RING_STAGES` (1 to 8;
-/// a tuning knob, read once).
-fn ring_stages() -> usize {
-    static STAGES: OnceLock<usize> = OnceLock::new();
-    *STAGES.get_or_init(|| {
-        std::env::var("NUVEC_ATTN_RING_STAGES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map_or(RING_STAGES, |n: usize| n.clamp(1, 8))
-    })
-}
-
-/// Whether the 16-byte forms of the half types read their keys and values through shared
-/// memory by bulk copies (`attention_ring.cu`; `NUVEC_ATTN_RING=1`), where the device has them
-/// (compute capability 9.0 on) and the head size does (at most 256).
-fn rings_wanted() -> bool {
-    static RING: OnceLock<bool> = OnceLock::new();
-    *RING.get_or_init(|| std::env::var("NUVEC_ATTN_RING").is_ok_and(|v| v == "1"))
-}
-
-/// The most static shared memory of the rings' kernel (the merge of its warps' states: 4 · 8
-/// rows of up to 256 f32 accumulators, and their statistics), which the rings must leave.
-const RING_STATIC: usize = 34 * 1024;
-// sh_o, sh_ml and sh_w, sh_row at head size 256.
-const _: () = assert!(4 * 8 * 256 * 4 + 4 * 8 * (8 + 4) + 8 * 8 <= RING_STATIC);
-
-/// The rings' dynamic shared memory (`NvRing<T, D>::BYTES`) when this call runs them: the half
-/// types up to head size 256, from compute capability 9.0, where a block may take that much.
-fn ring_shared(place: &Place, dtype: DType, d: usize) -> Option<usize> {
-    let bytes = ring_bytes(dtype, d, ring_stages());
-    let runs = rings_wanted()
-        && dtype != DType::F32
-        && d <= 256
-        && place.gpu.props.arch.major >= 9
-        && bytes + RING_STATIC <= place.gpu.props.shared_per_block as usize;
-    runs.then_some(bytes)
-}
-
-/// `NvRing<T, D>::BYTES` at `stages` stages: each warp's stages of one warp step's key and
-/// value rows, a row padded to an odd multiple of 64 bytes, then a barrier per stage.
-fn ring_bytes(dtype: DType, d: usize, stages: usize) -> usize {
-    let keys = if d <= 128 { 16 } else { 8 };
-    let row = d * dtype.size();
-    let pitch = if row % 128 == 64 { row } else { row + 64 };
-    let warps = THREADS as usize / 32;
-    warps * stages * (2 * keys * pitch + 8)
 }
 
 /// Zeroed counters for the in-block merge, `n` at least, kept per (device, stream): the
@@ -654,37 +587,26 @@ fn launch(
     let nchunks = rows.div_ceil(r);
     let module = place.gpu.module("attention", Some(dtype), d as u32);
     let tn = type_names(dtype).expect("float types have kernels").1;
-    // The rings where this device and type have them; the 16-byte forms run them.
-    let rings = ring_shared(place, dtype, d);
-    let shared = rings.filter(|_| job.vec).unwrap_or(0);
-    let form = match (job.paged, job.vec, shared > 0) {
-        (false, true, false) => "cv",
-        (false, true, true) => "cr",
-        (false, false, _) => "cs",
-        (true, true, false) => "pv",
-        (true, true, true) => "pr",
-        (true, false, _) => "ps",
+    let form = match (job.paged, job.vec) {
+        (false, true) => "cv",
+        (false, false) => "cs",
+        (true, true) => "pv",
+        (true, false) => "ps",
     };
     let key = KernelKey {
         module,
         symbol: symbol!("attention_{tn}_d{d}_r{r}_{form}")?,
     };
     let f = place.gpu.kernel(&key, || source(dtype, d))?;
-    if shared > 0 {
-        f.allow_shared(place.gpu.props.shared_per_block)?;
-    }
-    // The splits follow the occupancy of one form (contiguous, 16-byte loads; through the
-    // rings where they run) for all, so that how the keys are laid out never changes how a
-    // long sequence is cut, nor its bits.
+    // The splits follow the occupancy of one form (contiguous, 16-byte loads) for all four,
+    // so that how the keys are laid out never changes how a long sequence is cut, nor its
+    // bits.
     let sized = KernelKey {
         module,
-        symbol: symbol!(
-            "attention_{tn}_d{d}_r{r}_{}",
-            if rings.is_some() { "cr" } else { "cv" }
-        )?,
+        symbol: symbol!("attention_{tn}_d{d}_r{r}_cv")?,
     };
     let sizing = place.gpu.kernel(&sized, || source(dtype, d))?;
-    let wave = resident(place, &sized, &sizing, rings.unwrap_or(0))? * place.gpu.props.sms as usize;
+    let wave = resident(&sized, &sizing)? * place.gpu.props.sms as usize;
     let units = job.batch * hkv * nchunks;
     let nsplit = match forced_splits() {
         Some(n) if keys >= SINGLE => {
@@ -721,7 +643,7 @@ fn launch(
         // their keys in L2.
         grid_dim: ((nsplit * nchunks) as u32, hkv as u32, job.batch as u32),
         block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: shared as u32,
+        shared_mem_bytes: 0,
     };
     let params: [&dyn DeviceRepr; 10] = [
         &q, &k, &v, &table, &lengths, &out_ptr, &po, &pml, &counts, &job.args,
@@ -798,22 +720,6 @@ mod tests {
             let top = (1u32 << 31) - 1;
             for j in (top - 3 * d.min(1000)..=top).step_by(7) {
                 assert_eq!(div(j), j / d, "{j} / {d}");
-            }
-        }
-    }
-
-    #[test]
-    fn rings_fit_a_hopper_block_at_every_head_size() {
-        // Hopper's opt-in shared memory a block (227 KiB); the kernel's layout in bytes.
-        const HOPPER: usize = 227 * 1024;
-        for dtype in [DType::F16, DType::BF16] {
-            for d in HEADS.into_iter().filter(|&d| d <= 256) {
-                let keys = if d <= 128 { 16 } else { 8 };
-                let bytes = ring_bytes(dtype, d, RING_STAGES);
-                // The rings hold every stage's key and value rows, whole and 16-byte aligned.
-                assert!(bytes >= 4 * RING_STAGES * 2 * keys * d * 2, "d {d}");
-                assert_eq!(bytes % 16, 0);
-                assert!(bytes + RING_STATIC <= HOPPER, "d {d}: {bytes} bytes");
             }
         }
     }

@@ -287,10 +287,9 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
 
 // The tensor-core form for 4 bits (f16, bf16; in modules that include quantized_mv_mma.cu
 // first): a block takes 16 R (8 / S) rows of w for a chunk of up to 8 rows of the product
-// (the products' 8 columns), chunks as above; P is 0 for the rounded form, else the grouped
-// form's (groups of 32 P values).
+// (the products' 8 columns), chunks as above.
 #ifdef NVQM_WARPS
-template <typename T, int R, int S, int P>
+template <typename T, int R, int S>
 __device__ __forceinline__ void nvqm_gqmv(const T* __restrict__ x, const u32* __restrict__ w,
                                           const T* __restrict__ scales,
                                           const T* __restrict__ biases, T* __restrict__ y,
@@ -301,30 +300,21 @@ __device__ __forceinline__ void nvqm_gqmv(const T* __restrict__ x, const u32* __
   __shared__ float sums[NVQM_WARPS][R][4][32];
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
   const i64 n0 = ((i64)blockIdx.x * (NVQM_WARPS / S) + warp / S) * 16 * R;
-  const i64 row_len = (i64)a.packs * 32;
   // Every thread of the block walks the same chunks (the exchange synchronises it).
   for (i64 z = blockIdx.z; z < a.chunks; z += gridDim.z) {
     i64 v0, v1, e;
     if (!nvqg_chunk<8>(rhs, table, a, z, v0, v1, e)) break;
+    // The lane's column: row v0 + g of the product, if inside the chunk.
+    const uint4* xr =
+        v0 + g < v1
+            ? reinterpret_cast<const uint4*>(x + nvqg_xrow(lhs, order, a, v0 + g) *
+                                                     (i64)a.packs * 32)
+            : nullptr;
     float c[R][4];
-    const u16* sc = reinterpret_cast<const u16*>(scales + e * a.s_batch);
-    const u16* bi = reinterpret_cast<const u16*>(biases + e * a.s_batch);
-    if constexpr (P == 0) {
-      // The lane's column: row v0 + g of the product, if inside the chunk.
-      const uint4* xr =
-          v0 + g < v1 ? reinterpret_cast<const uint4*>(x + nvqg_xrow(lhs, order, a, v0 + g) *
-                                                               row_len)
-                      : nullptr;
-      nvqm_sums<T, R, S>(reinterpret_cast<const uint4*>(w + e * a.w_batch), sc, bi, xr, a.n, n0,
-                         a.packs, a.groups, a.gs_shift, a.nibbles, warp % S, c);
-    } else {
-      // Past the chunk, its last row (columns nobody stores).
-      const i64 v = v0 + g < v1 ? v0 + g : v1 - 1;
-      const uint4* xr =
-          reinterpret_cast<const uint4*>(x + nvqg_xrow(lhs, order, a, v) * row_len);
-      nvqm_sums_grouped<T, R, S, P>(w + e * a.w_batch, sc, bi, xr, a.n, n0, 4 * a.packs,
-                                    a.groups, a.nibbles, warp % S, c);
-    }
+    nvqm_sums<T, R, S>(reinterpret_cast<const uint4*>(w + e * a.w_batch),
+                       reinterpret_cast<const u16*>(scales + e * a.s_batch),
+                       reinterpret_cast<const u16*>(biases + e * a.s_batch), xr, a.n, n0, a.packs,
+                       a.groups, a.gs_shift, a.nibbles, warp % S, c);
     nvqm_meet<R, S>(sums, c, [&](int row, int col, float v) {
       if (n0 + row < a.n && v0 + col < v1)
         y[nvqg_out_row(order, a, v0 + col) * a.n + n0 + row] = nv_down<T>(v);
@@ -360,15 +350,12 @@ __device__ __forceinline__ void nvqm_gqmv(const T* __restrict__ x, const u32* __
     nvqg_group<M>(rhs, offs, order, table, a);                                                  \
   }
 
-// `gqmv_mma_<type>_r<R>_s<S>` (the rounded form) and `gqmv_mma_<type>_r<R>_s<S>_g<G>` (the
-// grouped form for groups of G values): the tensor-core form (4 bits; its table and grouping
-// are `gqmv_table_m8` and `gqmv_group_m8`).
-#define NV_GQMV_MMA_KERNEL(T, NAME, R, S, P)                                                    \
+// `gqmv_mma_<type>_r<R>_s<S>`: the tensor-core form (4 bits; its table and grouping are
+// `gqmv_table_m8` and `gqmv_group_m8`).
+#define NV_GQMV_MMA(T, TN, R, S)                                                                \
   extern "C" __global__ void __launch_bounds__(NVQM_WARPS * 32, NVQM_MINB)                       \
-      NAME(const T* x, const u32* w, const T* s, const T* b, T* y, const u32* lhs,               \
-           const u32* rhs, const i64* table, const u32* order, NvGqmv a) {                      \
-    nvqm_gqmv<T, R, S, P>(x, w, s, b, y, lhs, rhs, table, order, a);                            \
+      gqmv_mma_##TN##_r##R##_s##S(const T* x, const u32* w, const T* s, const T* b, T* y,        \
+                                  const u32* lhs, const u32* rhs, const i64* table,             \
+                                  const u32* order, NvGqmv a) {                                 \
+    nvqm_gqmv<T, R, S>(x, w, s, b, y, lhs, rhs, table, order, a);                               \
   }
-#define NV_GQMV_MMA(T, TN, R, S) NV_GQMV_MMA_KERNEL(T, gqmv_mma_##TN##_r##R##_s##S, R, S, 0)
-#define NV_GQMV_MMA_GROUPED(T, TN, R, S, G)                                                     \
-  NV_GQMV_MMA_KERNEL(T, gqmv_mma_##TN##_r##R##_s##S##_g##G, R, S, G / 32)

@@ -5,9 +5,10 @@
 //
 // Why: the CUDA-core kernel (`nvq_qmv`) spends about five and a half instructions on each
 // weight (extract the nibble, make it a float, subtract, multiply-add: ptxas's SASS), which at
-// the H200's issue rate takes as long as reading the weights. Here a mask-and-or gives two
-// weights at once as a pair of T and the products go to the tensor cores, whose n = 8 columns
-// hold up to 8 rows of x at no extra cost.
+// the H200's issue rate takes as long as reading the weights; here a weight costs about three
+// (385 SASS instructions a warp's chunk at R = 2: a mask-and-or gives two weights at once as a
+// pair of T, one subtraction and one fused multiply-add of pairs scale and bias it) and the
+// products go to the tensor cores, whose n = 8 columns hold up to 8 rows of x at no extra cost.
 //
 // - A warp takes R tiles of 16 rows of w (the m16 of the product: lane (g, t) =
 //   (lane / 4, lane % 4) holds rows g and g + 8 of each), which share its x fragments; a
@@ -15,40 +16,24 @@
 //   of 128 values s, s + S, ... and the slices' sums meet in shared memory at the end, in a
 //   fixed order (no atomics: the same result on every run). R and S are template arguments
 //   (the host picks among the instantiated pairs and sizes the grid from them).
-// - A lane's word of w gives four pairs, nibbles (j, j + 4) for j < 4 (a shift and one
-//   mask-and-or into the mantissas of 2^7 (bf16) or 2^10 (f16), exact), so that the products
-//   take those pairs in place of consecutive values. The sum over k does not depend on the
-//   order of k, so x's B fragments take the same pairs of x's values (a byte permutation a
-//   pair, from the lane's own 16 bytes of its row of x): no shuffle moves a weight.
+// - In a chunk, lane t reads pack 4c + t (16 bytes, 32 values) of each of its rows:
+//   four words, each giving four pairs, nibbles (j, j + 4) of the word for j < 4 (a shift and
+//   one mask-and-or into the mantissas of 2^7 (bf16) or 2^10 (f16), exact), so that the
+//   chunk's 8 products take those pairs in place of consecutive values. The sum over k does
+//   not depend on the order of k, so x's B fragments take the same pairs of x's values
+//   (a byte permutation a pair, from the lane's own pack of its row of x): no shuffle moves
+//   a weight.
+// - Each pair becomes s · q + b in T, rounded once (a fused multiply-add of pairs), as in the
+//   tiled kernels; the accumulators stay in f32.
+// - Lanes whose column g of x lies past m, and packs past k, read nothing and give zeros.
 //
-// Two forms, by where the scale and bias apply (`mv_mma.rs` picks; both read every byte once):
-// - rounded (`nvqm_sums`, kernels `qmv_mma_<type>_r<R>_s<S>`): lane t reads pack 4c + t of
-//   each of its rows (16 bytes, 32 values, all of one group), and each pair becomes s · q + b
-//   in T, rounded once (a subtraction and a fused multiply-add of pairs), as in the tiled
-//   kernels. About 3 instructions a weight (ptxas's SASS, sm_90).
-// - grouped (`nvqm_sums_grouped`, kernels `..._g<G>`): a group's words are dealt to the
-//   quad's four lanes, so that each product stays inside one group; the products take
-//   2^7 + q itself, and s and b apply to each group's sums in f32 (below). About 2.2
-//   instructions a weight at groups of 64, 2.0 at 128, and each weight exact.
-// - Lanes whose column g of x lies past m read a row of x that is there (the last) and give
-//   columns nobody stores; packs past k (the rounded form) read nothing and give zeros.
-//
-// Knobs (`NUVEC_KERNEL_DEFINES`): NVQM_UNROLL (chunks the rounded form's loop unrolls, so
-// that their loads are in flight together: 4 read `qmv_14336x4096` at 2,368 GB/s on the H200,
-// 2 at 2,306), NVQM_GROUPED_AHEAD (1: the grouped form loads each chunk's words of w a chunk
-// ahead, in registers, at groups of 64 and 128; else its loop is unrolled NVQM_GROUPED_UNROLL
-// times) and
-// NVQM_MINB (blocks a multiprocessor the register budget aims at).
+// Knobs (`NUVEC_KERNEL_DEFINES`): NVQM_UNROLL (chunks a warp's loop unrolls, so that their
+// loads are in flight together: 4 read `qmv_14336x4096` at 2,368 GB/s on the H200, 2 at
+// 2,306) and NVQM_MINB (blocks a multiprocessor the register budget aims at).
 
 #define NVQM_WARPS 8
 #ifndef NVQM_UNROLL
 #define NVQM_UNROLL 4
-#endif
-#ifndef NVQM_GROUPED_UNROLL
-#define NVQM_GROUPED_UNROLL 1
-#endif
-#ifndef NVQM_GROUPED_AHEAD
-#define NVQM_GROUPED_AHEAD 1
 #endif
 #ifndef NVQM_MINB
 #define NVQM_MINB 2
@@ -88,35 +73,26 @@ __device__ __forceinline__ void nvqm_mma<f16>(float (&c)[4], const u32 (&a)[4], 
 }
 // } nuvec-emulation
 
-// Per type: the pair type, 2^7 (bf16) or 2^10 (f16) in both halves (OR-ing a nibble into the
-// mantissa gives 2^7 + q or 2^10 + q exactly) and as a float, and 1 in both halves.
+// Per type: the pair type and 2^7 (bf16) or 2^10 (f16) in both halves (OR-ing a nibble into
+// the mantissa gives 2^7 + q or 2^10 + q exactly).
 template <typename T> struct NvqmT;
 template <> struct NvqmT<bf16> {
   typedef __nv_bfloat162 P;
   static constexpr u32 magic = 0x43004300u;
-  static constexpr float offset = 128.0f;
-  static constexpr u32 ones = 0x3F803F80u;
 };
 template <> struct NvqmT<f16> {
   typedef __half2 P;
   static constexpr u32 magic = 0x64006400u;
-  static constexpr float offset = 1024.0f;
-  static constexpr u32 ones = 0x3C003C00u;
 };
 
-// Nibbles j and j + 4 of `word` (j < 4) as the pair (o + q_j, o + q_{j+4}) of T, o = 2^7 (bf16)
-// or 2^10 (f16), low half nibble j: a shift and one mask-and-or; `nibbles` is 0x000F000F.
-template <typename T>
-__device__ __forceinline__ u32 nvqm_nibbles(u32 word, int j, u32 nibbles) {
-  return ((word >> (4 * j)) & nibbles) | NvqmT<T>::magic;
-}
-
-// The same nibbles as s · q + b, a pair of T (s2 and b2: s and b in both halves).
+// Nibbles j and j + 4 of `word` (j < 4) as s · q + b, a pair of T (low half: nibble j);
+// `nibbles` is 0x000F000F.
 template <typename T>
 __device__ __forceinline__ u32 nvqm_pair(u32 word, int j, u32 nibbles, u32 s2, u32 b2) {
   typedef typename NvqmT<T>::P P;
-  u32 q = nvqm_nibbles<T>(word, j, nibbles);
-  u32 m = NvqmT<T>::magic;
+  constexpr u32 M = NvqmT<T>::magic;
+  u32 q = ((word >> (4 * j)) & nibbles) | M;
+  u32 m = M;
   const P d = __hsub2(*reinterpret_cast<P*>(&q), *reinterpret_cast<P*>(&m));
   const P r = __hfma2(d, *reinterpret_cast<const P*>(&s2), *reinterpret_cast<const P*>(&b2));
   return *reinterpret_cast<const u32*>(&r);
@@ -127,9 +103,8 @@ __device__ __forceinline__ u32 nvqm_word(const uint4& v, int i) {
   return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
 }
 
-// Values j and j + 4 of word i of a lane's words of w, from x's values under them (4 words of x
-// a word of w, two values a word, the lower first), as a pair: the B operand matching the A
-// pairs of word i.
+// Values j and j + 4 of word i of a pack of x (16 words, two values a word, the lower first)
+// as a pair: the B operand matching `nvqm_pair` of word i.
 __device__ __forceinline__ u32 nvqm_xpair(const u32 (&xw)[16], int i, int j) {
   return __byte_perm(xw[4 * i + j / 2], xw[4 * i + 2 + j / 2], (j & 1) ? 0x7632u : 0x5410u);
 }
@@ -204,178 +179,6 @@ __device__ __forceinline__ void nvqm_sums(const uint4* __restrict__ w,
   }
 }
 
-// The grouped form.
-
-// A load of 4 N bytes as N words.
-template <int N>
-__device__ __forceinline__ void nvqm_load(const void* __restrict__ p, u32* q) {
-  if constexpr (N == 4) {
-    const uint4 v = *reinterpret_cast<const uint4*>(p);
-    q[0] = v.x;
-    q[1] = v.y;
-    q[2] = v.z;
-    q[3] = v.w;
-  } else if constexpr (N == 2) {
-    const uint2 v = *reinterpret_cast<const uint2*>(p);
-    q[0] = v.x;
-    q[1] = v.y;
-  } else {
-    q[0] = *reinterpret_cast<const u32*>(p);
-  }
-}
-
-// Half h of a word of T's bits as a float.
-template <typename T> __device__ __forceinline__ float nvqm_half(u32 word, int h);
-template <> __device__ __forceinline__ float nvqm_half<bf16>(u32 word, int h) {
-  return __uint_as_float(h ? word & 0xFFFF0000u : word << 16);
-}
-template <> __device__ __forceinline__ float nvqm_half<f16>(u32 word, int h) {
-  return __half2float(__ushort_as_half((u16)(h ? word >> 16 : word)));
-}
-
-// What a lane reads of w in one chunk of 128 values: 4 words of each of its 2 R rows (C = 4 / P
-// groups of P words), and the rows' C scales and biases (halves of words).
-template <int R, int P>
-struct NvqmChunk {
-  static constexpr int C = 4 / P;
-  u32 q[2 * R][4];
-  u32 s[2 * R][(C + 1) / 2], b[2 * R][(C + 1) / 2];
-
-  // The next chunk of the rows at `w` (a row's words from the chunk's first, plus P t), `sc`
-  // and `bi` (the rows' scales and biases from the chunk's first), the pointers then moved on
-  // by `S` chunks.
-  template <int S>
-  __device__ __forceinline__ void load(const u32* (&w)[2 * R], const u16* (&sc)[2 * R],
-                                       const u16* (&bi)[2 * R]) {
-#pragma unroll
-    for (int h = 0; h < 2 * R; ++h) {
-#pragma unroll
-      for (int gc = 0; gc < C; ++gc) nvqm_load<P>(w[h] + 4 * P * gc, &q[h][P * gc]);
-      if constexpr (C == 1) {
-        s[h][0] = *sc[h];
-        b[h][0] = *bi[h];
-      } else {
-        nvqm_load<C / 2>(sc[h], s[h]);
-        nvqm_load<C / 2>(bi[h], b[h]);
-      }
-      w[h] += 16 * S;
-      sc[h] += C * S;
-      bi[h] += C * S;
-    }
-  }
-
-  // The chunk's products added to c, with x's values under the lane's words read from `xp`
-  // (the chunk's first 16 bytes, plus P t; every warp reads x, from L1 or L2, so it is not
-  // loaded ahead). Each group's products run on the tensor cores over 2^7 + q (bf16) or 2^10 + q
-  // (f16) from fresh accumulators, and so do the group's sums of x (A all ones); then
-  // s Σ x (o + q) + (b − o s) Σ x = Σ x (s q + b), in f32.
-  template <typename T>
-  __device__ __forceinline__ void add(const uint4* __restrict__ xp, u32 nib,
-                                      float (&c)[R][4]) const {
-    u32 x[16];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint4 v = xp[4 * P * (i / P) + i % P];
-      x[4 * i] = v.x;
-      x[4 * i + 1] = v.y;
-      x[4 * i + 2] = v.z;
-      x[4 * i + 3] = v.w;
-    }
-    const u32 ones[4] = {NvqmT<T>::ones, NvqmT<T>::ones, NvqmT<T>::ones, NvqmT<T>::ones};
-#pragma unroll
-    for (int gc = 0; gc < C; ++gc) {
-      float cg[R][4], sx[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) cg[r][e] = 0.0f;
-#pragma unroll
-      for (int step = 0; step < 2 * P; ++step) {
-        const int i = P * gc + (step >> 1), j = (step & 1) * 2;
-        const u32 b0 = nvqm_xpair(x, i, j), b1 = nvqm_xpair(x, i, j + 1);
-        nvqm_mma<T>(sx, ones, b0, b1);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const u32 wa = q[2 * r][i], wb = q[2 * r + 1][i];
-          const u32 frag[4] = {nvqm_nibbles<T>(wa, j, nib), nvqm_nibbles<T>(wb, j, nib),
-                               nvqm_nibbles<T>(wa, j + 1, nib), nvqm_nibbles<T>(wb, j + 1, nib)};
-          nvqm_mma<T>(cg[r], frag, b0, b1);
-        }
-      }
-      // Accumulator e of a tile: row g + 8 (e / 2), column 2t + e % 2, as sx's.
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int h = 2 * r + hh;
-          const float sv = nvqm_half<T>(s[h][gc / 2], gc & 1);
-          const float bo = fmaf(-NvqmT<T>::offset, sv, nvqm_half<T>(b[h][gc / 2], gc & 1));
-#pragma unroll
-          for (int e = 2 * hh; e < 2 * hh + 2; ++e)
-            c[r][e] = fmaf(sv, cg[r][e], fmaf(bo, sx[e], c[r][e]));
-        }
-    }
-  }
-};
-
-// The grouped form of `nvqm_sums` for groups of 32 P values (`xr` never null; `words` is a
-// row's words of w, k / 8, a multiple of 16). A group's 4 P words of a row are dealt to the
-// quad's four lanes in order (lane t holds words P t .. P t + P − 1 of each group), so that
-// every product (16 values of k, four from each lane) stays inside one group.
-template <typename T, int R, int S, int P>
-__device__ __forceinline__ void nvqm_sums_grouped(const u32* __restrict__ w,
-                                                  const u16* __restrict__ scales,
-                                                  const u16* __restrict__ biases,
-                                                  const uint4* __restrict__ xr, i64 n, i64 n0,
-                                                  int words, int groups, u32 nib, int slice,
-                                                  float (&c)[R][4]) {
-  constexpr int C = 4 / P;
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int chunks = words >> 4;
-  // The lane's rows (n0 + g + 8 h, h < 2 R: rows g and g + 8 of each m16 tile) and x, from
-  // the slice's first chunk.
-  const u32* wr[2 * R];
-  const u16 *sr[2 * R], *br[2 * R];
-#pragma unroll
-  for (int h = 0; h < 2 * R; ++h) {
-    const i64 row = min(n0 + g + 8 * h, n - 1);
-    wr[h] = w + row * words + 16 * slice + P * t;
-    sr[h] = scales + row * groups + C * slice;
-    br[h] = biases + row * groups + C * slice;
-  }
-  const uint4* xp = xr + 16 * slice + P * t;
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) c[r][e] = 0.0f;
-  // Two chunks' words alternate in registers, the next asked for before this one's products
-  // (NVQM_GROUPED_AHEAD); not at groups of 32, whose scales and biases take more registers
-  // (ptxas spilled there, and the plain loop issued fewer instructions).
-  if constexpr (NVQM_GROUPED_AHEAD && P > 1) {
-    if (slice >= chunks) return;
-    NvqmChunk<R, P> even, odd;
-    even.template load<S>(wr, sr, br);
-    for (int ch = slice;; ch += 2 * S) {
-      if (ch + S < chunks) odd.template load<S>(wr, sr, br);
-      even.template add<T>(xp, nib, c);
-      xp += 16 * S;
-      if (ch + S >= chunks) break;
-      if (ch + 2 * S < chunks) even.template load<S>(wr, sr, br);
-      odd.template add<T>(xp, nib, c);
-      xp += 16 * S;
-      if (ch + 2 * S >= chunks) break;
-    }
-  } else {
-    NVQM_PRAGMA(unroll NVQM_GROUPED_UNROLL)
-    for (int ch = slice; ch < chunks; ch += S) {
-      NvqmChunk<R, P> chunk;
-      chunk.template load<S>(wr, sr, br);
-      chunk.template add<T>(xp, nib, c);
-      xp += 16 * S;
-    }
-  }
-}
-
 // The slices' sums of each warp's tiles meet in `sums` (the block's shared array), added in
 // slice order by the first slice's warp, which passes each to `store(row, column, value)`:
 // row 16 r + g (+ 8) of the warp's rows of w, column 2t (+ 1) of its 8 rows of x. Every thread
@@ -404,9 +207,7 @@ __device__ __forceinline__ void nvqm_meet(float (*sums)[R][4][32], const float (
   __syncthreads();
 }
 
-// The product of a block: the rounded form where P is 0, else the grouped one for groups of
-// 32 P values.
-template <typename T, int R, int S, int P>
+template <typename T, int R, int S>
 __device__ __forceinline__ void nvqm_qmv(const T* __restrict__ x, const u32* __restrict__ w,
                                          const T* __restrict__ scales, const T* __restrict__ biases,
                                          T* __restrict__ y, const NvQmvMma& a) {
@@ -415,34 +216,23 @@ __device__ __forceinline__ void nvqm_qmv(const T* __restrict__ x, const u32* __r
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
   const i64 n0 = ((i64)blockIdx.x * (NVQM_WARPS / S) + warp / S) * 16 * R;
   const i64 m0 = (i64)blockIdx.z * 8;
-  const i64 row_len = (i64)a.packs * 32;
+  // The lane's column of the product: row m0 + g of x.
+  const uint4* xr =
+      m0 + g < a.m ? reinterpret_cast<const uint4*>(x + (m0 + g) * (i64)a.packs * 32) : nullptr;
   float c[R][4];
-  if constexpr (P == 0) {
-    // The lane's column of the product: row m0 + g of x.
-    const uint4* xr =
-        m0 + g < a.m ? reinterpret_cast<const uint4*>(x + (m0 + g) * row_len) : nullptr;
-    nvqm_sums<T, R, S>(reinterpret_cast<const uint4*>(w), reinterpret_cast<const u16*>(scales),
-                       reinterpret_cast<const u16*>(biases), xr, a.n, n0, a.packs, a.groups,
-                       a.gs_shift, a.nibbles, warp % S, c);
-  } else {
-    const uint4* xr = reinterpret_cast<const uint4*>(x + min(m0 + g, a.m - 1) * row_len);
-    nvqm_sums_grouped<T, R, S, P>(w, reinterpret_cast<const u16*>(scales),
-                                  reinterpret_cast<const u16*>(biases), xr, a.n, n0, 4 * a.packs,
-                                  a.groups, a.nibbles, warp % S, c);
-  }
+  nvqm_sums<T, R, S>(reinterpret_cast<const uint4*>(w), reinterpret_cast<const u16*>(scales),
+                     reinterpret_cast<const u16*>(biases), xr, a.n, n0, a.packs, a.groups,
+                     a.gs_shift, a.nibbles, warp % S, c);
   nvqm_meet<R, S>(sums, c, [&](int row, int col, float v) {
     if (n0 + row < a.n && m0 + col < a.m) y[(m0 + col) * a.n + n0 + row] = nv_down<T>(v);
   });
 }
 
-// `qmv_mma_<type>_r<R>_s<S>` (the rounded form) and `qmv_mma_<type>_r<R>_s<S>_g<G>` (the
-// grouped form for groups of G values): the product for 4-bit weights, 16 R (8 / S) rows of w
-// and 8 rows of x a block (along x and z).
-#define NV_QMV_MMA_KERNEL(T, NAME, R, S, P)                                                        \
+// `qmv_mma_<type>_r<R>_s<S>`: the product for 4-bit weights, 16 R (8 / S) rows of w and 8
+// rows of x a block (along x and z).
+#define NV_QMV_MMA(T, TN, R, S)                                                                    \
   extern "C" __global__ void __launch_bounds__(NVQM_WARPS * 32, NVQM_MINB)                         \
-      NAME(const T* x, const u32* w, const T* s, const T* b, T* y, NvQmvMma a) {                   \
-    nvqm_qmv<T, R, S, P>(x, w, s, b, y, a);                                                        \
+      qmv_mma_##TN##_r##R##_s##S(const T* x, const u32* w, const T* s, const T* b, T* y,          \
+                                 NvQmvMma a) {                                                     \
+    nvqm_qmv<T, R, S>(x, w, s, b, y, a);                                                           \
   }
-#define NV_QMV_MMA(T, TN, R, S) NV_QMV_MMA_KERNEL(T, qmv_mma_##TN##_r##R##_s##S, R, S, 0)
-#define NV_QMV_MMA_GROUPED(T, TN, R, S, G)                                                         \
-  NV_QMV_MMA_KERNEL(T, qmv_mma_##TN##_r##R##_s##S##_g##G, R, S, G / 32)

@@ -79,11 +79,10 @@ struct GatherArgs {
 unsafe impl DeviceRepr for GatherArgs {}
 
 /// The module of the gathered matrix-vector kernels over `dtype` packed with `bits` bits
-/// (with the tensor-core form's of `variant`, [`mv_mma::Form::variant`], for 4 bits in f16
-/// and bf16).
-fn source(dtype: DType, bits: u32, variant: u32) -> String {
+/// (with the tensor-core form's for 4 bits in f16 and bf16).
+fn source(dtype: DType, bits: u32) -> String {
     let (ct, tn) = type_names(dtype).expect("a float type");
-    let mma = has_mma(dtype, bits);
+    let mma = bits == 4 && matches!(dtype, DType::F16 | DType::BF16);
     let mut s = format!("{COMMON}\n{QUANTIZED}\n");
     if mma {
         s.push_str(mv_mma::SOURCE);
@@ -95,19 +94,9 @@ fn source(dtype: DType, bits: u32, variant: u32) -> String {
         s.push_str(&format!("NV_GQMV({ct}, {tn}, {bits}, {m})\n"));
     }
     if mma {
-        s.push_str(&mv_mma::gathered_instances(dtype, variant));
+        s.push_str(&mv_mma::gathered_instances(dtype));
     }
     s
-}
-
-/// Whether the module over `dtype` and `bits` has the tensor-core form's kernels.
-fn has_mma(dtype: DType, bits: u32) -> bool {
-    bits == 4 && matches!(dtype, DType::F16 | DType::BF16)
-}
-
-/// The module's key argument: the bits, and the tensor-core form's variant above them.
-fn module_arg(bits: u32, variant: u32) -> u32 {
-    bits | variant << 8
 }
 
 /// Every module of this family, for compiling ahead of time.
@@ -117,16 +106,8 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
         .into_iter()
         .flat_map(|d| {
             let tn = type_names(d).expect("a float type").1;
-            BITS.into_iter().flat_map(move |b| {
-                let variants: &[u32] = if has_mma(d, b) {
-                    &mv_mma::VARIANTS
-                } else {
-                    &[0]
-                };
-                variants
-                    .iter()
-                    .map(move |&v| (format!("quantized_gather_{tn}_d{b}_v{v}"), source(d, b, v)))
-            })
+            BITS.into_iter()
+                .map(move |b| (format!("quantized_gather_{tn}_d{b}"), source(d, b)))
         })
         .collect()
 }
@@ -411,19 +392,12 @@ fn gathered_rows(
     };
     let bits = op.bits;
     let tn = type_names(dtype).expect("a float type").1;
-    // The tensor-core form's variant (none without it) and its kernels' name suffix.
-    let (variant, suffix) = match mma {
-        Some(_) => mv_mma::Form::for_inner(d.k).variant(op.group_size),
-        None => (0, String::new()),
-    };
     let kernel = |name| {
-        place.gpu.kernel_in(
-            "quantized_gather",
-            Some(dtype),
-            module_arg(bits, variant),
-            name,
-            || source(dtype, bits, variant),
-        )
+        place
+            .gpu
+            .kernel_in("quantized_gather", Some(dtype), bits, name, || {
+                source(dtype, bits)
+            })
     };
     let table_block = (block_threads(false), 1, 1);
     let block = (block_threads(mma.is_some()), 1, 1);
@@ -475,7 +449,7 @@ fn gathered_rows(
     let table_ptr = table.as_ref().map_or(0, |t| t.ptr());
     let order_ptr = grouping.as_ref().map_or(0, |(o, _)| o.ptr());
     let f = match mma {
-        Some((r, sl)) => kernel(symbol!("gqmv_mma_{tn}_r{r}_s{sl}{suffix}")?)?,
+        Some((r, sl)) => kernel(symbol!("gqmv_mma_{tn}_r{r}_s{sl}")?)?,
         None => kernel(symbol!("gqmv_{tn}_b{bits}_m{at_once}")?)?,
     };
     let cfg = LaunchConfig {
@@ -496,10 +470,8 @@ fn gathered_rows(
         &args,
     ];
     // SAFETY: as for the tiled launch in `eval` (the same operands, `k` a multiple of 32 so
-    // rows of `x` start on 16 bytes, and of 128 for the grouped tensor-core form, so that its
-    // 4- and 8-byte loads of a row's scales and biases are aligned); rows of `w` are clamped
-    // below `n`, rows of `x` found through indices clamped below `xmats` (the grouped form's
-    // lanes past a chunk read its last row), matrices of `w` below `experts`, and outputs are
+    // rows of `x` start on 16 bytes); rows of `w` are clamped below `n`, rows of `x` found
+    // through indices clamped below `xmats`, matrices of `w` below `experts`, and outputs are
     // written below `indices · mrows` rows and `n` columns, the sorted chunks' from the table
     // written just before on this stream (matrices below `experts`, rows within
     // `indices · mrows`), grouped rows through the order written with it (a permutation of

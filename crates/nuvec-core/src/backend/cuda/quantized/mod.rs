@@ -16,11 +16,9 @@
 //!   and sums in f32, [`ROWS_AT_ONCE`] rows of `x` at a time; when `w` has too few rows to fill
 //!   the device, the inner axis is split and the pieces' f32 sums are added in a second kernel,
 //!   in a fixed order. The f16 and bf16 ones with 4 bits go to the tensor-core kernel instead
-//!   (`mv_mma.rs`: about half the instructions a weight in its rounded form, 1.25 times the
-//!   speed on the H200, and fewer still in its grouped form, the default for inner axes of
-//!   whole chunks of 128 values, whose weights are exact; `NUVEC_QMV_MMA=0` keeps the
-//!   CUDA-core kernel). `x · w` runs a plain kernel (a thread a pack of 32 outputs, a row of
-//!   `x` a block), split the same way, for f32 and for few rows;
+//!   (`mv_mma.rs`: about half the instructions a weight, 1.25 times the speed on the H200;
+//!   `NUVEC_QMV_MMA=0` keeps the CUDA-core kernel). `x · w` runs a plain kernel (a thread a
+//!   pack of 32 outputs, a row of `x` a block), split the same way, for f32 and for few rows;
 //! - more rows in f32 (past [`F32_GEMM_ROWS`]), and in f16 and bf16 from [`HALF_GEMM_ROWS`]
 //!   (a prefill's; `NUVEC_QMM_DEQUANT=0` keeps these on the kernels below): `w` dequantized
 //!   into a temporary matrix of the activations' type (the CPU's weights bit for bit; at most

@@ -3,17 +3,15 @@
 //! or 128, on devices of compute capability 8.0 and later. Everything else keeps the
 //! CUDA-core matrix-vector kernels (`qmv_*` in `quantized.cu`).
 //!
-//! Each lane turns its words of a row of `w` into pairs of weights with a few integer
-//! operations, and the tensor cores take the products, the rows of `x` as their 8 columns;
-//! `x`'s fragments take the pairs' order, so no weight moves between lanes. Sums stay in f32,
-//! the slices of the inner axis meet in shared memory in a fixed order. Two forms ([`Form`]):
-//! the grouped one (the default where the inner axis is whole chunks of 128 values) takes the
-//! products of each group over its 4-bit values and applies the group's scale and bias to the
-//! sums in f32, so that each weight is exact, in about three quarters of the rounded form's
-//! instructions (ptxas's SASS for sm_90: 286 against 385 a warp's chunk of 128 values at
-//! groups of 64); the rounded form makes each weight `s · q + b` in the activation type
-//! (rounded once, as the tiled kernels do) before the products. The kernel's header says
-//! more.
+//! Each lane turns its 16-byte pack of a row of `w` into pairs of weights with a few integer
+//! operations and two of the activation type a pair (each weight rounded once to that type,
+//! as in the tiled kernels), and the tensor cores take the products, the rows of `x` as their
+//! 8 columns; `x`'s fragments take the pairs' order, so no weight moves between lanes. Sums
+//! stay in f32, the slices of the inner axis meet in shared memory in a fixed order. The
+//! kernel's header says more. (A form that took each group's products over the 4-bit values
+//! and applied its scale and bias to the f32 sums, each weight exact in fewer instructions,
+//! was slower on an H100: `qmv_14336x4096` at 2,197-2,222 GB/s against 2,343-2,368 here,
+//! `moe_qmv_64` at 83.4-83.6 us against 79.1-79.9.)
 //!
 //! `gather_qmm`'s few-row products take the same sums through `gqmv_mma_*`
 //! (`kernels/quantized_gather.cu`, launched by `gather.rs`): a block a chunk of up to 8 rows
@@ -25,10 +23,7 @@
 //!   GB/s, the CUDA-core one at 1,792;
 //! - `NUVEC_QMV_MMA_SHAPE=R,S` picks the instantiated tiles of 16 rows a warp (`R`) and slices
 //!   of the inner axis a block of 8 warps (`S`) among [`SHAPES`] (by default `2,4`);
-//! - `NUVEC_QMV_MMA_FORM=rounded` keeps every product (and the gathered ones) in the rounded
-//!   form;
-//! - `NUVEC_KERNEL_DEFINES` sets the kernel's `NVQM_UNROLL`, `NVQM_GROUPED_AHEAD`,
-//!   `NVQM_GROUPED_UNROLL` and `NVQM_MINB`.
+//! - `NUVEC_KERNEL_DEFINES` sets the kernel's `NVQM_UNROLL` and `NVQM_MINB`.
 
 use std::sync::OnceLock;
 
@@ -57,60 +52,6 @@ const MAX_ROWS: usize = X_ROWS;
 const SHAPES: [(usize, usize); 4] = [(2, 4), (1, 4), (2, 2), (2, 8)];
 /// The largest grid dimension z.
 const GRID_Z: usize = 65_535;
-/// Values of the inner axis a chunk of the kernels' loops takes (a row's four lanes, 32 each).
-const CHUNK: usize = 128;
-
-/// Where the kernels apply a group's scale and bias.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Form {
-    /// To each weight, `s · q + b` rounded once to the activation type, before the products
-    /// (`qmv_mma_*_r<R>_s<S>`; any inner axis of whole packs of 32 values).
-    Rounded,
-    /// To each group's products over its 4-bit values, in f32, each weight exact
-    /// (`qmv_mma_*_r<R>_s<S>_g<G>`; inner axes of whole chunks of [`CHUNK`] values).
-    Grouped,
-}
-
-impl Form {
-    /// The form for an inner axis of `k` values: the grouped one where it takes `k`, unless
-    /// `NUVEC_QMV_MMA_FORM=rounded` asks for the other.
-    pub(super) fn for_inner(k: usize) -> Form {
-        static ROUNDED: OnceLock<bool> = OnceLock::new();
-        let rounded = *ROUNDED
-            .get_or_init(|| std::env::var("NUVEC_QMV_MMA_FORM").is_ok_and(|v| v == "rounded"));
-        if rounded || !k.is_multiple_of(CHUNK) {
-            Form::Rounded
-        } else {
-            Form::Grouped
-        }
-    }
-
-    /// The module's variant (0, or the group size) and the kernels' name suffix for groups of
-    /// `group_size`.
-    pub(super) fn variant(self, group_size: usize) -> (u32, String) {
-        match self {
-            Form::Rounded => (0, String::new()),
-            Form::Grouped => (group_size as u32, format!("_g{group_size}")),
-        }
-    }
-}
-
-/// The kernels' macro lines of `variant` (0: the rounded form; else the grouped form at that
-/// group size), every instantiated shape: `macro` is `NV_QMV_MMA` or `NV_GQMV_MMA`.
-fn instances(dtype: DType, variant: u32, macro_name: &str) -> String {
-    let (ct, tn) = type_names(dtype).expect("a float type");
-    SHAPES
-        .iter()
-        .map(|(r, sl)| match variant {
-            0 => format!("{macro_name}({ct}, {tn}, {r}, {sl})\n"),
-            g => format!("{macro_name}_GROUPED({ct}, {tn}, {r}, {sl}, {g})\n"),
-        })
-        .collect()
-}
-
-/// The variants of each module: the rounded form, and the grouped form at each group size.
-#[cfg(test)]
-pub(super) const VARIANTS: [u32; 4] = [0, 32, 64, 128];
 
 /// The kernel's arguments (`NvQmvMma` in `quantized_mv_mma.cu`).
 #[repr(C)]
@@ -148,13 +89,14 @@ pub(super) fn shape() -> (usize, usize) {
     })
 }
 
-/// The module of the kernels over `dtype` (f16 or bf16) of `variant` ([`Form::variant`]):
-/// every instantiated shape.
-fn source(dtype: DType, variant: u32) -> String {
-    format!(
-        "{COMMON}\n{SOURCE}\n{}",
-        instances(dtype, variant, "NV_QMV_MMA")
-    )
+/// The module of the kernels over `dtype` (f16 or bf16): every instantiated shape.
+fn source(dtype: DType) -> String {
+    let (ct, tn) = type_names(dtype).expect("a float type");
+    let mut s = format!("{COMMON}\n{SOURCE}\n");
+    for (r, sl) in SHAPES {
+        s.push_str(&format!("NV_QMV_MMA({ct}, {tn}, {r}, {sl})\n"));
+    }
+    s
 }
 
 /// Rows of `w` a block of `shape`'s takes.
@@ -172,10 +114,14 @@ pub(super) fn takes(place: &Place, dtype: DType, bits: u32, group_size: usize) -
         && matches!(group_size, 32 | 64 | 128)
 }
 
-/// The gathered form's kernels (`gqmv_mma_*` in `quantized_gather.cu`) of `variant` for the
-/// gathered module over `dtype`: the macro lines, every instantiated shape.
-pub(super) fn gathered_instances(dtype: DType, variant: u32) -> String {
-    instances(dtype, variant, "NV_GQMV_MMA")
+/// The gathered form's kernels (`gqmv_mma_*` in `quantized_gather.cu`) for the gathered
+/// module over `dtype`: the macro lines, every instantiated shape.
+pub(super) fn gathered_instances(dtype: DType) -> String {
+    let (ct, tn) = type_names(dtype).expect("a float type");
+    SHAPES
+        .iter()
+        .map(|(r, sl)| format!("NV_GQMV_MMA({ct}, {tn}, {r}, {sl})\n"))
+        .collect()
 }
 
 /// The kernels' sources, for compiling ahead of time (tests).
@@ -183,9 +129,9 @@ pub(super) fn gathered_instances(dtype: DType, variant: u32) -> String {
 pub(super) fn all_sources() -> Vec<(String, String)> {
     [DType::F16, DType::BF16]
         .into_iter()
-        .flat_map(|d| {
+        .map(|d| {
             let tn = type_names(d).expect("a float type").1;
-            VARIANTS.map(|v| (format!("quantized_mv_mma_{tn}_v{v}"), source(d, v)))
+            (format!("quantized_mv_mma_{tn}"), source(d))
         })
         .collect()
 }
@@ -212,7 +158,6 @@ pub(super) fn matmul(
         return Ok(None);
     }
     let (tiles, slices) = shape();
-    let (variant, suffix) = Form::for_inner(k).variant(group_size);
     let (gx, gz) = (n.div_ceil(block_rows((tiles, slices))), m.div_ceil(X_ROWS));
     if gx > u32::MAX as usize || gz > GRID_Z {
         return Ok(None);
@@ -231,9 +176,9 @@ pub(super) fn matmul(
     let f = place.gpu.kernel_in(
         "quantized_mv_mma",
         Some(dtype),
-        variant,
-        symbol!("qmv_mma_{tn}_r{tiles}_s{slices}{suffix}")?,
-        || source(dtype, variant),
+        0,
+        symbol!("qmv_mma_{tn}_r{tiles}_s{slices}")?,
+        || source(dtype),
     )?;
     let cfg = LaunchConfig {
         grid_dim: (gx as u32, 1, gz as u32),
@@ -245,11 +190,9 @@ pub(super) fn matmul(
     // scales and biases `n` rows of `k / group_size` values, all row-major from 16-byte-aligned
     // starts (`aligned`; the primitive checked the shapes); `y` is a fresh block of `m · n`
     // values. The kernel reads rows of w clamped below `n`, packs clamped below `k / 32`, rows
-    // of x below `m` (the grouped form: whole chunks of 128 values, `k` being a multiple of
-    // 128, so that its 4- and 8-byte loads of a row's scales and biases are aligned), and
-    // writes outputs below `m` and `n` only; its shared memory is static; the arguments match
-    // `qmv_mma_*`. The arrays are held until the work is queued and the allocator keeps their
-    // blocks for this stream.
+    // of x below `m`, and writes outputs below `m` and `n` only; its shared memory is static;
+    // the arguments match `qmv_mma_*`. The arrays are held until the work is queued and the
+    // allocator keeps their blocks for this stream.
     unsafe { f.launch(&place.stream, cfg, &params)? };
     Ok(Some(vec![out]))
 }
@@ -258,37 +201,20 @@ pub(super) fn matmul(
 mod tests {
     use super::*;
 
-    /// The grouped form takes inner axes of whole chunks only (unless asked not to), and names
-    /// its module and kernels by the group size.
+    /// Every module instantiates, at every shape, the kernels the launches name:
+    /// `qmv_mma_<type>_r<R>_s<S>` here, `gqmv_mma_*` in the gathered module.
     #[test]
-    fn forms_follow_the_inner_axis() {
-        let rounded_asked = std::env::var("NUVEC_QMV_MMA_FORM").is_ok_and(|v| v == "rounded");
-        for (k, whole) in [
-            (4096, true),
-            (768, true),
-            (128, true),
-            (96, false),
-            (4160, false),
-        ] {
-            let want = if whole && !rounded_asked {
-                Form::Grouped
-            } else {
-                Form::Rounded
-            };
-            assert_eq!(Form::for_inner(k), want, "k = {k}");
-        }
-        assert_eq!(Form::Grouped.variant(64), (64, "_g64".to_string()));
-        assert_eq!(Form::Rounded.variant(64), (0, String::new()));
-        // Every variant the kernels are built for has its module (the compile test's list).
-        for g in [32, 64, 128] {
-            assert!(VARIANTS.contains(&Form::Grouped.variant(g).0));
-        }
-        // The source of each grouped variant instantiates the kernels the host asks for.
-        let (ct, tn) = type_names(DType::BF16).expect("a float type");
-        let source = source(DType::BF16, 64);
-        for (r, s) in SHAPES {
-            let line = format!("NV_QMV_MMA_GROUPED({ct}, {tn}, {r}, {s}, 64)");
-            assert!(source.contains(&line), "{line}");
+    fn sources_instantiate_the_launched_kernels() {
+        assert!(SOURCE.contains("qmv_mma_##TN##_r##R##_s##S("));
+        for dtype in [DType::F16, DType::BF16] {
+            let (ct, tn) = type_names(dtype).expect("a float type");
+            let (plain, gathered) = (source(dtype), gathered_instances(dtype));
+            for (r, s) in SHAPES {
+                let line = format!("NV_QMV_MMA({ct}, {tn}, {r}, {s})\n");
+                assert!(plain.contains(&line), "{line}");
+                let line = format!("NV_GQMV_MMA({ct}, {tn}, {r}, {s})\n");
+                assert!(gathered.contains(&line), "{line}");
+            }
         }
     }
 }

@@ -1,7 +1,7 @@
-// Hopper's shared-memory barriers and the copies that complete on them. A barrier (mbarrier)
-// counts arrivals and the bytes still to land; its phase completes when both reach zero, and a
-// waiter names the parity of the phase it waits out. The copy engine's writes (bulk copies
-// here, tensor copies in flash_tma.cu) count down the bytes. Needs common.cuh first; the
+// Hopper's shared-memory barriers, on which the copy engine's writes complete. A barrier
+// (mbarrier) counts arrivals and the bytes still to land; its phase completes when both reach
+// zero, and a waiter names the parity of the phase it waits out. The copy engine's writes (the
+// tensor copies of flash_tma.cu) count down the bytes. Needs common.cuh first; the
 // kernels that use these are built for sm_90 on (the bodies are empty below it, where nothing
 // calls them).
 
@@ -38,20 +38,6 @@ __device__ __forceinline__ void nv_bar_wait(u32 bar, u32 parity) {
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
       "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
       "r"(parity)
-      : "memory");
-#endif
-}
-// The shared-memory address of a shared pointer.
-__device__ __forceinline__ u32 nv_bulk_addr(const void* p) {
-  return (u32)__cvta_generic_to_shared(p);
-}
-// `bytes` (a multiple of 16) from `src` in global memory to `dst` in shared memory (both
-// 16-byte aligned) by the copy engine, counted down on barrier `bar` as they land.
-__device__ __forceinline__ void nv_bulk_copy(u32 dst, const void* src, u32 bytes, u32 bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-      "l"(src), "r"(bytes), "r"(bar)
       : "memory");
 #endif
 }
