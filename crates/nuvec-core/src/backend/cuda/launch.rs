@@ -197,8 +197,8 @@ impl Kernel {
     /// Lets the kernel's blocks take all the dynamic shared memory the device gives a block
     /// (`device_most`, its opt-in limit) less the kernel's static shared memory, past the 48 KiB
     /// a kernel gets unasked. Always the same value, so that launches asking for different
-    /// amounts never lower it under one another. The driver is asked on the first call only
-    /// (two calls a launch cost decode-sized work a few microseconds).
+    /// amounts never lower it under one another. The driver is asked on the first call only:
+    /// two driver calls on every launch weigh on decode-sized work.
     pub(crate) fn allow_shared(&self, device_most: u32) -> Result<()> {
         use cudarc::driver::sys::CUfunction_attribute as Attr;
         if self.shared_raised.load(Ordering::Acquire) {

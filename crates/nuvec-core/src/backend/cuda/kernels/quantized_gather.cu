@@ -19,8 +19,8 @@
 //   then each position placed after the earlier ones of its matrix, a warp at a time), into
 //   `order` (sorted place -> position) and the offsets, then writes the table as above; the
 //   product runs as sorted, reading row v's x through the position `order` gives it and
-//   writing its output there. One launch does what an argsort, three takes and a search did as graph nodes (about
-//   as long as the product itself at 64 tokens).
+//   writing its output there. One launch does what an argsort, three takes and a search did
+//   as graph nodes (about as long as the product itself at 64 tokens).
 // Indices past the end are clamped to the last matrix.
 
 // The most matrices of w the sorted runs take (their starts and first chunks are kept in
