@@ -241,13 +241,18 @@ fi
 if [ "$part" = 22 ]; then
 # What binds the warpgroup prefill (0.67 of cuBLAS on an H100) and `decode_b1_8k`'s split
 # kernel (60-75% of a copy of its bytes), with the pack of part 17 plus gpu_qmm_wgmma: ncu's
-# headline sections of each, with PyTorch's product beside the first.
+# headline sections of each, with PyTorch's product beside the first; then the decoding
+# kernel at four blocks a multiprocessor.
 echo "== ncu, warpgroup prefill"; ncu_sections qmmwg qmm_512x14336x4096
 echo "== ncu, cuBLAS"; timeout 120 ncu --section SpeedOfLight --section Occupancy \
   -k regex:"nvjet|gemm|xmma|cutlass" -c 1 \
   python3 bench/peers/torch_bench.py qmm_512x14336x4096 2>&1 | \
   grep -E "nvjet|gemm|Duration|L2 Cache Throughput|Compute \(SM\) Throughput|Achieved Occupancy" | head -12
 echo "== ncu, decode split kernel"; ncu_sections "attention_bf16_d128" decode_b1_8k
+# The decoding kernel at four blocks a multiprocessor (84 bytes spilled) against three.
+A="copy_32mib decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k"
+for b in 3 4 3; do echo "== decode, $b blocks an SM"; NUVEC_KERNEL_DEFINES="NV_ATTN_MMA_BLOCKS=$b" \
+  timeout 40 $B --device gpu --budget 0.4 $A 2>&1 | tail -5; done
 exit 0
 fi
 if [ "$part" = 17 ]; then

@@ -29,7 +29,9 @@
 //! paged kernel decides per sequence on the device, from its length. Tuning knobs, for the
 //! benchmarks: `NUVEC_ATTN_MERGE=block` has the last split block of each row chunk merge the
 //! splits (no second kernel; counters kept per stream, set back to zero by the kernel), and
-//! `NUVEC_ATTN_SPLITS=n` forces the splits of long sequences.
+//! `NUVEC_ATTN_SPLITS=n` forces the splits of long sequences. Through
+//! `NUVEC_KERNEL_DEFINES`, `NV_ATTN_MMA_BLOCKS=4` has the half types' kernel aim at four
+//! blocks a multiprocessor (three by default; the splits follow its occupancy).
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, OnceLock};

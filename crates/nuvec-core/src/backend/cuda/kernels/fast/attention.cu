@@ -845,6 +845,13 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
   NV_ATTN_FORMS(attention_##TN##_d##D##_r##R, (D <= 256 ? 3 : 2), T, D, R, nv_attention_lanes, T, \
                 D, R)
 
+// Blocks a multiprocessor the half types' kernel aims at up to head size 128, which caps its
+// registers at 65,536 / (128 · blocks): 3 holds them without spills (ptxas, sm_90: 154), 4
+// spills 84 bytes. Batch-1 decoding runs one wave of 12 warps an SM at 3 (ncu on an H100,
+// DRAM at 55%), so 4 is worth timing: `NUVEC_KERNEL_DEFINES="NV_ATTN_MMA_BLOCKS=4"`.
+#ifndef NV_ATTN_MMA_BLOCKS
+#define NV_ATTN_MMA_BLOCKS 3
+#endif
 // f16 and bf16 over the tensor cores, 8 query rows a block: attention_{tn}_d{D}_r8_{form}.
 // Past head size 128 the accumulators take twice the registers: two blocks a multiprocessor.
 // Before Ampere (no bf16 products, no cvt to bf16x2) the same rows go over the FMA units.
@@ -855,6 +862,6 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
 #define NV_ATTN_HALF nv_attention_lanes
 #define NV_ATTN_HALF_ARGS(T, D) T, D, NV_ATTN_MMA_ROWS
 #endif
-#define NV_ATTENTION_MMA(T, TN, D)                                                \
-  NV_ATTN_FORMS(attention_##TN##_d##D##_r8, (D <= 128 ? 3 : 2), T, D, NV_ATTN_MMA_ROWS, \
-                NV_ATTN_HALF, NV_ATTN_HALF_ARGS(T, D))
+#define NV_ATTENTION_MMA(T, TN, D)                                                         \
+  NV_ATTN_FORMS(attention_##TN##_d##D##_r8, (D <= 128 ? NV_ATTN_MMA_BLOCKS : 2), T, D,   \
+                NV_ATTN_MMA_ROWS, NV_ATTN_HALF, NV_ATTN_HALF_ARGS(T, D))
