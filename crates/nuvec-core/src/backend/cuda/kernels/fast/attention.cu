@@ -219,6 +219,13 @@ template <> __device__ __forceinline__ void nv_attn_unpack<f16>(uint4 c, float* 
 
 // 4 floats rounded to T and stored together (the output's rows are 16-byte aligned: D is a
 // multiple of 32 and the output a fresh row-major array).
+// o / l, or zeros where l is 0 (a row with no key to weigh): the output of an accumulator o
+// and its sum of weights l, rounded as written.
+__device__ __forceinline__ float4 nv_attn_normalize(float4 o, float l) {
+  if (!(l > 0.0f)) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  return make_float4(__fdiv_rn(o.x, l), __fdiv_rn(o.y, l), __fdiv_rn(o.z, l), __fdiv_rn(o.w, l));
+}
+
 template <typename T> __device__ __forceinline__ void nv_attn_store4(T* y, float4 o) {
   NvPack<T, 4> p;
   p.v[0] = nv_down<T>(o.x);
@@ -272,16 +279,7 @@ __device__ __forceinline__ void nv_attn_finish(const float* sh_o, const float2* 
     const i64 row = (b * hq + h) * a.lq + i;  // of the row-major [B, Hq, Lq, D] output
     const float2 ml = sh_row[r];
     if (direct) {
-      const float s = ml.y;
-      if (s > 0.0f) {
-        o.x = __fdiv_rn(o.x, s);
-        o.y = __fdiv_rn(o.y, s);
-        o.z = __fdiv_rn(o.z, s);
-        o.w = __fdiv_rn(o.w, s);
-      } else {
-        o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-      nv_attn_store4<T>(out + row * D + c4 * 4, o);
+      nv_attn_store4<T>(out + row * D + c4 * 4, nv_attn_normalize(o, ml.y));
     } else {
       const i64 at = row * a.nsplit + split;
       reinterpret_cast<float4*>(part_o + at * D)[c4] = o;

@@ -2,6 +2,22 @@
 // and accumulator): a second kernel (attention_combine_*), or the last of a row chunk's split
 // blocks (a.merge). Included after attention.cu, before the kernels are instantiated.
 
+// One split's (max, sum) x and accumulator y folded into the running (mx, sum, o), an online
+// log-sum-exp in base 2; both merges take their splits through it, in split order.
+__device__ __forceinline__ void nv_attn_merge_split(float& mx, float& sum, float4& o, float2 x,
+                                                    float4 y) {
+  const float m_new = fmaxf(mx, x.x);
+  const float ref = m_new == NV_ATTN_NEG_INF ? 0.0f : m_new;
+  const float alpha = nv_attn_exp2(__fadd_rn(mx, -ref));
+  const float f = nv_attn_exp2(__fadd_rn(x.x, -ref));
+  sum = __fmaf_rn(x.y, f, __fmul_rn(sum, alpha));
+  o.x = __fmaf_rn(y.x, f, __fmul_rn(o.x, alpha));
+  o.y = __fmaf_rn(y.y, f, __fmul_rn(o.y, alpha));
+  o.z = __fmaf_rn(y.z, f, __fmul_rn(o.z, alpha));
+  o.w = __fmaf_rn(y.w, f, __fmul_rn(o.w, alpha));
+  mx = m_new;
+}
+
 // Merges the splits of each row of a sequence with at least NV_ATTN_SINGLE keys; one block
 // per output row. The block's threads are P parts of D / 4 threads (4 features each); part p
 // merges its own contiguous range of splits in split order (an online log-sum-exp), then the
@@ -36,18 +52,7 @@ __device__ __forceinline__ void nv_attention_combine(const i32* __restrict__ len
   float4 o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 4
   for (int s = s0; s < s1; ++s) {
-    const float2 x = ml[s];
-    const float4 y = po[(i64)s * TPP];
-    const float m_new = fmaxf(mx, x.x);
-    const float ref = m_new == NV_ATTN_NEG_INF ? 0.0f : m_new;
-    const float alpha = nv_attn_exp2(__fadd_rn(mx, -ref));
-    const float f = nv_attn_exp2(__fadd_rn(x.x, -ref));
-    sum = __fmaf_rn(x.y, f, __fmul_rn(sum, alpha));
-    o.x = __fmaf_rn(y.x, f, __fmul_rn(o.x, alpha));
-    o.y = __fmaf_rn(y.y, f, __fmul_rn(o.y, alpha));
-    o.z = __fmaf_rn(y.z, f, __fmul_rn(o.z, alpha));
-    o.w = __fmaf_rn(y.w, f, __fmul_rn(o.w, alpha));
-    mx = m_new;
+    nv_attn_merge_split(mx, sum, o, ml[s], po[(i64)s * TPP]);
   }
   sh_o[part * TPP + c4] = o;
   if (c4 == 0) sh_ml[part] = make_float2(mx, sum);
@@ -68,15 +73,7 @@ __device__ __forceinline__ void nv_attention_combine(const i32* __restrict__ len
     y.z = __fmaf_rn(z.z, f, y.z);
     y.w = __fmaf_rn(z.w, f, y.w);
   }
-  if (l > 0.0f) {
-    y.x = __fdiv_rn(y.x, l);
-    y.y = __fdiv_rn(y.y, l);
-    y.z = __fdiv_rn(y.z, l);
-    y.w = __fdiv_rn(y.w, l);
-  } else {
-    y = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  }
-  nv_attn_store4<T>(out + row * D + c4 * 4, y);
+  nv_attn_store4<T>(out + row * D + c4 * 4, nv_attn_normalize(y, l));
 }
 
 // With a.merge, the last of a row chunk's split blocks to finish (counted in `counters`, one
@@ -115,28 +112,9 @@ __device__ __forceinline__ void nv_attn_merge_last(const i32* __restrict__ lengt
     // Unrolled so that several splits' loads are in flight at once (each waits on L2).
 #pragma unroll 4
     for (int sp = 0; sp < a.nsplit; ++sp) {
-      const float2 x = __ldcg(ml + sp);
-      const float4 y = __ldcg(po + (i64)sp * (D / 4));
-      const float m_new = fmaxf(mx, x.x);
-      const float ref = m_new == NV_ATTN_NEG_INF ? 0.0f : m_new;
-      const float alpha = nv_attn_exp2(__fadd_rn(mx, -ref));
-      const float f = nv_attn_exp2(__fadd_rn(x.x, -ref));
-      sum = __fmaf_rn(x.y, f, __fmul_rn(sum, alpha));
-      o.x = __fmaf_rn(y.x, f, __fmul_rn(o.x, alpha));
-      o.y = __fmaf_rn(y.y, f, __fmul_rn(o.y, alpha));
-      o.z = __fmaf_rn(y.z, f, __fmul_rn(o.z, alpha));
-      o.w = __fmaf_rn(y.w, f, __fmul_rn(o.w, alpha));
-      mx = m_new;
+      nv_attn_merge_split(mx, sum, o, __ldcg(ml + sp), __ldcg(po + (i64)sp * (D / 4)));
     }
-    if (sum > 0.0f) {
-      o.x = __fdiv_rn(o.x, sum);
-      o.y = __fdiv_rn(o.y, sum);
-      o.z = __fdiv_rn(o.z, sum);
-      o.w = __fdiv_rn(o.w, sum);
-    } else {
-      o = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    nv_attn_store4<T>(out + row * D + c4 * 4, o);
+    nv_attn_store4<T>(out + row * D + c4 * 4, nv_attn_normalize(o, sum));
   }
   if (threadIdx.x == 0) counters[unit] = 0u;
 }
