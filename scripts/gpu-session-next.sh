@@ -28,7 +28,10 @@
 # decoding products' grouped form, decoding attention through shared-memory rings, the
 # warpgroup prefill's wide blocks) ran on an H100 that session and are removed with the forms
 # that lost; their results are in BENCHMARKS.md. Part 22 (ran on an H100 that session): ncu on the
-# warpgroup prefill, cuBLAS's product and the decoding split kernel. Next on an H200: 13 (with `--peers`), 17, 22, 3.
+# warpgroup prefill, cuBLAS's product and the decoding split kernel. Part 23: the warpgroup
+# prefill's warp-specialised form against the other (ran on an H100 on 2026-12-06, tenth
+# session); part 24: that form as the default, by the rows it keeps. Next: 24 (any Hopper); on
+# an H200 13 (with `--peers`), 17, 22, 3.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -243,7 +246,7 @@ if [ "$part" = 22 ]; then
 # kernel (60-75% of a copy of its bytes), with the pack of part 17 plus gpu_qmm_wgmma: ncu's
 # headline sections of each, with PyTorch's product beside the first; then the decoding
 # kernel at four blocks a multiprocessor.
-echo "== ncu, warpgroup prefill"; ncu_sections qmmwg qmm_512x14336x4096
+echo "== ncu, warpgroup prefill"; ncu_sections qmmws qmm_512x14336x4096
 echo "== ncu, cuBLAS"; timeout 120 ncu --section SpeedOfLight --section Occupancy \
   -k regex:"nvjet|gemm|xmma|cutlass" -c 1 \
   python3 bench/peers/torch_bench.py qmm_512x14336x4096 2>&1 | \
@@ -253,6 +256,45 @@ echo "== ncu, decode split kernel"; ncu_sections "attention_bf16_d128" decode_b1
 A="copy_32mib decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k"
 for b in 3 4 3; do echo "== decode, $b blocks an SM"; NUVEC_KERNEL_DEFINES="NV_ATTN_MMA_BLOCKS=$b" \
   timeout 40 $B --device gpu --budget 0.4 $A 2>&1 | tail -5; done
+exit 0
+fi
+if [ "$part" = 23 ]; then
+# The warpgroup prefill's warp-specialised form (a TMA producer warpgroup, stages on
+# shared-memory barriers) against the other, with `GPU_TESTS="gpu_qmm_wgmma gpu_quantized
+# ..." gpu-pack --bench`: both forms' tests, the race checker on the new form's, then both
+# forms in alternation by stages, cuBLAS's bf16 product in the same run, and ncu's sections.
+t wg timeout 200 $T/gpu_qmm_wgmma-* --test-threads=4 &
+t ws env NUVEC_QMM_WGMMA_WS=1 timeout 200 $T/gpu_qmm_wgmma-* --test-threads=4 &
+t quant_ws env NUVEC_QMM_WGMMA_WS=1 timeout 200 $T/gpu_quantized-* --test-threads=4 &
+wait
+t racecheck_ws env NUVEC_QMM_WGMMA_WS=1 timeout 120 compute-sanitizer --tool racecheck \
+  $T/gpu_qmm_wgmma-* --test-threads=1
+results wg ws quant_ws racecheck_ws
+grep -A4 panicked $OUT/ws.log | head -10
+P="qmm_512x14336x4096 qmm_1024x14336x4096"
+for f in 0 1 0 1; do echo "== prefill, warp-specialised $f"; NUVEC_QMM_WGMMA_WS=$f timeout 40 $B \
+  --device gpu --budget 0.5 $P 2>&1 | tail -2; done
+for st in 4 6; do echo "== warp-specialised, $st stages"; NUVEC_QMM_WGMMA_WS=1 \
+  NUVEC_QMM_WGMMA_STAGES=$st timeout 40 $B --device gpu --budget 0.5 $P 2>&1 | tail -2; done
+echo "== torch"; timeout 90 python3 bench/peers/torch_bench.py $P 2>&1 | tail -2
+echo "== ncu, warp-specialised"; NUVEC_QMM_WGMMA_WS=1 ncu_sections qmmws qmm_512x14336x4096
+exit 0
+fi
+if [ "$part" = 24 ]; then
+# The warp-specialised prefill as the default: the quantized tests, then the prefill by form
+# and by the most rows kept from the dequantized route (1,024 and 4,096 rows through each),
+# with cuBLAS's bf16 product in the same run.
+t wgd timeout 200 $T/gpu_qmm_wgmma-* --test-threads=4 &
+t quantd timeout 200 $T/gpu_quantized-* --test-threads=4 &
+t seedq timeout 200 $T/fast_ops-* --test-threads=4 quantiz &
+wait
+results wgd quantd seedq
+P="qmm_512x14336x4096 qmm_1024x14336x4096 qmm_4096x14336x4096"
+for f in 1 0 1; do echo "== prefill, warp-specialised $f"; NUVEC_QMM_WGMMA_WS=$f timeout 40 $B \
+  --device gpu --budget 0.5 $P 2>&1 | tail -3; done
+for r in 8192 1024; do echo "== prefill, kept up to $r rows"; NUVEC_QMM_WGMMA_MAX_ROWS=$r timeout 40 \
+  $B --device gpu --budget 0.5 $P 2>&1 | tail -3; done
+echo "== torch"; timeout 90 python3 bench/peers/torch_bench.py $P 2>&1 | tail -3
 exit 0
 fi
 if [ "$part" = 17 ]; then

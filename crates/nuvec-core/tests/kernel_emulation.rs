@@ -27,6 +27,7 @@ const ATTENTION_MERGE: &str = include_str!("../src/backend/cuda/kernels/fast/att
 const ATTENTION_WIDE: &str = include_str!("../src/backend/cuda/kernels/fast/attention_wide.cu");
 const BULK: &str = include_str!("../src/backend/cuda/kernels/fast/bulk.cuh");
 const QUANTIZED_WGMMA: &str = include_str!("../src/backend/cuda/kernels/quantized_wgmma.cu");
+const QUANTIZED_WGMMA_WS: &str = include_str!("../src/backend/cuda/kernels/quantized_wgmma_ws.cu");
 const QUANTIZED_GATHER: &str = include_str!("../src/backend/cuda/kernels/quantized_gather.cu");
 const QUANTIZED_MV_MMA: &str = include_str!("../src/backend/cuda/kernels/quantized_mv_mma.cu");
 const FLASH_SM90: &str = include_str!("../src/backend/cuda/kernels/fast/flash_sm90.cu");
@@ -156,6 +157,7 @@ fn host_part_drops_the_marked_regions_only() {
         ATTENTION,
         QUANTIZED_TILED,
         QUANTIZED_WGMMA,
+        QUANTIZED_WGMMA_WS,
         QUANTIZED_MV_MMA,
     ] {
         let kept = host_part(source);
@@ -282,7 +284,11 @@ fn decoding_kernel_matches_attention_and_reads_paged_caches_alike() {
 fn quantized_wgmma_kernel_matches_the_product_in_double() {
     emulate(
         "quantized_wgmma",
-        &[("quantized_wgmma.cu", QUANTIZED_WGMMA)],
+        &[
+            ("bulk.cuh", BULK),
+            ("quantized_wgmma.cu", QUANTIZED_WGMMA),
+            ("quantized_wgmma_ws.cu", QUANTIZED_WGMMA_WS),
+        ],
         include_str!("emulation/quantized_wgmma.cpp"),
         &[&[], &["NVQW_INFLIGHT=1"]],
     );
@@ -336,6 +342,7 @@ fn hopper_tma_prefill_matches_attention_in_double() {
         &[
             ("flash.cu", FLASH),
             ("flash_sm90.cu", FLASH_SM90),
+            ("bulk.cuh", BULK),
             ("flash_tma.cu", FLASH_TMA),
             ("flash_case.h", FLASH_CASE),
         ],

@@ -390,8 +390,8 @@ inline void nv_bar_wait(u32 bar, u32 parity) {
   nv_emu_mbar_cv.wait(g, [&] { return (nv_emu_mbars[bar].phase & 1u) != parity; });
 }
 inline void nv_bar_init_fence() {}
-// (A template, so that the tensor map's type, defined later in flash_tma.cu, is complete
-// where it is used.)
+// (Templates, so that the tensor map's type, defined later in bulk.cuh, is complete where they
+// are used.)
 template <typename Map>
 inline void nv_tma4(u32 dst, const Map* map, int c0, int c1, int c2, int c3, u32 bar) {
   const u64* v = map->v;
@@ -410,6 +410,31 @@ inline void nv_tma4(u32 dst, const Map* map, int c0, int c1, int c2, int c3, u32
   m.tx -= 128l * rows;
   nv_emu_mbar_done(m);
 }
+// A 2-D box (the test's map: base, columns, rows, bytes between rows, the box's columns and
+// rows, bytes a value, 1 for the 128-byte swizzle), 16 bytes at a time, zeros past the edges.
+template <typename Map>
+inline void nv_tma2(u32 dst, const Map* map, int c0, int c1, u32 bar) {
+  const u64* v = map->v;
+  const unsigned char* base = reinterpret_cast<const unsigned char*>(v[0]);
+  const long cols = (long)v[1], rows = (long)v[2], pitch = (long)v[3];
+  const int box_cols = (int)v[4], box_rows = (int)v[5], size = (int)v[6];
+  const bool swizzle = v[7] != 0;
+  const int row_bytes = box_cols * size, per_chunk = 16 / size;
+  for (int r = 0; r < box_rows; ++r)
+    for (int j = 0; j < row_bytes / 16; ++j) {
+      unsigned char* to = nv_emu_smem_base + dst + r * row_bytes + ((swizzle ? j ^ (r % 8) : j) << 4);
+      if (c1 + r < rows && c0 + per_chunk * j < cols)
+        std::memcpy(to, base + (c1 + r) * pitch + (long)size * (c0 + per_chunk * j), 16);
+      else
+        std::memset(to, 0, 16);
+    }
+  std::lock_guard<std::mutex> g(nv_emu_mbar_mu);
+  NvEmuMbar& m = nv_emu_mbars[bar];
+  m.tx -= (long)row_bytes * box_rows;
+  nv_emu_mbar_done(m);
+}
+// quantized_wgmma_ws.cu's barrier of its two consumer warpgroups.
+inline void nvqw_consumers_sync() { nv_emu_named[1]->arrive_and_wait(); }
 // The knob flash_tma.cu reads (the command line may set it first).
 #ifndef NV_T_PINGPONG
 #define NV_T_PINGPONG 0

@@ -1,13 +1,30 @@
-// quantized_wgmma.cu's kernel in the emulation (wgmma's register form as a warpgroup
-// collective over the 128-byte swizzled operand) against the product in double over the
-// dequantized 4-bit weights: groups of 32, 64 and 128, 128 and 256 rows of x a block, shapes
-// that are not multiples of the tiles, an odd number of steps. Built and run by
-// tests/kernel_emulation.rs, with each step's products retired before the next and with one
-// step's left in flight (NVQW_INFLIGHT=1).
+// quantized_wgmma.cu's kernel and quantized_wgmma_ws.cu's warp-specialised form in the
+// emulation (wgmma's register form as a warpgroup collective over the 128-byte swizzled
+// operand; the form's TMA copies and barriers as ptx.h's stand-ins) against the product in
+// double over the dequantized 4-bit weights: groups of 32, 64 and 128, 128 and 256 rows of x a
+// block, shapes that are not multiples of the tiles, an odd number of steps, more steps than
+// stages (the ring wraps). Built and run by tests/kernel_emulation.rs, with each step's
+// products retired before the next and with one step's left in flight (NVQW_INFLIGHT=1).
 #include <algorithm>
 #include <random>
 
-template <typename T, int BX, int S>
+// The test's 2-D tensor map (nv_tma2's stand-in reads it).
+static NvTmap map2(const void* base, long cols, long rows, long pitch, int box_cols, int box_rows,
+                   int size, bool swizzle) {
+  NvTmap m{};
+  m.v[0] = (u64)base;
+  m.v[1] = (u64)cols;
+  m.v[2] = (u64)rows;
+  m.v[3] = (u64)pitch;
+  m.v[4] = (u64)box_cols;
+  m.v[5] = (u64)box_rows;
+  m.v[6] = (u64)size;
+  m.v[7] = swizzle ? 1 : 0;
+  return m;
+}
+
+// WS: the warp-specialised form.
+template <typename T, int BX, int S, bool WS = false>
 static int wgmma_case(int M, int N, int K, int gs, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -29,13 +46,25 @@ static int wgmma_case(int M, int N, int K, int gs, unsigned seed) {
   a.gs_shift = __builtin_ctz(gs / 32);
   a.nibbles = 0x000F000Fu;
   std::vector<T> y((size_t)M * N);
-  nv_emu_launch({(unsigned)((N + 127) / 128), (unsigned)((M + BX - 1) / BX), 1}, 256,
-                [&] {
-                  if (gs == 32)
-                    nvqw_qmm<T, BX, S, true>(x.data(), w.data(), s.data(), b.data(), y.data(), a);
-                  else
-                    nvqw_qmm<T, BX, S, false>(x.data(), w.data(), s.data(), b.data(), y.data(), a);
-                });
+  const Dim3 grid{(unsigned)((N + 127) / 128), (unsigned)((M + BX - 1) / BX), 1};
+  if constexpr (WS) {
+    const NvTmap xm = map2(x.data(), K, M, (long)K * 2, 64, BX, 2, true);
+    const NvTmap wm = map2(w.data(), wrow, N, (long)wrow * 4, 8, 128, 4, false);
+    nv_emu_smem_base = nvqw_raw;
+    nv_emu_launch(grid, 384, [&] {
+      if (gs == 32)
+        nvqw_qmm_ws<T, BX, S, true>(&xm, &wm, s.data(), b.data(), y.data(), a);
+      else
+        nvqw_qmm_ws<T, BX, S, false>(&xm, &wm, s.data(), b.data(), y.data(), a);
+    });
+  } else {
+    nv_emu_launch(grid, 256, [&] {
+      if (gs == 32)
+        nvqw_qmm<T, BX, S, true>(x.data(), w.data(), s.data(), b.data(), y.data(), a);
+      else
+        nvqw_qmm<T, BX, S, false>(x.data(), w.data(), s.data(), b.data(), y.data(), a);
+    });
+  }
   double err = 0, top = 0;
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
@@ -48,8 +77,8 @@ static int wgmma_case(int M, int N, int K, int gs, unsigned seed) {
       err = nv_emu_worse(err, std::abs(acc - nv_up(y[(size_t)m * N + n])));
       top = std::max(top, std::abs(acc));
     }
-  std::printf("wgmma BX %d S %d M %d N %d K %d g %d: rel err %.3g\n", BX, S, M, N, K, gs,
-              err / top);
+  std::printf("wgmma%s BX %d S %d M %d N %d K %d g %d: rel err %.3g\n", WS ? " ws" : "", BX, S,
+              M, N, K, gs, err / top);
   return err / top < 2e-2 ? 0 : 1;
 }
 
@@ -60,6 +89,9 @@ int main() {
   bad += wgmma_case<bf16, 256, 4>(300, 130, 256, 64, 3);
   bad += wgmma_case<f16, 128, 6>(70, 64, 416, 32, 4);
   bad += wgmma_case<bf16, 256, 5>(150, 200, 320, 32, 5);
+  bad += wgmma_case<bf16, 128, 2, true>(65, 200, 448, 64, 6);
+  bad += wgmma_case<f16, 256, 3, true>(300, 130, 640, 128, 7);
+  bad += wgmma_case<bf16, 256, 4, true>(150, 128, 352, 32, 8);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;
 }

@@ -41,6 +41,7 @@ mod random;
 mod reduce;
 mod shape;
 mod sort;
+mod tensor_map;
 pub(crate) mod timing;
 mod transfer;
 

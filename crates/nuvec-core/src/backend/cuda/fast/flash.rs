@@ -43,8 +43,9 @@ use std::sync::OnceLock;
 
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
+use super::super::tensor_map;
+use super::Place;
 use super::attention::{aligned, leading, rows_contiguous};
-use super::{Place, tensor_map};
 use crate::array::ArrayData;
 use crate::backend::cuda::elementwise::type_names;
 use crate::backend::cuda::launch::{KernelKey, symbol};

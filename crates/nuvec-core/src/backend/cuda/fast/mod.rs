@@ -23,7 +23,6 @@ mod norm_rope;
 mod norms;
 mod rope;
 mod softmax;
-mod tensor_map;
 
 use super::Place;
 use crate::array::ArrayData;

@@ -1,7 +1,10 @@
 // The quantized product y = x · wᵀ for many rows of x on Hopper's warpgroup tensor cores
 // (wgmma, compiled for sm_90a), 4-bit weights in MLX's affine layout (quantized.cu describes
 // it: 8 values a u32 word, value j of a word in bits 4j.., a scale and a bias of T a group).
-// `quantized/wgmma.rs` says which cases come here. Needs common.cuh only.
+// `quantized/wgmma.rs` says which cases come here. Needs common.cuh only. Two forms share
+// the parts from NvqwRows on: this file's, described below, and the warp-specialised one of
+// quantized_wgmma_ws.cu (a loading warpgroup, TMA, barriers a stage), the default since it ran
+// `qmm_512x14336x4096` at 590-600 TFLOP/s on an H100 where this one ran at 440.
 //
 // A block computes the transposed tile Yᵀ = W · Xᵀ for BN = 128 rows of w (outputs n) by BX
 // rows of x (BX = 128 or 256), 64 values of k a step, so that the weights are wgmma's A
@@ -201,10 +204,114 @@ template <int BX, int S> struct NvqwShape {
   static constexpr int XSTAGE = BX * 128;
   static constexpr int WSTAGE = NVQW_BN * NVQW_WQS * 4;
   static constexpr int SHARED = S * (XSTAGE + WSTAGE);
-  static constexpr int OS = NVQW_BN + 8;  // row stride of the output staging (elements)
-  static_assert(BX * OS * 2 <= SHARED, "the output staging fits the stages");
+  static_assert(BX * (NVQW_BN + 8) * 2 <= SHARED, "the output staging fits the stages");
   static_assert(S >= 3, "a stage being multiplied, one in flight, one loading");
 };
+
+// A thread's two rows of w (r0 and r0 + 8 of the block's 128; the m16n8k16 A layout): where
+// their scales start, a step's scales and biases, and a step's A fragments from the packed
+// words in shared memory. Shared by both forms of the kernel.
+template <typename T, bool G32> struct NvqwRows {
+  const u16* sc;
+  const u16* bc;
+  int srow[2];  // the first scale of each row
+  int r0, k, gs_shift;
+  u32 sel;  // byte t4 of a word, then zeros
+  u32 nib;
+  // Rows past n read row n - 1's scales (their outputs are never written), so only the packs
+  // past k (the padding step's, a half step's) are guarded, alike for the whole block, and
+  // take zeros; a row's offset is computed once, in 32 bits (the host checks n · groups <
+  // 2^31).
+  __device__ __forceinline__ NvqwRows(const T* scales, const T* biases, const NvQw& a, i64 n0, int r0_,
+                                      int t4)
+      : sc(reinterpret_cast<const u16*>(scales)), bc(reinterpret_cast<const u16*>(biases)), r0(r0_),
+        k(a.k), gs_shift(a.gs_shift), sel((u32)t4 | 0x4440u), nib(a.nibbles) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const i64 row = n0 + r0 + 8 * r;
+      srow[r] = (int)(row < a.n ? row : a.n - 1) * a.groups;
+    }
+  }
+  // Step t's scales and biases.
+  __device__ __forceinline__ void scales(NvqwScales& o, int t) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int p = 2 * t + h;  // pack of 32 along k
+      // Both packs of a step share a group past groups of 32 (k, a multiple of the group,
+      // has no half step then). G32 is a template argument so that neither form branches.
+      const bool again = h == 1 && !G32;
+      const bool ok = 32 * p < k;
+      const int gi = G32 ? p : p >> gs_shift;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        if (again) {
+          o.s[r][1] = o.s[r][0];
+          o.b[r][1] = o.b[r][0];
+        } else {
+          const u32 s = ok ? (u32)sc[srow[r] + gi] : 0u;
+          const u32 b = ok ? (u32)bc[srow[r] + gi] : 0u;
+          o.s[r][h] = s * 0x10001u;  // the value in both halves
+          o.b[r][h] = b * 0x10001u;
+        }
+      }
+    }
+  }
+  // A step's fragments from its packed tile `wt` (WQ words between rows), scales `s`.
+  template <int WQ>
+  __device__ __forceinline__ void frags(u32 (&cur)[4][4], const u32* wt, const NvqwScales& s) const {
+    const uint4 a0 = *reinterpret_cast<const uint4*>(wt + r0 * WQ);
+    const uint4 a1 = *reinterpret_cast<const uint4*>(wt + r0 * WQ + 4);
+    const uint4 b0 = *reinterpret_cast<const uint4*>(wt + (r0 + 8) * WQ);
+    const uint4 b1 = *reinterpret_cast<const uint4*>(wt + (r0 + 8) * WQ + 4);
+    const u32 u[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+    const u32 v[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int h = kk >> 1;  // the pack of 32 the sub-step's 16 values lie in
+      cur[kk][0] = nvqw_pair<T>(u[2 * kk], sel, nib, s.s[0][h], s.b[0][h]);
+      cur[kk][1] = nvqw_pair<T>(v[2 * kk], sel, nib, s.s[1][h], s.b[1][h]);
+      cur[kk][2] = nvqw_pair<T>(u[2 * kk + 1], sel, nib, s.s[0][h], s.b[0][h]);
+      cur[kk][3] = nvqw_pair<T>(v[2 * kk + 1], sel, nib, s.s[1][h], s.b[1][h]);
+    }
+  }
+};
+
+// The tile of y through shared memory `smem` (row m of x, column n of w), by `threads`
+// threads of which this is `tid`; `sync` is a barrier of those threads, called before the
+// staging is written (the caller's products are retired, its stages no longer read) and
+// after. Accumulator 4j + e is row r0 (e < 2) or r0 + 8 of w and column 8j + 2 t4 + e % 2 of
+// the block's rows of x.
+template <typename T, int BX, int THREADS, typename Sync>
+__device__ __forceinline__ void nvqw_store(const float* acc, unsigned char* smem, T* __restrict__ y, i64 m,
+                                           i64 n, i64 m0, i64 n0, int r0, int t4, int tid, Sync sync) {
+  constexpr int OS = NVQW_BN + 8;  // row stride of the staging (elements)
+  sync();
+  T* ot = reinterpret_cast<T*>(smem);
+#pragma unroll
+  for (int j = 0; j < BX / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int mm = 8 * j + 2 * t4 + (e & 1), nn = e < 2 ? r0 : r0 + 8;
+      ot[mm * OS + nn] = nv_down<T>(acc[4 * j + e]);
+    }
+  }
+  sync();
+  const bool vec = (n & 7) == 0;
+#pragma unroll 4
+  for (int i = 0; i < BX * 16 / THREADS; ++i) {
+    const int u = tid + THREADS * i;
+    const int r = u >> 4, c = (u & 15) * 8;
+    const i64 row = m0 + r, col = n0 + c;
+    if (row >= m || col >= n) continue;
+    const T* src = ot + r * OS + c;
+    T* dst = y + row * n + col;
+    if (vec && col + 8 <= n) {
+      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+    } else {
+      for (int e = 0; e < 8 && col + e < n; ++e) dst[e] = src[e];
+    }
+  }
+}
 
 template <typename T, int BX, int S, bool G32>
 __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __restrict__ w,
@@ -223,7 +330,7 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
   const u32* ws = reinterpret_cast<const u32*>(smem + S * Sh::XSTAGE);
 
   const i64 m = a.m, n = a.n;
-  const int k = a.k, wrow = a.wrow, groups = a.groups, gs_shift = a.gs_shift;
+  const int k = a.k, wrow = a.wrow;
   const i64 n0 = (i64)blockIdx.x * NVQW_BN, m0 = (i64)blockIdx.y * BX;
   const int tiles = (k + NVQW_BK - 1) / NVQW_BK;
   // Steps run in pairs (the two A buffers alternate): an odd count gets one more step of
@@ -233,7 +340,7 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
   const int tid = threadIdx.x, lane = tid & 31;
   const int wg = tid >> 7, w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
   // The thread's two rows of the block's 128 rows of w.
-  const int r0 = wg * 64 + w4 * 16 + g, r1 = r0 + 8;
+  const int r0 = wg * 64 + w4 * 16 + g;
 
   // Copies of a step: x rows (tid / 8) + 32 i, chunk tid % 8 (its swizzled place is the same
   // for every i, rows 32 apart sharing r mod 8); w row tid / 2, half tid % 2.
@@ -263,49 +370,13 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
     nvqw_cp_commit();
   };
 
-  // Scales and biases of step t. Rows past n read row n - 1's (their outputs are never
-  // written), so only the packs past k (the padding step's, a half step's) are guarded, alike
-  // for the whole block, and take zeros; a row's offset is computed once, in 32 bits (the
-  // host checks n · groups < 2^31).
-  const u16* sc = reinterpret_cast<const u16*>(scales);
-  const u16* bc = reinterpret_cast<const u16*>(biases);
-  int srow[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const i64 row = n0 + (r == 0 ? r0 : r1);
-    srow[r] = (int)(row < n ? row : n - 1) * groups;
-  }
-  auto scales_of = [&](NvqwScales& o, int t) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int p = 2 * t + h;  // pack of 32 along k
-      // Both packs of a step share a group past groups of 32 (k, a multiple of the group,
-      // has no half step then). G32 is a template argument so that neither form branches.
-      const bool again = h == 1 && !G32;
-      const bool ok = 32 * p < k;
-      const int gi = G32 ? p : p >> gs_shift;
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        if (again) {
-          o.s[r][1] = o.s[r][0];
-          o.b[r][1] = o.b[r][0];
-        } else {
-          const u32 s = ok ? (u32)sc[srow[r] + gi] : 0u;
-          const u32 b = ok ? (u32)bc[srow[r] + gi] : 0u;
-          o.s[r][h] = s * 0x10001u;  // the value in both halves
-          o.b[r][h] = b * 0x10001u;
-        }
-      }
-    }
-  };
+  const NvqwRows<T, G32> rows(scales, biases, a, n0, r0, t4);
 
   float acc[ACC];
 #pragma unroll
   for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
   u32 fa[4][4], fb[4][4];
   NvqwScales sa, sb;
-  const u32 sel = (u32)t4 | 0x4440u;  // byte t4 of the word, then zeros
-  const u32 nib = a.nibbles;
 
   // Step t: its copies have landed; its weights are dequantized (while step t - 1's product
   // runs) into `cur` and multiplied; `prev` is free again once step t - 1's product retires.
@@ -316,22 +387,8 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
     // its reads of that stage, which the next copies overwrite.
     __syncthreads();
     load(t + S - 2);
-    scales_of(next, t + 1);
-    const u32* wt = ws + (t % S) * (Sh::WSTAGE / 4);
-    const uint4 a0 = *reinterpret_cast<const uint4*>(wt + r0 * NVQW_WQS);
-    const uint4 a1 = *reinterpret_cast<const uint4*>(wt + r0 * NVQW_WQS + 4);
-    const uint4 b0 = *reinterpret_cast<const uint4*>(wt + r1 * NVQW_WQS);
-    const uint4 b1 = *reinterpret_cast<const uint4*>(wt + r1 * NVQW_WQS + 4);
-    const u32 u[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-    const u32 v[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const int h = kk >> 1;  // the pack of 32 the sub-step's 16 values lie in
-      cur[kk][0] = nvqw_pair<T>(u[2 * kk], sel, nib, s.s[0][h], s.b[0][h]);
-      cur[kk][1] = nvqw_pair<T>(v[2 * kk], sel, nib, s.s[1][h], s.b[1][h]);
-      cur[kk][2] = nvqw_pair<T>(u[2 * kk + 1], sel, nib, s.s[0][h], s.b[0][h]);
-      cur[kk][3] = nvqw_pair<T>(v[2 * kk + 1], sel, nib, s.s[1][h], s.b[1][h]);
-    }
+    rows.scales(next, t + 1);
+    rows.template frags<NVQW_WQS>(cur, ws + (t % S) * (Sh::WSTAGE / 4), s);
     const u32 xa = xs + (t % S) * Sh::XSTAGE;
     nvqw_pin<ACC>(acc);
     nvqw_fence();
@@ -351,7 +408,7 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
 
 #pragma unroll
   for (int s = 0; s < S - 2; ++s) load(s);
-  scales_of(sa, 0);
+  rows.scales(sa, 0);
   for (int t = 0; t < steps; t += 2) {
     step(fa, fb, sa, sb, t);
     step(fb, fa, sb, sa, t + 1);
@@ -361,35 +418,8 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
   nvqw_pin_frags(fa);
   nvqw_pin_frags(fb);
 
-  // The tile through shared memory: row m (of x), column n (of w). Accumulator 4j + e is
-  // row r0 (e < 2) or r1 of w and column 8j + 2 t4 + e % 2 of the block's rows of x.
   nvqw_cp_wait<0>();
-  __syncthreads();
-  T* ot = reinterpret_cast<T*>(smem);
-#pragma unroll
-  for (int j = 0; j < BX / 8; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int mm = 8 * j + 2 * t4 + (e & 1), nn = e < 2 ? r0 : r1;
-      ot[mm * Sh::OS + nn] = nv_down<T>(acc[4 * j + e]);
-    }
-  }
-  __syncthreads();
-  const bool vec = (n & 7) == 0;
-#pragma unroll 4
-  for (int i = 0; i < BX * 16 / NVQW_THREADS; ++i) {
-    const int u = tid + NVQW_THREADS * i;
-    const int r = u >> 4, c = (u & 15) * 8;
-    const i64 row = m0 + r, col = n0 + c;
-    if (row >= m || col >= n) continue;
-    const T* src = ot + r * Sh::OS + c;
-    T* dst = y + row * n + col;
-    if (vec && col + 8 <= n) {
-      *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
-    } else {
-      for (int e = 0; e < 8 && col + e < n; ++e) dst[e] = src[e];
-    }
-  }
+  nvqw_store<T, BX, NVQW_THREADS>(acc, smem, y, m, n, m0, n0, r0, t4, tid, [] { __syncthreads(); });
 }
 
 // One shape's kernels: type, rows of x a block (BX, wgmma's N) and stages; `_g32` for groups

@@ -23,7 +23,7 @@
 //!   (a prefill's; `NUVEC_QMM_DEQUANT=0` keeps these on the kernels below): `w` dequantized
 //!   into a temporary matrix of the activations' type (the CPU's weights bit for bit; at most
 //!   [`HALF_GEMM_BYTES`] for the half types), then one cuBLASLt product. Where the warpgroup
-//!   kernel takes the product, it keeps it up to [`wgmma::MAX_ROWS`] rows: below, the
+//!   kernel takes the product, it keeps it up to some rows (`wgmma.rs`): below, the
 //!   dequantization's fixed cost outweighs cuBLAS's faster product;
 //! - between, in f16 and bf16, both orientations: the tiled tensor-core kernel
 //!   (`tiled.rs`), which dequantizes tiles of `w` into shared memory (each weight rounded once
@@ -491,7 +491,7 @@ fn matmul(
     // rows on Hopper, few rows) come first.
     let dequantizes = half_gemm() && dequantizes_halves(dtype, m, n, k);
     let routes: [(bool, Route); 5] = [
-        (dequantizes && m > wgmma::MAX_ROWS, dequantized_matmul),
+        (dequantizes && wgmma::leaves(m), dequantized_matmul),
         (true, wgmma::matmul),
         (true, mv_mma::matmul),
         (dequantizes, dequantized_matmul),

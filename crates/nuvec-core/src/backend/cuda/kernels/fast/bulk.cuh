@@ -1,9 +1,14 @@
-// Hopper's shared-memory barriers, on which the copy engine's writes complete. A barrier
+// Hopper's shared-memory barriers, and the tensor copies (TMA) that complete on them. A barrier
 // (mbarrier) counts arrivals and the bytes still to land; its phase completes when both reach
 // zero, and a waiter names the parity of the phase it waits out. The copy engine's writes (the
-// tensor copies of flash_tma.cu) count down the bytes. Needs common.cuh first; the
-// kernels that use these are built for sm_90 on (the bodies are empty below it, where nothing
-// calls them).
+// tensor copies of flash_tma.cu and quantized_wgmma_ws.cu) count down the bytes. Needs
+// common.cuh first; the kernels that use these are built for sm_90 on (the bodies are empty
+// below it, where nothing calls them).
+
+// The tensor map the host encodes (`CUtensorMap`, `tensor_map.rs`): opaque, 128 bytes.
+struct alignas(64) NvTmap {
+  u64 v[16];
+};
 
 // nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
 __device__ __forceinline__ void nv_bar_init(u32 bar, u32 count) {
@@ -38,6 +43,28 @@ __device__ __forceinline__ void nv_bar_wait(u32 bar, u32 parity) {
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
       "@!done bra WAIT_%=;\n}\n" ::"r"(bar),
       "r"(parity)
+      : "memory");
+#endif
+}
+// One box of a 4-D tensor map (feature, row, head, batch) into shared memory, completing on
+// barrier `bar`.
+__device__ __forceinline__ void nv_tma4(u32 dst, const NvTmap* map, int c0, int c1, int c2, int c3,
+                                        u32 bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+#endif
+}
+// One box of a 2-D tensor map (column, row) into shared memory, completing on barrier `bar`.
+__device__ __forceinline__ void nv_tma2(u32 dst, const NvTmap* map, int c0, int c1, u32 bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3}], [%4];\n" ::"r"(dst),
+      "l"(map), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
 #endif
 }

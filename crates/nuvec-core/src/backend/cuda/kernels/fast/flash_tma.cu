@@ -1,5 +1,5 @@
 // Prefill attention on Hopper with the tensor-memory accelerator: `flash_sm90.cu` (included
-// before this file, as is `bulk.cuh`, the barriers) holds the consumer's steps (`NvHRows`);
+// before this file, as is `bulk.cuh`, the barriers and the tensor copies) holds the consumer's steps (`NvHRows`);
 // here one producer warpgroup, of which one thread works, loads queries, keys and values with TMA
 // (the 128-byte swizzle written by the copy engine itself, rows past the sequence filled with
 // zeros) into stages tied to two (or, for head size 64, three) consumer warpgroups of 64 query rows
@@ -11,11 +11,6 @@
 // product runs); once the product lands, the output is rescaled and the exponentials are
 // packed into the weights, whose registers the product has just released. One set of weights
 // and one of scores: 64 + 64 + 32 registers of state a thread.
-
-// The tensor map the host encodes (`CUtensorMap`): opaque, 128 bytes.
-struct alignas(64) NvTmap {
-  u64 v[16];
-};
 
 #ifndef NV_T_STAGES
 #define NV_T_STAGES 2
@@ -38,17 +33,6 @@ struct alignas(64) NvTmap {
 #endif
 
 // nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
-// One box of a 4-D tensor map (feature, row, head, batch) into shared memory, completing on
-// barrier `bar`.
-__device__ __forceinline__ void nv_tma4(u32 dst, const NvTmap* map, int c0, int c1, int c2, int c3,
-                                        u32 bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
-      "%3, %4, %5}], [%6];\n" ::"r"(dst),
-      "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-      : "memory");
-}
-
 // Named barriers 1 to NC (0 is __syncthreads') order the consumers' turns, in a ring: a
 // consumer waits on its own before issuing its products and arrives on the next one's after.
 __device__ __forceinline__ void nv_turn_wait(int consumer) {
