@@ -28,10 +28,11 @@
 # decoding products' grouped form, decoding attention through shared-memory rings, the
 # warpgroup prefill's wide blocks) ran on an H100 that session and are removed with the forms
 # that lost; their results are in BENCHMARKS.md. Part 22 (ran on an H100 that session): ncu on the
-# warpgroup prefill, cuBLAS's product and the decoding split kernel. Part 23: the warpgroup
-# prefill's warp-specialised form against the other (ran on an H100 on 2026-12-06, tenth
-# session); part 24: that form as the default, by the rows it keeps. Next: 24 (any Hopper); on
-# an H200 13 (with `--peers`), 17, 22, 3.
+# warpgroup prefill, cuBLAS's product and the decoding split kernel. Part 23 (the warpgroup
+# prefill's warp-specialised form against the first) ran on an H100 on 2026-12-06, tenth
+# session, and is removed with the first form (its results are in BENCHMARKS.md); part 24: the
+# prefill's tests and timings by walk and by the rows it keeps. Next on an H200: 24, 13 (with
+# `--peers`), 17, 22, 3.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -73,7 +74,7 @@ if [ "$part" = 1 ]; then
   t gather timeout 280 $T/gpu_gather_qmm-* --test-threads=2 &
   t gather_old env NUVEC_QMV_MMA=0 timeout 280 $T/gpu_gather_qmm-* --test-threads=2 &
   t wgmma timeout 280 $T/gpu_qmm_wgmma-* --test-threads=2 &
-  t wgmma_retire env NUVEC_KERNEL_DEFINES="NVQW_INFLIGHT=0" timeout 280 $T/gpu_qmm_wgmma-* \
+  t wgmma_tiles env NUVEC_QMM_WGMMA_STREAMK=0 timeout 280 $T/gpu_qmm_wgmma-* \
     --test-threads=2 &
   t seed timeout 280 $T/fast_ops-* --test-threads=2 &
   t rows timeout 280 $T/gpu_rows-* --test-threads=2 &
@@ -87,7 +88,7 @@ if [ "$part" = 1 ]; then
     --test-threads=1 softmax
   t racecheck_norms timeout 150 compute-sanitizer --tool racecheck $T/gpu_norms-* \
     --test-threads=1
-  for f in quant quant_old gather gather_old wgmma wgmma_retire seed rows norms rows_two \
+  for f in quant quant_old gather gather_old wgmma wgmma_tiles seed rows norms rows_two \
     racecheck_rows racecheck_norms; do
     echo "== $f"; grep -E "^test result|FAILED|panicked|rc=" "$OUT/$f.log" | head -8
     grep -A3 "panicked" "$OUT/$f.log" | head -8
@@ -99,7 +100,7 @@ Q="qmm_512x14336x4096 qmm_1024x14336x4096 qmm_4096x14336x4096"
 echo "== qmm, default"; timeout 60 $B --device gpu --budget 1 --json $OUT/q_default.json $Q 2>&1 | tail -3
 echo "== qmm, no warpgroup kernel (dequantized from 256 rows)"; NUVEC_QMM_WGMMA=0 timeout 60 $B \
   --device gpu --budget 1 $Q 2>&1 | tail -3
-for bs in 128,4 128,6 256,4; do echo "== qmm, warpgroup blocks of ${bs%,*} rows, ${bs#*,} stages"
+for bs in 128,8 128,6 256,4 256,6; do echo "== qmm, warpgroup blocks of ${bs%,*} rows, ${bs#*,} stages"
   NUVEC_QMM_WGMMA_BX=${bs%,*} NUVEC_QMM_WGMMA_STAGES=${bs#*,} timeout 60 $B --device gpu --budget 1 \
     qmm_512x14336x4096 qmm_1024x14336x4096 2>&1 | tail -2; done
 echo "== torch"; timeout 90 python3 bench/peers/torch_bench.py --json $OUT/torch_q.json $Q \
@@ -258,43 +259,27 @@ for b in 3 4 3; do echo "== decode, $b blocks an SM"; NUVEC_KERNEL_DEFINES="NV_A
   timeout 40 $B --device gpu --budget 0.4 $A 2>&1 | tail -5; done
 exit 0
 fi
-if [ "$part" = 23 ]; then
-# The warpgroup prefill's warp-specialised form (a TMA producer warpgroup, stages on
-# shared-memory barriers) against the other, with `GPU_TESTS="gpu_qmm_wgmma gpu_quantized
-# ..." gpu-pack --bench`: both forms' tests, the race checker on the new form's, then both
-# forms in alternation by stages, cuBLAS's bf16 product in the same run, and ncu's sections.
-t wg timeout 200 $T/gpu_qmm_wgmma-* --test-threads=4 &
-t ws env NUVEC_QMM_WGMMA_WS=1 timeout 200 $T/gpu_qmm_wgmma-* --test-threads=4 &
-t quant_ws env NUVEC_QMM_WGMMA_WS=1 timeout 200 $T/gpu_quantized-* --test-threads=4 &
-wait
-t racecheck_ws env NUVEC_QMM_WGMMA_WS=1 timeout 120 compute-sanitizer --tool racecheck \
-  $T/gpu_qmm_wgmma-* --test-threads=1
-results wg ws quant_ws racecheck_ws
-grep -A4 panicked $OUT/ws.log | head -10
-P="qmm_512x14336x4096 qmm_1024x14336x4096"
-for f in 0 1 0 1; do echo "== prefill, warp-specialised $f"; NUVEC_QMM_WGMMA_WS=$f timeout 40 $B \
-  --device gpu --budget 0.5 $P 2>&1 | tail -2; done
-for st in 4 6; do echo "== warp-specialised, $st stages"; NUVEC_QMM_WGMMA_WS=1 \
-  NUVEC_QMM_WGMMA_STAGES=$st timeout 40 $B --device gpu --budget 0.5 $P 2>&1 | tail -2; done
-echo "== torch"; timeout 90 python3 bench/peers/torch_bench.py $P 2>&1 | tail -2
-echo "== ncu, warp-specialised"; NUVEC_QMM_WGMMA_WS=1 ncu_sections qmmws qmm_512x14336x4096
-exit 0
-fi
 if [ "$part" = 24 ]; then
-# The warp-specialised prefill as the default: the quantized tests, then the prefill by form
-# and by the most rows kept from the dequantized route (1,024 and 4,096 rows through each),
-# with cuBLAS's bf16 product in the same run.
+# The warpgroup prefill (warp-specialised, the stream-K walk by default), with
+# `GPU_TESTS="gpu_qmm_wgmma gpu_quantized fast_ops ..." gpu-pack --bench`: its tests with the
+# walk and without, the race checker, the seeds' quantized tests; then the prefill by walk and
+# by the most rows kept from the dequantized route, cuBLAS's bf16 product in the same run,
+# and ncu's sections.
 t wgd timeout 200 $T/gpu_qmm_wgmma-* --test-threads=4 &
-t quantd timeout 200 $T/gpu_quantized-* --test-threads=4 &
+t wg_tiles env NUVEC_QMM_WGMMA_STREAMK=0 timeout 200 $T/gpu_qmm_wgmma-* --test-threads=4 &
+t quantd timeout 250 $T/gpu_quantized-* --test-threads=6 &
 t seedq timeout 200 $T/fast_ops-* --test-threads=4 quantiz &
 wait
-results wgd quantd seedq
+t racecheck_sk timeout 120 compute-sanitizer --tool racecheck $T/gpu_qmm_wgmma-* --test-threads=1
+results wgd wg_tiles quantd seedq racecheck_sk
+grep -A4 panicked $OUT/wgd.log | head -10
 P="qmm_512x14336x4096 qmm_1024x14336x4096 qmm_4096x14336x4096"
-for f in 1 0 1; do echo "== prefill, warp-specialised $f"; NUVEC_QMM_WGMMA_WS=$f timeout 40 $B \
+for f in 1 0 1; do echo "== prefill, stream-K $f"; NUVEC_QMM_WGMMA_STREAMK=$f timeout 40 $B \
   --device gpu --budget 0.5 $P 2>&1 | tail -3; done
-for r in 8192 1024; do echo "== prefill, kept up to $r rows"; NUVEC_QMM_WGMMA_MAX_ROWS=$r timeout 40 \
-  $B --device gpu --budget 0.5 $P 2>&1 | tail -3; done
+for r in 640 8192; do echo "== prefill, kept up to $r rows"; NUVEC_QMM_WGMMA_MAX_ROWS=$r \
+  timeout 40 $B --device gpu --budget 0.5 $P 2>&1 | tail -3; done
 echo "== torch"; timeout 90 python3 bench/peers/torch_bench.py $P 2>&1 | tail -3
+echo "== ncu, prefill"; ncu_sections qmmwg qmm_512x14336x4096
 exit 0
 fi
 if [ "$part" = 17 ]; then

@@ -1,11 +1,13 @@
 //! The quantized product `x · wᵀ` that Hopper runs on the warpgroup tensor cores (4 bits, f16
-//! and bf16, 65 to 640 rows of `x`: `backend/cuda/quantized/wgmma.rs`; with
+//! and bf16, 65 to 2,048 rows of `x`: `backend/cuda/quantized/wgmma.rs`; with
 //! `NUVEC_QMM_WGMMA=0` the tiled kernel takes them) against the
 //! CPU's `quantized_matmul` on the same packed weights, within a tolerance relative to the
 //! largest output (the GPU rounds each weight once to the activation type, the CPU keeps it in
 //! f32, and the sums run in other orders). The shapes take both block sizes (128 and 256 rows
 //! of `x`), rows of `x` and of `w` that fill no whole block, odd and even counts of 64-value
-//! steps, a half step (groups of 32), and long inner axes that cycle the stages many times.
+//! steps, a half step (groups of 32), long inner axes that cycle the stages many times, and
+//! enough tiles that the stream-K walk cuts some between blocks (by default; with
+//! `NUVEC_QMM_WGMMA_STREAMK=0`, a block a tile).
 //! On other devices the same calls run the other kernels, and the checks still hold. Each
 //! test checks that no node ran on the host bridge, and skips itself, saying so, where no
 //! CUDA device answers.
@@ -76,6 +78,8 @@ fn wgmma_quantized_matmul_matches_the_cpu_at_every_edge() {
         }
         check(&mut rng, dtype, 64, (300, 384, 1024));
         check(&mut rng, dtype, 128, (640, 256, 1024));
+        // 8 x 19 tiles of 5 units on one block a multiprocessor: most tiles cut.
+        check(&mut rng, dtype, 64, (2000, 2400, 640));
     }
 }
 

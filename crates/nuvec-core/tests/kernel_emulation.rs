@@ -27,7 +27,6 @@ const ATTENTION_MERGE: &str = include_str!("../src/backend/cuda/kernels/fast/att
 const ATTENTION_WIDE: &str = include_str!("../src/backend/cuda/kernels/fast/attention_wide.cu");
 const BULK: &str = include_str!("../src/backend/cuda/kernels/fast/bulk.cuh");
 const QUANTIZED_WGMMA: &str = include_str!("../src/backend/cuda/kernels/quantized_wgmma.cu");
-const QUANTIZED_WGMMA_WS: &str = include_str!("../src/backend/cuda/kernels/quantized_wgmma_ws.cu");
 const QUANTIZED_GATHER: &str = include_str!("../src/backend/cuda/kernels/quantized_gather.cu");
 const QUANTIZED_MV_MMA: &str = include_str!("../src/backend/cuda/kernels/quantized_mv_mma.cu");
 const FLASH_SM90: &str = include_str!("../src/backend/cuda/kernels/fast/flash_sm90.cu");
@@ -157,7 +156,6 @@ fn host_part_drops_the_marked_regions_only() {
         ATTENTION,
         QUANTIZED_TILED,
         QUANTIZED_WGMMA,
-        QUANTIZED_WGMMA_WS,
         QUANTIZED_MV_MMA,
     ] {
         let kept = host_part(source);
@@ -284,13 +282,9 @@ fn decoding_kernel_matches_attention_and_reads_paged_caches_alike() {
 fn quantized_wgmma_kernel_matches_the_product_in_double() {
     emulate(
         "quantized_wgmma",
-        &[
-            ("bulk.cuh", BULK),
-            ("quantized_wgmma.cu", QUANTIZED_WGMMA),
-            ("quantized_wgmma_ws.cu", QUANTIZED_WGMMA_WS),
-        ],
+        &[("bulk.cuh", BULK), ("quantized_wgmma.cu", QUANTIZED_WGMMA)],
         include_str!("emulation/quantized_wgmma.cpp"),
-        &[&[], &["NVQW_INFLIGHT=1"]],
+        &[&[]],
     );
 }
 

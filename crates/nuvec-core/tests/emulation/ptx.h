@@ -191,15 +191,6 @@ inline void nvqm_mma(float (&c)[4], const u32 (&a)[4], u32 b0, u32 b1) {
 inline u32 nvqw_smem(const void* p) {
   return (u32)(static_cast<const unsigned char*>(p) - nvqw_raw);
 }
-inline void nvqw_cp16(u32 dst, const void* src, bool valid) {
-  if (valid)
-    std::memcpy(nvqw_raw + dst, src, 16);
-  else
-    std::memset(nvqw_raw + dst, 0, 16);
-}
-inline void nvqw_cp_commit() {}
-template <int N>
-inline void nvqw_cp_wait() {}
 inline u64 nvqw_desc(u32 addr, u32 lbo, u32 sbo) {
   return (u64)((addr & 0x3FFFF) >> 4) | ((u64)(lbo >> 4) << 16) | ((u64)(sbo >> 4) << 32) |
          (1ull << 62);
@@ -208,7 +199,6 @@ inline void nvqw_fence() {}
 inline void nvqw_commit() {}
 template <int N>
 inline void nvqw_wait() {}
-inline void nvqw_proxy_fence() {}
 template <int N>
 inline void nvqw_pin(float*) {}
 inline void nvqw_pin_frags(u32 (&)[4][4]) {}
@@ -433,8 +423,20 @@ inline void nv_tma2(u32 dst, const Map* map, int c0, int c1, u32 bar) {
   m.tx -= (long)row_bytes * box_rows;
   nv_emu_mbar_done(m);
 }
-// quantized_wgmma_ws.cu's barrier of its two consumer warpgroups.
+// quantized_wgmma.cu's barrier of its two consumer warpgroups, and its stream-K slots and
+// flags (plain memory and atomics: blocks run one at a time in order, and a block waits only
+// on earlier blocks' flags, so a flag still down is a fault of the walk).
 inline void nvqw_consumers_sync() { nv_emu_named[1]->arrive_and_wait(); }
+inline void nvqw_part_store(float* p, float v) { *p = v; }
+inline float nvqw_part_load(const float* p) { return *p; }
+inline void nvqw_flag_raise(u32* f) { __atomic_store_n(f, 1u, __ATOMIC_RELEASE); }
+inline void nvqw_flag_wait(const u32* f) {
+  if (__atomic_load_n(f, __ATOMIC_ACQUIRE) == 0) {
+    std::fprintf(stderr, "a stream-K flag waited on before it was raised\n");
+    std::abort();
+  }
+}
+inline void nvqw_fence_gpu() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 // The knob flash_tma.cu reads (the command line may set it first).
 #ifndef NV_T_PINGPONG
 #define NV_T_PINGPONG 0

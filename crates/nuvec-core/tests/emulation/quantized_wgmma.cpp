@@ -1,10 +1,9 @@
-// quantized_wgmma.cu's kernel and quantized_wgmma_ws.cu's warp-specialised form in the
-// emulation (wgmma's register form as a warpgroup collective over the 128-byte swizzled
-// operand; the form's TMA copies and barriers as ptx.h's stand-ins) against the product in
-// double over the dequantized 4-bit weights: groups of 32, 64 and 128, 128 and 256 rows of x a
-// block, shapes that are not multiples of the tiles, an odd number of steps, more steps than
-// stages (the ring wraps). Built and run by tests/kernel_emulation.rs, with each step's
-// products retired before the next and with one step's left in flight (NVQW_INFLIGHT=1).
+// quantized_wgmma.cu's kernel in the emulation (wgmma's register form as a warpgroup collective
+// over the 128-byte swizzled operand; TMA's copies and the stages' barriers as ptx.h's
+// stand-ins) against the product in double over the dequantized 4-bit weights: groups of 32,
+// 64 and 128, 128 and 256 rows of x a tile, shapes that are not multiples of the tiles, an odd
+// number of steps, more steps than stages (the ring wraps), a block a tile and the stream-K
+// walk (tiles cut between two and three blocks). Built and run by tests/kernel_emulation.rs.
 #include <algorithm>
 #include <random>
 
@@ -23,8 +22,8 @@ static NvTmap map2(const void* base, long cols, long rows, long pitch, int box_c
   return m;
 }
 
-// WS: the warp-specialised form.
-template <typename T, int BX, int S, bool WS = false>
+// SK_BLOCKS: the stream-K walk over that many blocks (0: a block a tile).
+template <typename T, int BX, int S, int SK_BLOCKS = 0>
 static int wgmma_case(int M, int N, int K, int gs, unsigned seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -46,25 +45,25 @@ static int wgmma_case(int M, int N, int K, int gs, unsigned seed) {
   a.gs_shift = __builtin_ctz(gs / 32);
   a.nibbles = 0x000F000Fu;
   std::vector<T> y((size_t)M * N);
-  const Dim3 grid{(unsigned)((N + 127) / 128), (unsigned)((M + BX - 1) / BX), 1};
-  if constexpr (WS) {
-    const NvTmap xm = map2(x.data(), K, M, (long)K * 2, 64, BX, 2, true);
-    const NvTmap wm = map2(w.data(), wrow, N, (long)wrow * 4, 8, 128, 4, false);
-    nv_emu_smem_base = nvqw_raw;
-    nv_emu_launch(grid, 384, [&] {
-      if (gs == 32)
-        nvqw_qmm_ws<T, BX, S, true>(&xm, &wm, s.data(), b.data(), y.data(), a);
-      else
-        nvqw_qmm_ws<T, BX, S, false>(&xm, &wm, s.data(), b.data(), y.data(), a);
-    });
-  } else {
-    nv_emu_launch(grid, 256, [&] {
-      if (gs == 32)
-        nvqw_qmm<T, BX, S, true>(x.data(), w.data(), s.data(), b.data(), y.data(), a);
-      else
-        nvqw_qmm<T, BX, S, false>(x.data(), w.data(), s.data(), b.data(), y.data(), a);
-    });
-  }
+  const Dim3 tiles{(unsigned)((N + 127) / 128), (unsigned)((M + BX - 1) / BX), 1};
+  a.tiles_n = (int)tiles.x;
+  constexpr bool SK = SK_BLOCKS > 0;
+  // The stream-K walk's units (pairs of 64-value steps a tile), slots and flags.
+  const long per = ((K + 63) / 64 + 1) / 2;
+  a.units = (i64)tiles.x * tiles.y * per;
+  std::vector<float> part((size_t)std::max(SK_BLOCKS, 1) * BX / 2 * 256);
+  std::vector<u32> flags((size_t)std::max(SK_BLOCKS, 1), 0u);
+  a.part = part.data();
+  a.flags = flags.data();
+  const NvTmap xm = map2(x.data(), K, M, (long)K * 2, 64, BX, 2, true);
+  const NvTmap wm = map2(w.data(), wrow, N, (long)wrow * 4, 8, 128, 4, false);
+  nv_emu_smem_base = nvqw_raw;
+  nv_emu_launch(SK ? Dim3{(unsigned)SK_BLOCKS, 1, 1} : tiles, 384, [&] {
+    if (gs == 32)
+      nvqw_qmm<T, BX, S, true, SK>(&xm, &wm, s.data(), b.data(), y.data(), a);
+    else
+      nvqw_qmm<T, BX, S, false, SK>(&xm, &wm, s.data(), b.data(), y.data(), a);
+  });
   double err = 0, top = 0;
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
@@ -77,21 +76,26 @@ static int wgmma_case(int M, int N, int K, int gs, unsigned seed) {
       err = nv_emu_worse(err, std::abs(acc - nv_up(y[(size_t)m * N + n])));
       top = std::max(top, std::abs(acc));
     }
-  std::printf("wgmma%s BX %d S %d M %d N %d K %d g %d: rel err %.3g\n", WS ? " ws" : "", BX, S,
-              M, N, K, gs, err / top);
+  std::printf("wgmma BX %d S %d M %d N %d K %d g %d stream-K blocks %d: rel err %.3g\n", BX, S, M,
+              N, K, gs, SK_BLOCKS, err / top);
   return err / top < 2e-2 ? 0 : 1;
 }
 
 int main() {
   int bad = 0;
+  // A block a tile.
   bad += wgmma_case<bf16, 128, 4>(65, 128, 448, 64, 1);
-  bad += wgmma_case<bf16, 128, 4>(100, 200, 640, 128, 2);
+  bad += wgmma_case<bf16, 128, 2>(100, 200, 640, 128, 2);
   bad += wgmma_case<bf16, 256, 4>(300, 130, 256, 64, 3);
   bad += wgmma_case<f16, 128, 6>(70, 64, 416, 32, 4);
-  bad += wgmma_case<bf16, 256, 5>(150, 200, 320, 32, 5);
-  bad += wgmma_case<bf16, 128, 2, true>(65, 200, 448, 64, 6);
-  bad += wgmma_case<f16, 256, 3, true>(300, 130, 640, 128, 7);
-  bad += wgmma_case<bf16, 256, 4, true>(150, 128, 352, 32, 8);
+  bad += wgmma_case<bf16, 256, 3>(150, 200, 320, 32, 5);
+  bad += wgmma_case<f16, 256, 3>(300, 130, 640, 128, 6);
+  // Stream-K: 6 tiles of 5 units on 4 blocks (tiles cut between two blocks, the ring over
+  // pieces), 2 tiles on 6 blocks (a tile cut among three, pieces of one unit), and a block a
+  // tile and a half.
+  bad += wgmma_case<bf16, 128, 3, 4>(300, 200, 640, 64, 9);
+  bad += wgmma_case<f16, 256, 2, 6>(150, 200, 608, 32, 10);
+  bad += wgmma_case<bf16, 256, 4, 2>(150, 300, 384, 128, 11);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;
 }

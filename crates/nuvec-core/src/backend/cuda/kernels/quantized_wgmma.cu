@@ -1,64 +1,57 @@
 // The quantized product y = x · wᵀ for many rows of x on Hopper's warpgroup tensor cores
 // (wgmma, compiled for sm_90a), 4-bit weights in MLX's affine layout (quantized.cu describes
 // it: 8 values a u32 word, value j of a word in bits 4j.., a scale and a bias of T a group).
-// `quantized/wgmma.rs` says which cases come here. Needs common.cuh only. Two forms share
-// the parts from NvqwRows on: this file's, described below, and the warp-specialised one of
-// quantized_wgmma_ws.cu (a loading warpgroup, TMA, barriers a stage), the default since it ran
-// `qmm_512x14336x4096` at 590-600 TFLOP/s on an H100 where this one ran at 440.
+// `quantized/wgmma.rs` says which cases come here. Needs common.cuh and bulk.cuh (the
+// barriers and tensor copies) first.
 //
-// A block computes the transposed tile Yᵀ = W · Xᵀ for BN = 128 rows of w (outputs n) by BX
-// rows of x (BX = 128 or 256), 64 values of k a step, so that the weights are wgmma's A
-// operand, which it takes from registers: nothing dequantized ever goes through shared memory.
-// - Two warpgroups (256 threads), each owning 64 of the 128 rows of w; every thread loads and
-//   computes (no producer split yet: the simpler form first).
-// - Each step's tile of x (BX rows x 64 values, 128 bytes a row) and packed tile of w (128
-//   rows x 8 words) go into shared memory with cp.async, S - 2 steps ahead (S stages; x in the
-//   128-byte swizzled layout wgmma reads: 16-byte chunk c of row r at chunk c ^ (r mod 8), so a
-//   1,024-byte atom holds 8 rows). Rows of x past m and values past k are zeros, so the
-//   weights there (dequantized from zero words) add nothing.
-// - A thread holds, for each k16 sub-step, the m16n8k16-style A fragment of its warp's 16
-//   rows: rows g and g + 8 (g = lane / 4), values 2t, 2t + 1 and 8 + 2t, 9 + 2t (t = lane % 4)
-//   of the 16, which are byte t of two consecutive packed words of each row. Each byte becomes
-//   one pair of T: its two nibbles are moved to bits 0 and 16 (the byte times 0x1001, masked),
-//   OR-ed into the mantissas of 2^7 (bf16) or 2^10 (f16), that constant is subtracted (exact)
-//   and s · q + b is one fused multiply-add of T pairs (each weight rounded once to T).
+// A tile is the transposed Yᵀ = W · Xᵀ for BN = 128 rows of w (outputs n) by BX rows of x
+// (BX = 128 or 256), 64 values of k a step, so that the weights are wgmma's A operand, which
+// it takes from registers: nothing dequantized ever goes through shared memory. A block has
+// three warpgroups: one loads, two multiply.
+// - One thread of the producer warpgroup moves each step's tile of x (BX rows × 64 values in
+//   the 128-byte swizzle wgmma reads: 16-byte chunk c of row r at chunk c ^ (r mod 8)) and
+//   packed tile of w (128 rows × 8 words, rows packed) into a ring of S stages with TMA, which
+//   fills rows past m and n and values past k with zeros (zero rows of x add nothing). A
+//   stage's `full` barrier completes when its bytes have landed, its `free` barrier when the
+//   eight consumer warps have retired the products that read it. The producer gives most of
+//   its registers to the consumers (setmaxnreg).
+// - Each consumer warpgroup owns 64 of the 128 rows of w and all BX rows of x, and waits only
+//   on the stages it reads. A thread holds, for each k16 sub-step, the m16n8k16-style A
+//   fragment of its warp's 16 rows: rows g and g + 8 (g = lane / 4), values 2t, 2t + 1 and
+//   8 + 2t, 9 + 2t (t = lane % 4) of the 16, which are byte t of two consecutive packed words
+//   of each row. Each byte becomes one pair of T: its two nibbles are moved to bits 0 and 16
+//   (the byte times 0x1001, masked), OR-ed into the mantissas of 2^7 (bf16) or 2^10 (f16),
+//   that constant is subtracted (exact) and s · q + b is one fused multiply-add of T pairs
+//   (each weight rounded once to T).
 // - x's rows are wgmma's B, K-major (no transpose), through a descriptor: start at the stage
 //   plus 32 bytes a k16 sub-step, 1,024 bytes between groups of 8 rows, 128-byte swizzle.
 // - f32 accumulators, 64 x BX a warpgroup (BX / 2 registers a thread); a step's products stay
-//   in flight while the next step's weights are dequantized (NVQW_INFLIGHT below), the A
-//   fragments double buffered for it, and a barrier a step frees the stage read before.
-// - The accumulators go through shared memory (row m, column n) so that y's rows are written
-//   16 bytes at a time.
-// - Instructions: a warp's loop of two steps (ptxas's SASS, sm_90a, groups of 64) is 568
-//   instructions at 256 rows of x, where one step's products keep a sub-partition's tensor
-//   core busy for about 1,024 cycles (two warps issue there). Scales located from scratch
-//   each step, with guards, and the nibble mask as a literal (materialised again before its
-//   uses) had made it 844; on an H100 `qmm_512x14336x4096` went from 428 to 441 TFLOP/s.
-// - Tried: blocks of 256 rows of w by 128 of x, which read 24 KB a step from L2 where this
-//   shape reads 38 KB, two product groups a step: 290-345 TFLOP/s on the H100 against 441.
+//   in flight while the next step's weights are dequantized, the A fragments double buffered
+//   for it. The accumulators go through shared memory (row m, column n) so that y's rows are
+//   written 16 bytes at a time.
+// - Stream-K (SK, a template argument): a grid of about one block a multiprocessor walks the
+//   tiles' units of work (pairs of steps along k, tile after tile, n fastest) in equal
+//   shares, so that no last wave leaves multiprocessors idle. A block takes the pieces of its
+//   share from the last tile to the first, so a tile cut between blocks is finished by the
+//   last of them (the owner), which reaches it last in its share, while each earlier one
+//   takes its piece first, writes its f32 sums to its slot of `a.part` and raises its flag.
+//   The owner waits on those flags and adds the slots in block order (no float atomics: the
+//   same result on every run), then stores. A block waits only on blocks before it, which
+//   start before it does, so the walk cannot wait on a block that never starts. The flags
+//   start at zero (the host clears them). Without SK, a block takes its own tile whole.
+//
+// History, on an H100 at `qmm_512x14336x4096` (cuBLAS's bf16 product: 637-664 TFLOP/s):
+// - A first form had every thread load (cp.async) and multiply, with a block barrier a step:
+//   441 TFLOP/s; ncu put its multiprocessor at 46% busy, mostly waiting. This form: 563-600.
+// - Blocks of 256 rows of w by 128 of x in that form (less read from L2 a step): 290-345.
+// - Stream-K: 566-575 against 563-574 at 512 rows (224 tiles), 617 against 566-569 at 1,024.
 //
 // Knobs: BX and S are template arguments (the host picks among the instantiated pairs and
 // sizes the shared memory from them); BN, BK and the thread count are fixed.
 
-#define NVQW_THREADS 256
+#define NVQW_THREADS 384
 #define NVQW_BN 128
 #define NVQW_BK 64
-// Words a packed row of w takes in shared memory: 8 used, 4 of padding so that the 8 rows a
-// quarter-warp reads fall in distinct banks.
-#define NVQW_WQS 12
-// Product groups left in flight at the end of a step: 1 overlaps a step's product with the
-// next step's dequantization; 0 retires every step's product before the next step starts.
-// With 1 and one wait after the loop, the H200 lost the last step's later sub-steps (k = 128,
-// one-hot x: the outputs of the second step's last 48 values were 0): ptxas had moved the
-// epilogue's conversions of the accumulators above that wait, so they read the accumulators
-// while the last products were still landing (seen in the SASS: F2FP before
-// WARPGROUP.DEPBAR.LE gsb0, 0x0). The last step now waits for its own products inside the
-// loop, where nothing after the loop can move above it (the SASS shows the conversions after
-// the wait). Both forms pass the tests on an H100 since; 1, the default, ran
-// `qmm_512x14336x4096` at 428 TFLOP/s there, 0 at 345 (`NUVEC_KERNEL_DEFINES="NVQW_INFLIGHT=0"`).
-#ifndef NVQW_INFLIGHT
-#define NVQW_INFLIGHT 1
-#endif
 
 // Mirrors `WgArgs` in `quantized/wgmma.rs` (repr(C)).
 struct NvQw {
@@ -71,6 +64,12 @@ struct NvQw {
   // 0x000F000F, the low nibble of each half: from the arguments so that it stays in one
   // register (as a literal, ptxas materialised it again before most of its uses).
   u32 nibbles;
+  // Tiles along n; the stream-K walk's units (pairs of steps) in all, and its partial sums'
+  // slots and flags.
+  i32 tiles_n;
+  i64 units;
+  float* part;
+  u32* flags;
 };
 
 // nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
@@ -144,15 +143,6 @@ template <typename P> __device__ __forceinline__ u32 nvqw_bits(P p) { return *re
 
 __device__ __forceinline__ u32 nvqw_smem(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 
-// 16 bytes from global to shared memory, or 16 zero bytes when !valid (nothing is read).
-__device__ __forceinline__ void nvqw_cp16(u32 dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void nvqw_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void nvqw_cp_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 
 // The descriptor of a 128-byte swizzled operand at shared address `addr`: `lbo` and `sbo`
 // bytes (the latter between groups of 8 rows).
@@ -164,8 +154,6 @@ __device__ __forceinline__ void nvqw_commit() { asm volatile("wgmma.commit_group
 template <int N> __device__ __forceinline__ void nvqw_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Makes cp.async's writes (generic proxy) visible to wgmma's reads (async proxy).
-__device__ __forceinline__ void nvqw_proxy_fence() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 // Keeps the compiler from moving accesses of registers a product in flight reads or writes
 // across the wgmma instructions (it does not know they are asynchronous): the accumulators,
 // and the A fragments until the wait that retires their product.
@@ -179,6 +167,24 @@ __device__ __forceinline__ void nvqw_pin_frags(u32 (&a)[4][4]) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(a[i][j])::"memory");
 }
+// The two consumer warpgroups' barrier (named barrier 1; 0 is __syncthreads').
+__device__ __forceinline__ void nvqw_consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+// A partial sum to its slot and back, through L2 (another multiprocessor reads it).
+__device__ __forceinline__ void nvqw_part_store(float* p, float v) { __stcg(p, v); }
+__device__ __forceinline__ float nvqw_part_load(const float* p) { return __ldcg(p); }
+// A block's flag raised after its slot's stores (each storing thread fenced them and the
+// consumers met at a barrier), and waited for before the owner's loads.
+__device__ __forceinline__ void nvqw_flag_raise(u32* f) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(f), "r"(1u) : "memory");
+}
+__device__ __forceinline__ void nvqw_flag_wait(const u32* f) {
+  u32 v = 0;
+  do {
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
+  } while (v == 0);
+}
+__device__ __forceinline__ void nvqw_fence_gpu() { __threadfence(); }
+// } nuvec-emulation
 // } nuvec-emulation
 
 // Byte t of `word` (selected by `sel`) as a pair of T: s · q + b for its low and high nibble,
@@ -198,19 +204,9 @@ struct NvqwScales {
   u32 s[2][2], b[2][2];
 };
 
-// The shared memory of one block: S stages of x (BX rows of 128 bytes) then S stages of
-// packed w, from a 1,024-aligned start (the host adds 1,024 bytes for the alignment).
-template <int BX, int S> struct NvqwShape {
-  static constexpr int XSTAGE = BX * 128;
-  static constexpr int WSTAGE = NVQW_BN * NVQW_WQS * 4;
-  static constexpr int SHARED = S * (XSTAGE + WSTAGE);
-  static_assert(BX * (NVQW_BN + 8) * 2 <= SHARED, "the output staging fits the stages");
-  static_assert(S >= 3, "a stage being multiplied, one in flight, one loading");
-};
-
 // A thread's two rows of w (r0 and r0 + 8 of the block's 128; the m16n8k16 A layout): where
 // their scales start, a step's scales and biases, and a step's A fragments from the packed
-// words in shared memory. Shared by both forms of the kernel.
+// words in shared memory.
 template <typename T, bool G32> struct NvqwRows {
   const u16* sc;
   const u16* bc;
@@ -313,10 +309,61 @@ __device__ __forceinline__ void nvqw_store(const float* acc, unsigned char* smem
   }
 }
 
-template <typename T, int BX, int S, bool G32>
-__device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __restrict__ w,
-                                         const T* __restrict__ scales, const T* __restrict__ biases,
-                                         T* __restrict__ y, const NvQw& a) {
+// The shared memory of one block: S stages of x then S stages of packed w, from a
+// 1,024-aligned start (the host adds 1,024 bytes for the alignment), then the barriers.
+template <int BX, int S> struct NvqwShape {
+  static constexpr int XSTAGE = BX * 128;
+  static constexpr int WSTAGE = NVQW_BN * 32;
+  static constexpr int BARS = S * (XSTAGE + WSTAGE);
+  static constexpr int SHARED = BARS + 16 * S;
+  // Stream-K's staging, after the barriers (16-byte aligned), and its end.
+  static constexpr int SHARED_SK_STAGING = (SHARED + 15) & ~15;
+  static constexpr int STAGING = BX * (NVQW_BN + 8) * 2;
+  static constexpr int SHARED_SK = SHARED_SK_STAGING + STAGING;
+  static_assert(STAGING <= BARS, "the output staging fits the stages");
+  static_assert(S >= 2, "a stage being multiplied, one loading");
+};
+
+
+// One piece of a block's walk: tile number `tile` at (n0, m0), units [u0, u1) of its `per`
+// (pairs of steps).
+struct NvqwSeg {
+  i64 tile, n0, m0;
+  int u0, u1;
+};
+
+// The pieces a block takes, in order (the producer and the consumers walk alike): with SK,
+// units [c U / G, (c + 1) U / G) of all U for block c of G, tile by tile from the last; else
+// its own tile whole.
+template <bool SK, int BX> struct NvqwWalk {
+  i64 begin, u;
+  int per, tiles_n;
+  __device__ __forceinline__ NvqwWalk(const NvQw& a, int per_) : per(per_), tiles_n(a.tiles_n) {
+    if (SK) {
+      begin = start(a, blockIdx.x);
+      u = start(a, blockIdx.x + 1);
+    } else {
+      begin = ((i64)blockIdx.y * gridDim.x + blockIdx.x) * per;
+      u = begin + per;
+    }
+  }
+  static __device__ __forceinline__ i64 start(const NvQw& a, i64 c) { return c * a.units / gridDim.x; }
+  __device__ __forceinline__ bool next(NvqwSeg& s) {
+    if (u <= begin) return false;
+    const i64 tile = (u - 1) / per, first = tile * per;
+    s.tile = tile;
+    s.u0 = (int)(begin > first ? begin - first : 0);
+    s.u1 = (int)(u - first);
+    s.n0 = (tile % tiles_n) * NVQW_BN;
+    s.m0 = (tile / tiles_n) * BX;
+    u = first + s.u0;
+    return true;
+  }
+};
+
+template <typename T, int BX, int S, bool G32, bool SK>
+__device__ __forceinline__ void nvqw_qmm(const NvTmap* xm, const NvTmap* wm, const T* __restrict__ scales,
+                                            const T* __restrict__ biases, T* __restrict__ y, const NvQw& a) {
   typedef NvqwShape<BX, S> Sh;
   constexpr int ACC = BX / 2;  // accumulators a thread: BX / 8 tiles of 8 columns, 4 each
   extern __shared__ __align__(16) unsigned char nvqw_raw[];
@@ -328,108 +375,151 @@ __device__ __forceinline__ void nvqw_qmm(const T* __restrict__ x, const u32* __r
   const u32 xs = nvqw_smem(smem);
   const u32 wsa = xs + S * Sh::XSTAGE;
   const u32* ws = reinterpret_cast<const u32*>(smem + S * Sh::XSTAGE);
+  const u32 bars = xs + Sh::BARS;
+  auto full = [&](int s) { return bars + 8 * s; };
+  auto freed = [&](int s) { return bars + 8 * (S + s); };
 
   const i64 m = a.m, n = a.n;
-  const int k = a.k, wrow = a.wrow;
-  const i64 n0 = (i64)blockIdx.x * NVQW_BN, m0 = (i64)blockIdx.y * BX;
-  const int tiles = (k + NVQW_BK - 1) / NVQW_BK;
-  // Steps run in pairs (the two A buffers alternate): an odd count gets one more step of
-  // zeros. A lone last step would make ptxas serialize every product (its registers are
-  // allocated apart from the loop's, and the copies between read accumulators in flight).
-  const int steps = (tiles + 1) & ~1;
-  const int tid = threadIdx.x, lane = tid & 31;
-  const int wg = tid >> 7, w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
-  // The thread's two rows of the block's 128 rows of w.
-  const int r0 = wg * 64 + w4 * 16 + g;
+  // Steps run in pairs (the two A buffers alternate): an odd count gets one more step, of
+  // zeros (TMA fills the values past k). A lone last step would make ptxas serialize every
+  // product (its registers are allocated apart from the loop's, and the copies between read
+  // accumulators in flight). A unit of the walk is a pair.
+  const int per = (((a.k + NVQW_BK - 1) / NVQW_BK) + 1) >> 1;
+  const int wg = threadIdx.x >> 7;
 
-  // Copies of a step: x rows (tid / 8) + 32 i, chunk tid % 8 (its swizzled place is the same
-  // for every i, rows 32 apart sharing r mod 8); w row tid / 2, half tid % 2.
-  const int xc = tid & 7, xr = tid >> 3;
-  const u32 x_dst = xr * 128 + ((xc ^ (xr & 7)) << 4);
-  const i64 x_rows = m - m0 - xr;  // rows i with 32 i below this are inside x
-  const T* x_src = x + (m0 + xr) * (i64)k + 8 * xc;
-  const int wr = tid >> 1, wh = tid & 1;
-  const bool w_in = n0 + wr < n;
-  const u32* w_src = w + (w_in ? (n0 + wr) * (i64)wrow : 0) + 4 * wh;
-  const u32 w_dst = (wr * NVQW_WQS + 4 * wh) * 4;
-
-  // Step t's copies (zeros past k: the padding step among them).
-  auto load = [&](int t) {
-    if (t < steps) {
-      const int stage = t % S, k0 = t * NVQW_BK;
-      const u32 xd = xs + stage * Sh::XSTAGE + x_dst;
-      const bool kin = k0 + 8 * xc < k;
-#pragma unroll
-      for (int i = 0; i < BX / 32; ++i) {
-        const bool ok = kin && 32 * i < x_rows;
-        nvqw_cp16(xd + i * 32 * 128, ok ? (const void*)(x_src + (i64)i * 32 * k + k0) : (const void*)x, ok);
-      }
-      const bool ok = w_in && 8 * t + 4 * wh + 4 <= wrow;
-      nvqw_cp16(wsa + stage * Sh::WSTAGE + w_dst, ok ? (const void*)(w_src + 8 * t) : (const void*)w, ok);
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      nv_bar_init(full(s), 1);
+      nv_bar_init(freed(s), 8);  // lane 0 of each consumer warp
     }
-    nvqw_cp_commit();
-  };
+    nv_bar_init_fence();
+  }
+  __syncthreads();
 
-  const NvqwRows<T, G32> rows(scales, biases, a, n0, r0, t4);
+  // The block's steps, counted over its whole walk as `it`, use stage it % S in phase
+  // (it / S) & 1, for the producer and the consumers alike.
+  if (wg == 0) {
+// nuvec-emulation: device only (a hint, nothing to stand in for) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+// } nuvec-emulation
+    if (threadIdx.x == 0) {
+      NvqwWalk<SK, BX> walk(a, per);
+      NvqwSeg seg;
+      u32 it = 0;
+      while (walk.next(seg)) {
+        for (int t = 2 * seg.u0; t < 2 * seg.u1; ++t, ++it) {
+          const int s = (int)(it % S);
+          if (it >= S) nv_bar_wait(freed(s), ((it / S) & 1) ^ 1u);
+          nv_bar_expect(full(s), Sh::XSTAGE + Sh::WSTAGE);
+          nv_tma2(xs + s * Sh::XSTAGE, xm, t * NVQW_BK, (int)seg.m0, full(s));
+          nv_tma2(wsa + s * Sh::WSTAGE, wm, t * (NVQW_BK / 8), (int)seg.n0, full(s));
+        }
+      }
+    }
+    return;
+  }
+// nuvec-emulation: device only (a hint, nothing to stand in for) {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+// } nuvec-emulation
+
+  const int tid = threadIdx.x - 128, lane = tid & 31;
+  const int w4 = (tid >> 5) & 3, g = lane >> 2, t4 = lane & 3;
+  const bool lead = lane == 0;
+  // The thread's two rows of the block's 128 rows of w.
+  const int r0 = (tid >> 7) * 64 + w4 * 16 + g;
+  // The staging of the stores: past the stages and the barriers with SK (the producer is
+  // already loading the next piece's stages), over the stages without (nothing is loading).
+  unsigned char* staging = smem + (SK ? Sh::SHARED_SK_STAGING : 0);
 
   float acc[ACC];
-#pragma unroll
-  for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
   u32 fa[4][4], fb[4][4];
   NvqwScales sa, sb;
-
-  // Step t: its copies have landed; its weights are dequantized (while step t - 1's product
-  // runs) into `cur` and multiplied; `prev` is free again once step t - 1's product retires.
-  auto step = [&](u32 (&cur)[4][4], u32 (&prev)[4][4], NvqwScales& s, NvqwScales& next, int t) {
-    nvqw_cp_wait<S - 3>();
-    nvqw_proxy_fence();
-    // Everyone's copies of step t are in; every warpgroup is past step t - 2's product and
-    // its reads of that stage, which the next copies overwrite.
-    __syncthreads();
-    load(t + S - 2);
-    rows.scales(next, t + 1);
-    rows.template frags<NVQW_WQS>(cur, ws + (t % S) * (Sh::WSTAGE / 4), s);
-    const u32 xa = xs + (t % S) * Sh::XSTAGE;
-    nvqw_pin<ACC>(acc);
-    nvqw_fence();
+  NvqwWalk<SK, BX> walk(a, per);
+  NvqwSeg seg;
+  u32 it = 0;
+  while (walk.next(seg)) {
+    const NvqwRows<T, G32> rows(scales, biases, a, seg.n0, r0, t4);
+    const int t_end = 2 * seg.u1;
+    // Step t of the tile (the walk's it): once its stage has landed, its weights are
+    // dequantized (while the step before's product runs) into `cur` and multiplied; `prev`
+    // is free again once that product retires, and so is the step before's stage, which the
+    // warp then releases. The piece's last step retires its own products inside the loop:
+    // with one wait after the loop, ptxas moved the store's conversions of the accumulators
+    // above it (seen in the SASS: F2FP before WARPGROUP.DEPBAR.LE gsb0, 0x0), and the H200
+    // lost the last step's later sub-steps.
+    auto step = [&](u32 (&cur)[4][4], u32 (&prev)[4][4], NvqwScales& s, NvqwScales& next, int t) {
+      const int st = (int)(it % S);
+      nv_bar_wait(full(st), (it / S) & 1);
+      rows.scales(next, t + 1);
+      rows.template frags<8>(cur, ws + st * (Sh::WSTAGE / 4), s);
+      const u32 xa = xs + st * Sh::XSTAGE;
+      nvqw_pin<ACC>(acc);
+      nvqw_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) NvqwT<T>::template rs<BX>(acc, cur[kk], nvqw_desc(xa + kk * 32, 16, 1024));
-    nvqw_commit();
-    // The last step retires its own products: ptxas moves the epilogue's reads of the
-    // accumulators above a wait that follows the loop (seen in the SASS), so that wait must
-    // come before the loop's last branch.
-    if (NVQW_INFLIGHT == 0 || t + 1 == steps) {
-      nvqw_wait<0>();
-    } else {
-      nvqw_wait<1>();
+      for (int kk = 0; kk < 4; ++kk) NvqwT<T>::template rs<BX>(acc, cur[kk], nvqw_desc(xa + kk * 32, 16, 1024));
+      nvqw_commit();
+      if (t + 1 == t_end) {
+        nvqw_wait<0>();
+      } else {
+        nvqw_wait<1>();
+      }
+      nvqw_pin_frags(prev);
+      if (lead && it > 0) nv_bar_arrive(freed((int)((it - 1) % S)));
+      ++it;
+    };
+#pragma unroll
+    for (int i = 0; i < ACC; ++i) acc[i] = 0.0f;
+    rows.scales(sa, 2 * seg.u0);
+    for (int t = 2 * seg.u0; t < t_end; t += 2) {
+      step(fa, fb, sa, sb, t);
+      step(fb, fa, sb, sa, t + 1);
     }
-    nvqw_pin_frags(prev);
-  };
+    nvqw_pin<ACC>(acc);
+    nvqw_pin_frags(fa);
+    nvqw_pin_frags(fb);
 
+    if (SK && (seg.u0 > 0 || seg.u1 < per)) {
+      if (seg.u1 < per) {
+        // An earlier part of a tile (this block's first piece): the sums to this block's
+        // slot, then its flag.
+        float* slot = a.part + (i64)blockIdx.x * ACC * 256;
 #pragma unroll
-  for (int s = 0; s < S - 2; ++s) load(s);
-  rows.scales(sa, 0);
-  for (int t = 0; t < steps; t += 2) {
-    step(fa, fb, sa, sb, t);
-    step(fb, fa, sb, sa, t + 1);
+        for (int i = 0; i < ACC; ++i) nvqw_part_store(slot + i * 256 + tid, acc[i]);
+        nvqw_fence_gpu();
+        nvqw_consumers_sync();
+        if (tid == 0) nvqw_flag_raise(a.flags + blockIdx.x);
+        continue;
+      }
+      // The tile's last part (this block's last piece): the blocks before this one that took
+      // the rest, nearest first.
+      const i64 tile_start = seg.tile * per;
+      for (i64 c = (i64)blockIdx.x - 1; c >= 0 && NvqwWalk<SK, BX>::start(a, c + 1) > tile_start; --c) {
+        if (tid == 0) nvqw_flag_wait(a.flags + c);
+        nvqw_consumers_sync();
+        const float* slot = a.part + c * ACC * 256;
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) acc[i] += nvqw_part_load(slot + i * 256 + tid);
+      }
+    }
+    // No copy is in flight over the staging: without SK every load has been waited for, with
+    // SK the staging has its own place; the consumers' barrier keeps either from staging its
+    // tile where the other still reads (a stage's products, or the last tile's staging).
+    nvqw_store<T, BX, 256>(acc, staging, y, m, n, seg.m0, seg.n0, r0, t4, tid, [] { nvqw_consumers_sync(); });
   }
-  nvqw_wait<0>();
-  nvqw_pin<ACC>(acc);
-  nvqw_pin_frags(fa);
-  nvqw_pin_frags(fb);
-
-  nvqw_cp_wait<0>();
-  nvqw_store<T, BX, NVQW_THREADS>(acc, smem, y, m, n, m0, n0, r0, t4, tid, [] { __syncthreads(); });
 }
 
 // One shape's kernels: type, rows of x a block (BX, wgmma's N) and stages; `_g32` for groups
-// of 32, `_g64` for groups of 64 and 128.
-#define NV_QMM_WG_G(T, TN, BX, S, G, G32)                                                        \
-  extern "C" __global__ void __launch_bounds__(NVQW_THREADS, 1)                                  \
-      qmmwg_##TN##_x##BX##_s##S##_g##G(const T* x, const u32* w, const T* s, const T* b, T* y,   \
-                                       NvQw a) {                                                 \
-    nvqw_qmm<T, BX, S, G32>(x, w, s, b, y, a);                                                   \
+// of 32, `_g64` for groups of 64 and 128; `_sk` for the stream-K walk. The tensor maps: x in
+// boxes of 64 values × BX rows (128-byte swizzle), w in boxes of 8 words × 128 rows.
+#define NV_QMM_WG_G(T, TN, BX, S, G, G32, SKN, SK)                                                 \
+  extern "C" __global__ void __launch_bounds__(NVQW_THREADS, 1)                                 \
+      qmmwg_##TN##_x##BX##_s##S##_g##G##SKN(const __grid_constant__ NvTmap xm,                     \
+                                            const __grid_constant__ NvTmap wm, const T* s,         \
+                                            const T* b, T* y, NvQw a) {                            \
+    nvqw_qmm<T, BX, S, G32, SK>(&xm, &wm, s, b, y, a);                                          \
   }
-#define NV_QMM_WG(T, TN, BX, S)         \
-  NV_QMM_WG_G(T, TN, BX, S, 32, true) \
-  NV_QMM_WG_G(T, TN, BX, S, 64, false)
+#define NV_QMM_WG(T, TN, BX, S)                       \
+  NV_QMM_WG_G(T, TN, BX, S, 32, true, , false)        \
+  NV_QMM_WG_G(T, TN, BX, S, 64, false, , false)       \
+  NV_QMM_WG_G(T, TN, BX, S, 32, true, _sk, true)      \
+  NV_QMM_WG_G(T, TN, BX, S, 64, false, _sk, true)

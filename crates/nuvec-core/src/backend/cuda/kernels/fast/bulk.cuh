@@ -1,7 +1,7 @@
 // Hopper's shared-memory barriers, and the tensor copies (TMA) that complete on them. A barrier
 // (mbarrier) counts arrivals and the bytes still to land; its phase completes when both reach
 // zero, and a waiter names the parity of the phase it waits out. The copy engine's writes (the
-// tensor copies of flash_tma.cu and quantized_wgmma_ws.cu) count down the bytes. Needs
+// tensor copies of flash_tma.cu and quantized_wgmma.cu) count down the bytes. Needs
 // common.cuh first; the kernels that use these are built for sm_90 on (the bodies are empty
 // below it, where nothing calls them).
 
