@@ -143,7 +143,6 @@ template <typename P> __device__ __forceinline__ u32 nvqw_bits(P p) { return *re
 
 __device__ __forceinline__ u32 nvqw_smem(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 
-
 // The descriptor of a 128-byte swizzled operand at shared address `addr`: `lbo` and `sbo`
 // bytes (the latter between groups of 8 rows).
 __device__ __forceinline__ u64 nvqw_desc(u32 addr, u32 lbo, u32 sbo) {
@@ -184,7 +183,6 @@ __device__ __forceinline__ void nvqw_flag_wait(const u32* f) {
   } while (v == 0);
 }
 __device__ __forceinline__ void nvqw_fence_gpu() { __threadfence(); }
-// } nuvec-emulation
 // } nuvec-emulation
 
 // Byte t of `word` (selected by `sel`) as a pair of T: s · q + b for its low and high nibble,
@@ -324,7 +322,6 @@ template <int BX, int S> struct NvqwShape {
   static_assert(S >= 2, "a stage being multiplied, one loading");
 };
 
-
 // One piece of a block's walk: tile number `tile` at (n0, m0), units [u0, u1) of its `per`
 // (pairs of steps).
 struct NvqwSeg {
@@ -363,7 +360,7 @@ template <bool SK, int BX> struct NvqwWalk {
 
 template <typename T, int BX, int S, bool G32, bool SK>
 __device__ __forceinline__ void nvqw_qmm(const NvTmap* xm, const NvTmap* wm, const T* __restrict__ scales,
-                                            const T* __restrict__ biases, T* __restrict__ y, const NvQw& a) {
+                                         const T* __restrict__ biases, T* __restrict__ y, const NvQw& a) {
   typedef NvqwShape<BX, S> Sh;
   constexpr int ACC = BX / 2;  // accumulators a thread: BX / 8 tiles of 8 columns, 4 each
   extern __shared__ __align__(16) unsigned char nvqw_raw[];
@@ -511,15 +508,15 @@ __device__ __forceinline__ void nvqw_qmm(const NvTmap* xm, const NvTmap* wm, con
 // One shape's kernels: type, rows of x a block (BX, wgmma's N) and stages; `_g32` for groups
 // of 32, `_g64` for groups of 64 and 128; `_sk` for the stream-K walk. The tensor maps: x in
 // boxes of 64 values × BX rows (128-byte swizzle), w in boxes of 8 words × 128 rows.
-#define NV_QMM_WG_G(T, TN, BX, S, G, G32, SKN, SK)                                                 \
+#define NV_QMM_WG_G(T, TN, BX, S, G, G32, SKN, SK)                                              \
   extern "C" __global__ void __launch_bounds__(NVQW_THREADS, 1)                                 \
-      qmmwg_##TN##_x##BX##_s##S##_g##G##SKN(const __grid_constant__ NvTmap xm,                     \
-                                            const __grid_constant__ NvTmap wm, const T* s,         \
-                                            const T* b, T* y, NvQw a) {                            \
+      qmmwg_##TN##_x##BX##_s##S##_g##G##SKN(const __grid_constant__ NvTmap xm,                  \
+                                            const __grid_constant__ NvTmap wm, const T* s,      \
+                                            const T* b, T* y, NvQw a) {                         \
     nvqw_qmm<T, BX, S, G32, SK>(&xm, &wm, s, b, y, a);                                          \
   }
-#define NV_QMM_WG(T, TN, BX, S)                       \
-  NV_QMM_WG_G(T, TN, BX, S, 32, true, , false)        \
-  NV_QMM_WG_G(T, TN, BX, S, 64, false, , false)       \
-  NV_QMM_WG_G(T, TN, BX, S, 32, true, _sk, true)      \
+#define NV_QMM_WG(T, TN, BX, S)                \
+  NV_QMM_WG_G(T, TN, BX, S, 32, true, , false) \
+  NV_QMM_WG_G(T, TN, BX, S, 64, false, , false) \
+  NV_QMM_WG_G(T, TN, BX, S, 32, true, _sk, true) \
   NV_QMM_WG_G(T, TN, BX, S, 64, false, _sk, true)

@@ -1,10 +1,10 @@
 // Prefill attention on Hopper with the tensor-memory accelerator: `flash_sm90.cu` (included
-// before this file, as is `bulk.cuh`, the barriers and the tensor copies) holds the consumer's steps (`NvHRows`);
-// here one producer warpgroup, of which one thread works, loads queries, keys and values with TMA
-// (the 128-byte swizzle written by the copy engine itself, rows past the sequence filled with
-// zeros) into stages tied to two (or, for head size 64, three) consumer warpgroups of 64 query rows
-// each by shared-memory barriers, so each consumer runs at its own pace and no thread of theirs
-// spends an instruction on a load.
+// before this file, as is `bulk.cuh`, the barriers and the tensor copies) holds the consumer's
+// steps (`NvHRows`); here one producer warpgroup, of which one thread works, loads queries,
+// keys and values with TMA (the 128-byte swizzle written by the copy engine itself, rows past
+// the sequence filled with zeros) into stages tied to two (or, for head size 64, three)
+// consumer warpgroups of 64 query rows each by shared-memory barriers, so each consumer runs
+// at its own pace and no thread of theirs spends an instruction on a load.
 //
 // A consumer's tile t: the scores of t are issued, then the product of tile t − 1's weights
 // with its values; once the scores land, their exponentials are taken in place (while the
