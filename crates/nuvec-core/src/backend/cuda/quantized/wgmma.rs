@@ -51,9 +51,11 @@ const THREADS: u32 = 384;
 pub(super) const MIN_ROWS: usize = 64;
 /// The largest grid dimension y.
 const GRID_Y: usize = 65_535;
-/// The instantiated (rows of `x` a tile, stages) pairs, the default first for each tile (on an
-/// H100 at 512 rows, 4 stages of 256 rows ran at 600 TFLOP/s, 6 at 584).
-const SHAPES: [(usize, usize); 4] = [(128, 8), (128, 6), (256, 4), (256, 6)];
+/// The instantiated (rows of `x` a tile, stages) pairs, the default first for each tile. On an
+/// H100, a block a tile at 512 rows: 4 stages of 256 rows ran at 600 TFLOP/s, 6 at 584; with
+/// the stream-K walk (whose staging leaves room for 4 stages of 256 rows), tiles of 128 rows
+/// ran at 473 (6 stages) and 451 (8) against 575-584 for 256.
+const SHAPES: [(usize, usize); 4] = [(128, 6), (128, 8), (256, 4), (256, 6)];
 
 /// The most rows of `x` this kernel keeps where the dequantized route can take the product
 /// (`NUVEC_QMM_WGMMA_MAX_ROWS` sets another): past them, dequantizing `w` once costs less
