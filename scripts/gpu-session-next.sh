@@ -282,6 +282,18 @@ echo "== torch"; timeout 90 python3 bench/peers/torch_bench.py $P 2>&1 | tail -3
 echo "== ncu, prefill"; ncu_sections qmmwg qmm_512x14336x4096
 exit 0
 fi
+if [ "$part" = 25 ]; then
+# The warpgroup prefill with each sub-step's product issued as soon as its fragment is made
+# (`NVQW_INTERLEAVE=1`, the default since an H100 ran it on 2026-12-06, tenth session) against
+# the four fragments made first: its tests, then both in alternation.
+t wg_interleave env NUVEC_KERNEL_DEFINES="NVQW_INTERLEAVE=1" timeout 200 $T/gpu_qmm_wgmma-* \
+  --test-threads=4
+results wg_interleave
+P="qmm_512x14336x4096 qmm_1024x14336x4096"
+for d in 0 1 0 1; do echo "== prefill, interleaved $d"; NUVEC_KERNEL_DEFINES="NVQW_INTERLEAVE=$d" \
+  timeout 40 $B --device gpu --budget 0.5 $P 2>&1 | tail -2; done
+exit 0
+fi
 if [ "$part" = 17 ]; then
 # The gated delta rule against flash-linear-attention, with `GPU_TESTS="gpu_gated_delta
 # fast_ops" gpu-pack --bench` and the fla-core wheel: tests, then the decode and the prefill

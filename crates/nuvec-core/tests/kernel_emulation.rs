@@ -284,7 +284,7 @@ fn quantized_wgmma_kernel_matches_the_product_in_double() {
         "quantized_wgmma",
         &[("bulk.cuh", BULK), ("quantized_wgmma.cu", QUANTIZED_WGMMA)],
         include_str!("emulation/quantized_wgmma.cpp"),
-        &[&[]],
+        &[&[], &["NVQW_INTERLEAVE=0"]],
     );
 }
 

@@ -3,7 +3,9 @@
 // stand-ins) against the product in double over the dequantized 4-bit weights: groups of 32,
 // 64 and 128, 128 and 256 rows of x a tile, shapes that are not multiples of the tiles, an odd
 // number of steps, more steps than stages (the ring wraps), a block a tile and the stream-K
-// walk (tiles cut between two and three blocks). Built and run by tests/kernel_emulation.rs.
+// walk (tiles cut between two and three blocks). Built and run by tests/kernel_emulation.rs,
+// with each sub-step's product issued as its fragment is made, and (NVQW_INTERLEAVE=0) after
+// all four.
 #include <algorithm>
 #include <random>
 

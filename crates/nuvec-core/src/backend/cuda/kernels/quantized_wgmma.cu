@@ -52,6 +52,13 @@
 #define NVQW_THREADS 384
 #define NVQW_BN 128
 #define NVQW_BK 64
+// Whether a step issues each k16 sub-step's product as soon as its fragment is made, each
+// behind its own fence (1), or makes all four fragments first, one fence before the four
+// products (0, the form of the figures above). On an H100, in alternation: 582-583 and 628
+// TFLOP/s at 512 and 1,024 rows against 569-583 and 617-623; `NUVEC_KERNEL_DEFINES` sets it.
+#ifndef NVQW_INTERLEAVE
+#define NVQW_INTERLEAVE 1
+#endif
 
 // Mirrors `WgArgs` in `quantized/wgmma.rs` (repr(C)).
 struct NvQw {
@@ -251,8 +258,10 @@ template <typename T, bool G32> struct NvqwRows {
     }
   }
   // A step's fragments from its packed tile `wt` (WQ words between rows), scales `s`.
-  template <int WQ>
-  __device__ __forceinline__ void frags(u32 (&cur)[4][4], const u32* wt, const NvqwScales& s) const {
+  // `ready(kk)` runs once sub-step kk's fragment is made (NVQW_INTERLEAVE issues its product
+  // there).
+  template <int WQ, typename Ready>
+  __device__ __forceinline__ void frags(u32 (&cur)[4][4], const u32* wt, const NvqwScales& s, Ready ready) const {
     const uint4 a0 = *reinterpret_cast<const uint4*>(wt + r0 * WQ);
     const uint4 a1 = *reinterpret_cast<const uint4*>(wt + r0 * WQ + 4);
     const uint4 b0 = *reinterpret_cast<const uint4*>(wt + (r0 + 8) * WQ);
@@ -266,6 +275,7 @@ template <typename T, bool G32> struct NvqwRows {
       cur[kk][1] = nvqw_pair<T>(v[2 * kk], sel, nib, s.s[1][h], s.b[1][h]);
       cur[kk][2] = nvqw_pair<T>(u[2 * kk + 1], sel, nib, s.s[0][h], s.b[0][h]);
       cur[kk][3] = nvqw_pair<T>(v[2 * kk + 1], sel, nib, s.s[1][h], s.b[1][h]);
+      ready(kk);
     }
   }
 };
@@ -448,12 +458,25 @@ __device__ __forceinline__ void nvqw_qmm(const NvTmap* xm, const NvTmap* wm, con
       const int st = (int)(it % S);
       nv_bar_wait(full(st), (it / S) & 1);
       rows.scales(next, t + 1);
-      rows.template frags<8>(cur, ws + st * (Sh::WSTAGE / 4), s);
       const u32 xa = xs + st * Sh::XSTAGE;
-      nvqw_pin<ACC>(acc);
-      nvqw_fence();
+      auto product = [&](int kk) {
+        NvqwT<T>::template rs<BX>(acc, cur[kk], nvqw_desc(xa + kk * 32, 16, 1024));
+      };
+      if (NVQW_INTERLEAVE) {
+        // Each sub-step's product issued as soon as its fragment is made, behind a fence
+        // for the registers just written.
+        nvqw_pin<ACC>(acc);
+        rows.template frags<8>(cur, ws + st * (Sh::WSTAGE / 4), s, [&](int kk) {
+          nvqw_fence();
+          product(kk);
+        });
+      } else {
+        rows.template frags<8>(cur, ws + st * (Sh::WSTAGE / 4), s, [](int) {});
+        nvqw_pin<ACC>(acc);
+        nvqw_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) NvqwT<T>::template rs<BX>(acc, cur[kk], nvqw_desc(xa + kk * 32, 16, 1024));
+        for (int kk = 0; kk < 4; ++kk) product(kk);
+      }
       nvqw_commit();
       if (t + 1 == t_end) {
         nvqw_wait<0>();
