@@ -31,8 +31,11 @@
 # warpgroup prefill, cuBLAS's product and the decoding split kernel. Part 23 (the warpgroup
 # prefill's warp-specialised form against the first) ran on an H100 on 2026-12-06, tenth
 # session, and is removed with the first form (its results are in BENCHMARKS.md); part 24: the
-# prefill's tests and timings by walk and by the rows it keeps. Next on an H200: 24, 13 (with
-# `--peers`), 17, 22, 3.
+# prefill's tests and timings by walk and by the rows it keeps. Parts 28 and 29 (the decoding
+# products' register budgets and tiles; the experts' own tiles) ran on an H100 on 2026-12-06,
+# eleventh session, and are removed (their results are in BENCHMARKS.md). Part 26: the H200's
+# survey of the headline cases against every peer but MLX; part 27, after it on the same
+# machine: the tests and MLX. Next on an H200: 26 and 27, then 24, 17, 22.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -308,6 +311,48 @@ for k in 2 3 6 0; do echo "== resident $k"; NUVEC_GD_RESIDENT=$k timeout 40 $B -
   --budget 0.5 gated_delta_decode 2>&1 | tail -1; done
 echo "== fla"; timeout 90 python3 bench/peers/fla_bench.py --json $OUT/fla.json gated_delta_decode \
   gated_delta_prefill 2>&1 | tail -2
+exit 0
+fi
+if [ "$part" = 26 ]; then
+# The H200's survey of every headline case against every peer but MLX, in one call (with
+# `GPU_TESTS="gpu_qmm_wgmma gpu_quantized gpu_gather fast_ops gpu_norms gpu_rows
+# gpu_gated_delta gpu_attention" gpu-pack --bench --peers` and the wheels): nuvec, PyTorch (its default SDPA
+# and cuDNN's), Liger, flash-linear-attention, the experts' products by tiles, nuvec again. On
+# another card it stops at once (exit 3), for the least device time.
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || exit 3
+Q="qmv_14336x4096 qmm_512x14336x4096 qmm_1024x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
+R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
+S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
+D="copy_32mib decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k paged_decode_b8_8k paged_decode_b64_4k gated_delta_decode gated_delta_prefill"
+echo "== nuvec"; timeout 170 $B --device gpu --budget 0.4 --json $OUT/nuvec.json $R $S $D $Q 2>&1 | tail -36
+echo "== torch"; timeout 110 python3 bench/peers/torch_bench.py --json $OUT/torch.json $R $S \
+  decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k $Q 2>&1 | tail -24
+echo "== torch cudnn"; timeout 60 python3 bench/peers/torch_bench.py --sdpa cudnn $S 2>&1 | tail -4
+echo "== liger"; timeout 60 python3 bench/peers/liger_bench.py --json $OUT/liger.json $R 2>&1 | tail -9
+echo "== fla"; timeout 60 python3 bench/peers/fla_bench.py --json $OUT/fla.json gated_delta_decode \
+  gated_delta_prefill 2>&1 | tail -2
+for sh in 2,4 2,2; do echo "== experts, gathered shape $sh"; NUVEC_GQMV_MMA_SHAPE=$sh timeout 30 \
+  $B --device gpu --budget 0.4 moe_qmv_1 moe_qmv_64 2>&1 | tail -2; done
+echo "== nuvec again"; timeout 90 $B --device gpu --budget 0.3 $R $S 2>&1 | tail -14
+exit 0
+fi
+if [ "$part" = 27 ]; then
+# The H200's tests and MLX, after part 26 on the same warm machine (same pack): every packed
+# test file, then MLX's CUDA build on the headline cases.
+for b in fast_ops gpu_norms gpu_rows gpu_attention; do t $b timeout 200 $T/$b-* --test-threads=3 & done
+t gd timeout 200 $T/gpu_gated_delta-* --test-threads=2 &
+t quant timeout 250 $T/gpu_quantized-* --test-threads=3 &
+t wg timeout 200 $T/gpu_qmm_wgmma-* --test-threads=2 &
+t gather timeout 200 $T/gpu_gather_qmm-* --test-threads=2 &
+wait
+results fast_ops gpu_norms gpu_rows gpu_attention gd quant wg gather
+grep -h -A3 panicked $OUT/*.log | head -12
+R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
+S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k"
+Q="qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
+.gpu/peers/setup "$PWD/.gpu/peers" > /dev/null 2>&1 && tar -C /tmp/site -xJf .gpu/peers/cute.tar.xz
+echo "== mlx"; PYTHONPATH=/tmp/site timeout 200 python3 bench/peers/mlx_bench.py --device gpu \
+  --json $OUT/mlx.json $R $S $Q 2>&1 | tail -24
 exit 0
 fi
 # Part 3: the headline cases against the peers in the same run.

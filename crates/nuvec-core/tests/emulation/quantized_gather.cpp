@@ -251,6 +251,9 @@ int main() {
   bad += gqmv_mma_case<2, 2>(SORTED, 2, 15, 5, 12, 2);
   bad += gqmv_mma_case<2, 4>(GROUPED, 1, 23, 130, 520, 64);
   bad += gqmv_mma_case<1, 4>(GROUPED, 2, 24, 6, 33);
+  // The gathered form's default tiles (2, 2), grouped.
+  bad += gqmv_mma_case<2, 2>(GROUPED, 1, 25, 130, 520, 64);
+  bad += gqmv_mma_case<2, 2>(GROUPED, 3, 26, 9, 40);
   bad += tiled_case(1, 40, 5);
   bad += tiled_case(2, 20, 6);
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);

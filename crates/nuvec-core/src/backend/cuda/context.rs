@@ -165,6 +165,7 @@ impl Gpu {
             wave: per_sm.max(1) * self.props.sms,
             symbol: key.symbol,
             shared_raised: Default::default(),
+            static_bytes: Default::default(),
         };
         lock(&self.kernels).insert(*key, k.clone());
         Ok(k)

@@ -11,8 +11,8 @@
 
 use std::ffi::c_void;
 use std::fmt::{self, Write};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, result, sys};
 
@@ -172,6 +172,9 @@ pub(crate) struct Kernel {
     /// Set once [`Kernel::allow_shared`] has raised the function's limit; shared by every
     /// clone of the device's table entry, so the driver is asked once per function.
     pub(crate) shared_raised: Arc<AtomicBool>,
+    /// The function's static shared memory, once [`Kernel::static_shared`] has asked for it
+    /// (shared like `shared_raised`).
+    pub(crate) static_bytes: Arc<OnceLock<u32>>,
 }
 
 /// The most parameters a kernel takes.
@@ -210,11 +213,7 @@ impl Kernel {
                 self.symbol.as_str()
             ))
         };
-        let fixed = self
-            .f
-            .get_attribute(Attr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
-            .map_err(failed)?;
-        let most = device_most.saturating_sub(fixed.max(0) as u32);
+        let most = device_most.saturating_sub(self.static_shared()?);
         self.f
             .set_attribute(
                 Attr::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -224,6 +223,24 @@ impl Kernel {
         // Racing first calls set the same value, so neither's store can undo the other's.
         self.shared_raised.store(true, Ordering::Release);
         Ok(())
+    }
+
+    /// The kernel's static shared memory in bytes, asked of the driver on the first call only.
+    pub(crate) fn static_shared(&self) -> Result<u32> {
+        use cudarc::driver::sys::CUfunction_attribute as Attr;
+        if let Some(&bytes) = self.static_bytes.get() {
+            return Ok(bytes);
+        }
+        let bytes = self
+            .f
+            .get_attribute(Attr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+            .map_err(|e| {
+                Error::Device(format!(
+                    "cuda: {}: its static shared memory: {e}",
+                    self.symbol.as_str()
+                ))
+            })?;
+        Ok(*self.static_bytes.get_or_init(|| bytes.max(0) as u32))
     }
 
     /// How many blocks of `threads` threads and `shared` bytes of dynamic shared memory a

@@ -16,7 +16,6 @@
 
 use cudarc::driver::DeviceRepr;
 use cudarc::driver::LaunchConfig;
-use cudarc::driver::sys::CUfunction_attribute as Attr;
 
 use super::{CudaKernel, Place, row_major};
 use crate::array::{ArrayData, row_major_strides};
@@ -97,20 +96,9 @@ fn kernel(
 fn main_kernel(gpu: &Gpu, call: &KernelCall) -> Result<Kernel> {
     let k = kernel(gpu, call, symbol!("custom_{}", call.name())?)?;
     if call.shared_memory > DEFAULT_SHARED {
-        let failed = |e| {
-            Error::Device(format!(
-                "cuda: custom kernel `{}`: allowing it {} bytes of dynamic shared memory: {e}",
-                call.name(),
-                call.shared_memory
-            ))
-        };
-        let fixed =
-            k.f.get_attribute(Attr::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
-                .map_err(failed)?;
-        let most = gpu
-            .props
-            .shared_per_block
-            .saturating_sub(fixed.max(0) as u32);
+        // Asked of the driver on the kernel's first call only.
+        let fixed = k.static_shared()?;
+        let most = gpu.props.shared_per_block.saturating_sub(fixed);
         if call.shared_memory > most {
             return Err(Error::InvalidArgument(format!(
                 "custom_kernel: `{}` asks for {} bytes of dynamic shared memory; this device \

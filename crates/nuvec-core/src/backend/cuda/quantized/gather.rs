@@ -357,7 +357,7 @@ fn gathered_rows(
     let rows = d.indices * d.mrows;
     // The tensor-core form takes chunks of 8 rows (its products' columns) and blocks of
     // `block_rows` rows of w; the other a warp's few rows of w for chunks of up to 8.
-    let mma = mv_mma::takes(place, dtype, op.bits, op.group_size).then(mv_mma::shape);
+    let mma = mv_mma::takes(place, dtype, op.bits, op.group_size).then(mv_mma::gathered_shape);
     // Rows of the product a block takes: an index position's (up to 8), or about a matrix's
     // share of the sorted rows.
     let at_once = match mma {

@@ -22,7 +22,12 @@
 //!   for comparison: on an H100 this kernel read the weights of `qmv_14336x4096` at 2,324
 //!   GB/s, the CUDA-core one at 1,792;
 //! - `NUVEC_QMV_MMA_SHAPE=R,S` picks the instantiated tiles of 16 rows a warp (`R`) and slices
-//!   of the inner axis a block of 8 warps (`S`) among [`SHAPES`] (by default `2,4`);
+//!   of the inner axis a block of 8 warps (`S`) among [`SHAPES`] (by default `2,4`), and
+//!   `NUVEC_GQMV_MMA_SHAPE` the gathered form's (by default `2,2`: on an H100 `moe_qmv_64` took
+//!   69.7-71.1 us with it against 78.0-78.5 at `2,4` and 83.5-84.5 at `2,1`, where
+//!   `qmv_14336x4096` took 15.1-15.3 against 13.8-13.9: the experts' products have half the
+//!   inner axis, 2,048, and the shorter slices left each warp too few chunks to keep its
+//!   loads in flight);
 //! - `NUVEC_KERNEL_DEFINES` sets the kernel's `NVQM_UNROLL` and `NVQM_MINB`.
 
 use std::sync::OnceLock;
@@ -48,8 +53,9 @@ pub(super) const X_ROWS: usize = 8;
 /// The most rows of `x` sent here (one block's columns): beyond, the tiled kernels read each
 /// weight fewer times.
 const MAX_ROWS: usize = X_ROWS;
-/// The instantiated (tiles of 16 rows of `w` a warp, slices of the inner axis a block) pairs.
-const SHAPES: [(usize, usize); 4] = [(2, 4), (1, 4), (2, 2), (2, 8)];
+/// The instantiated (tiles of 16 rows of `w` a warp, slices of the inner axis a block) pairs:
+/// the plain form's default first, the gathered form's second.
+const SHAPES: [(usize, usize); 4] = [(2, 4), (2, 2), (1, 4), (2, 8)];
 /// The largest grid dimension z.
 const GRID_Z: usize = 65_535;
 
@@ -76,17 +82,28 @@ pub(super) fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var_os("NUVEC_QMV_MMA").is_none_or(|v| v != "0"))
 }
 
-/// The (tiles a warp, slices a block) pair: `NUVEC_QMV_MMA_SHAPE` where it names one of
-/// [`SHAPES`], else the first.
+/// The (tiles a warp, slices a block) pair named by the variable `var` where it is one of
+/// [`SHAPES`], else `default`.
+fn shape_from(var: &str, default: (usize, usize)) -> (usize, usize) {
+    let asked = std::env::var(var).ok().and_then(|v| {
+        let (r, s) = v.trim().split_once(',')?;
+        Some((r.trim().parse().ok()?, s.trim().parse().ok()?))
+    });
+    asked.filter(|a| SHAPES.contains(a)).unwrap_or(default)
+}
+
+/// The plain product's (tiles a warp, slices a block): `NUVEC_QMV_MMA_SHAPE`, else the first
+/// of [`SHAPES`].
 pub(super) fn shape() -> (usize, usize) {
     static SHAPE: OnceLock<(usize, usize)> = OnceLock::new();
-    *SHAPE.get_or_init(|| {
-        let asked = std::env::var("NUVEC_QMV_MMA_SHAPE").ok().and_then(|v| {
-            let (r, s) = v.trim().split_once(',')?;
-            Some((r.trim().parse().ok()?, s.trim().parse().ok()?))
-        });
-        asked.filter(|a| SHAPES.contains(a)).unwrap_or(SHAPES[0])
-    })
+    *SHAPE.get_or_init(|| shape_from("NUVEC_QMV_MMA_SHAPE", SHAPES[0]))
+}
+
+/// The gathered product's (tiles a warp, slices a block): `NUVEC_GQMV_MMA_SHAPE`, else the
+/// second of [`SHAPES`].
+pub(super) fn gathered_shape() -> (usize, usize) {
+    static SHAPE: OnceLock<(usize, usize)> = OnceLock::new();
+    *SHAPE.get_or_init(|| shape_from("NUVEC_GQMV_MMA_SHAPE", SHAPES[1]))
 }
 
 /// The module of the kernels over `dtype` (f16 or bf16): every instantiated shape.
