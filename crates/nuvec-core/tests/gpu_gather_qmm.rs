@@ -123,6 +123,26 @@ fn gather_qmm_decodes_with_unsorted_and_sorted_indices() {
             &format!("decode unsorted {dtype} bits={bits}"),
             true,
         );
+        // The same without lhs: its broadcast ([3, 1] to [3, 4]) read in place, each entry
+        // for 4 positions; and for rows of 20 (the tiled kernel), 2 positions an entry.
+        for (x, shape) in [
+            (vec![3, 1, 1, 256], vec![3, 4]),
+            (vec![3, 1, 20, 256], vec![3, 2]),
+        ] {
+            let positions = shape.iter().product();
+            let case = Case {
+                x,
+                shape,
+                lhs: None,
+                rhs: picks(&mut rng, positions, 6, false),
+                ..case
+            };
+            case.run(
+                &mut rng,
+                &format!("decode broadcast lhs {dtype} bits={bits} {:?}", case.x),
+                true,
+            );
+        }
         // The same rows sorted by expert (one row a position), offsets given.
         for tokens in [12, 40] {
             let case = Case {
@@ -154,6 +174,17 @@ fn gather_qmm_decodes_with_unsorted_and_sorted_indices() {
         case.run(
             &mut rng,
             &format!("decode grouped {dtype} bits={bits}"),
+            true,
+        );
+        // Grouped without lhs (each token's row for its 8 positions, read in place).
+        let case = Case {
+            lhs: None,
+            rhs: picks(&mut rng, 128, 20, false),
+            ..case
+        };
+        case.run(
+            &mut rng,
+            &format!("decode grouped broadcast lhs {dtype} bits={bits}"),
             true,
         );
     }

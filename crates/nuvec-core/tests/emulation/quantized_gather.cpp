@@ -8,12 +8,18 @@
 #include <algorithm>
 #include <random>
 
+// `lhs` holds each position's matrix of x; the kernels read `lhs_k`, one entry for every `rep`
+// consecutive positions (a lhs broadcast over its last axes, read in place).
 struct Problem {
   int E, X, mrows, N, K, gs, P;
   std::vector<bf16> x, s, b;
-  std::vector<u32> w, lhs, rhs;
+  std::vector<u32> w, lhs, rhs, lhs_k;
   std::vector<i32> offs;
+  int rep = 1;
 };
+
+// Positions share lhs entries `rep` at a time in the cases made while this is above 1.
+static int g_rep = 1;
 
 static Problem make(int E, int X, int mrows, int N, int K, int gs, int P, bool sorted,
                     unsigned seed) {
@@ -29,8 +35,10 @@ static Problem make(int E, int X, int mrows, int N, int K, int gs, int P, bool s
   p.b.resize(p.s.size());
   for (auto& e : p.s) e = nv_down<bf16>(u(rng) * 0.05f);
   for (auto& e : p.b) e = nv_down<bf16>(u(rng) * 0.1f);
+  p.rep = g_rep;
   for (int i = 0; i < P; ++i) {
-    p.lhs.push_back(rng() % X);
+    if (i % p.rep == 0) p.lhs_k.push_back(rng() % X);
+    p.lhs.push_back(p.lhs_k.back());
     p.rhs.push_back(rng() % E);
   }
   if (sorted) std::sort(p.rhs.begin(), p.rhs.end());
@@ -78,6 +86,7 @@ static NvGqmv args_of(const Problem& p, int mrows, int m, bool sorted) {
   a.mrows = mrows;
   a.sorted = sorted;
   a.nibbles = 0x000F000Fu;
+  a.lhs_repeat = p.rep;
   return a;
 }
 
@@ -130,7 +139,7 @@ static int gqmv_case(Order how, int mrows, unsigned seed, int E = 5, int P = 12,
                  zb ? zb : (unsigned)a.chunks},
                 NVQ_WARPS * 32, [&] {
                   nvq_gqmv<bf16, 4, M>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(),
-                                       p.lhs.data(), p.rhs.data(), table.data(), ord, a);
+                                       p.lhs_k.data(), p.rhs.data(), table.data(), ord, a);
                 });
   const double e = check(p, y);
   std::printf("gqmv M %d order %d mrows %d E %d P %d z %u: rel err %.3g, grouping %s\n", M,
@@ -156,13 +165,14 @@ static int tiled_case(int mode, int mrows, unsigned seed) {
   a.wvec = 16;
   a.mrows = mrows;
   a.mode = mode;
+  a.lhs_repeat = p.rep;
   typedef NvqTile<bf16, 4, true, 2> S;
   a.slots = (a.m + S::BM - 1) / S::BM + p.E;
   std::vector<bf16> y((size_t)a.m * p.N);
   const unsigned gy = mode == 1 ? (unsigned)((mrows + S::BM - 1) / S::BM) : (unsigned)a.slots;
   nv_emu_launch({(unsigned)((p.N + 255) / 256), gy, mode == 1 ? (unsigned)p.P : 1u}, 256, [&] {
     nvq_qmm<bf16, 4, true, 2, 16>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(),
-                                  p.lhs.data(), p.rhs.data(), p.offs.data(), a);
+                                  p.lhs_k.data(), p.rhs.data(), p.offs.data(), a);
   });
   const double e = check(p, y);
   std::printf("tiled gather mode %d mrows %d: rel err %.3g\n", mode, mrows, e);
@@ -222,11 +232,12 @@ static int gqmv_mma_case(Order how, int mrows, unsigned seed, int E = 5, int P =
   nv_emu_launch({(unsigned)((p.N + rows - 1) / rows), 1, zb ? zb : (unsigned)a.chunks},
                 NVQM_WARPS * 32, [&] {
                   nvqm_gqmv<bf16, R, S>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(),
-                                        p.lhs.data(), p.rhs.data(), table.data(), ord, a);
+                                        p.lhs_k.data(), p.rhs.data(), table.data(), ord, a);
                 });
   const double e = check(p, y);
-  std::printf("gqmv mma R %d S %d order %d mrows %d E %d P %d z %u: rel err %.3g, grouping %s\n",
-              R, S, (int)how, mrows, E, P, zb, e, grouped ? "ok" : "WRONG");
+  std::printf("gqmv mma R %d S %d order %d mrows %d E %d P %d z %u rep %d: rel err %.3g, "
+              "grouping %s\n",
+              R, S, (int)how, mrows, E, P, zb, p.rep, e, grouped ? "ok" : "WRONG");
   return e < 2e-2 && grouped ? 0 : 1;
 }
 
@@ -256,6 +267,19 @@ int main() {
   bad += gqmv_mma_case<2, 2>(GROUPED, 3, 26, 9, 40);
   bad += tiled_case(1, 40, 5);
   bad += tiled_case(2, 20, 6);
+  // lhs read in place with its entries repeated (a broadcast over the last axes: each matrix
+  // of x for 2, 3 or 8 consecutive positions), through every kernel and order.
+  g_rep = 3;
+  bad += gqmv_case<1>(UNSORTED, 1, 31);
+  bad += gqmv_case<4>(GROUPED, 3, 32, 40, 72);
+  bad += gqmv_mma_case<2, 2>(UNSORTED, 1, 33);
+  bad += gqmv_mma_case<2, 2>(SORTED, 2, 34, 5, 12, 2);
+  g_rep = 8;
+  bad += gqmv_mma_case<2, 2>(GROUPED, 1, 35, 130, 512, 64);
+  g_rep = 2;
+  bad += tiled_case(1, 40, 36);
+  bad += tiled_case(2, 20, 37);
+  g_rep = 1;
   std::printf(bad ? "FAIL %d\n" : "ALL OK\n", bad);
   return bad;
 }

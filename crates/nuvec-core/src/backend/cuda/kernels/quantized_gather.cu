@@ -3,8 +3,8 @@
 // quantized.cu, whose `nvq_qmv_rows` does the sums, and (for `gqmv_mma_*`, 4 bits, chunks of
 // 8 rows) quantized_mv_mma.cu, whose `nvqm_sums` does them on the tensor cores.
 //
-// Row v of the product is row v % mrows of matrix lhs[v / mrows] of x (row v itself without
-// lhs). A block's warps take NvqRows<M> rows of w each (blockIdx.x), for a chunk of up to M
+// Row v of the product is row v % mrows of matrix lhs[v / mrows / lhs_repeat] of x (row v
+// itself without lhs; the repeat reads a lhs broadcast over its last axes in place). A block's warps take NvqRows<M> rows of w each (blockIdx.x), for a chunk of up to M
 // rows of the product that share one matrix of w (blockIdx.z and on, a grid-stride loop):
 // - unsorted: chunk z is rows sub · M .. of index position i (z = i · per + sub), with matrix
 //   rhs[i] (i itself without rhs);
@@ -44,6 +44,8 @@ struct NvGqmv {
   i32 mrows;    // rows of each matrix of x
   i32 sorted;   // whether offs gives the matrices' runs
   u32 nibbles;  // 0x000F000F, for the tensor-core form (quantized_mv_mma.cu says why)
+  i32 lhs_repeat; // index positions that share one entry of lhs (0 or 1: one each)
+  i32 pad_;
 };
 
 // Index `i` of an index array, clamped below `count` (or `i` itself without one).
@@ -181,8 +183,8 @@ __device__ __forceinline__ i64 nvqg_xrow(const u32* __restrict__ lhs,
                                          const u32* __restrict__ order, const NvGqmv& a, i64 v) {
   v = nvqg_out_row(order, a, v);
   if (lhs == nullptr) return v;
-  const i64 mi = v / a.mrows;
-  return nvqg_index(lhs, mi, a.xmats) * a.mrows + (v - mi * a.mrows);
+  const i64 mi = v / a.mrows, li = a.lhs_repeat > 1 ? mi / a.lhs_repeat : mi;
+  return nvqg_index(lhs, li, a.xmats) * a.mrows + (v - mi * a.mrows);
 }
 
 // The grouping (one block; see the top): the `a.indices` positions (at most NVQG_GROUP_MAX)

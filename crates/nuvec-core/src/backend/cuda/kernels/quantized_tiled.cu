@@ -54,7 +54,7 @@ struct NvQmm {
   i32 wvec;     // bytes one cp.async of packed words moves (the kernel's V; unused)
   i32 mrows;    // rows of each gathered matrix of x (m without gathering)
   i32 mode;     // 0, 1 or 2 (above)
-  i32 pad_;
+  i32 lhs_repeat; // index positions that share one entry of lhs (0 or 1: one each)
 };
 
 // The pair type of T and the bits of 2^7 (bf16) or 2^10 (f16): OR-ing a value below 2^7 into
@@ -281,8 +281,8 @@ __device__ __forceinline__ void nvq_qmm_tile(const T* __restrict__ x, const u32*
     if (xv[j]) {
       xr = v;
       if (lhs != nullptr) {
-        const i64 i = v / a.mrows;
-        xr = nvq_index(lhs, i, a.xmats) * a.mrows + (v - i * a.mrows);
+        const i64 i = v / a.mrows, li = a.lhs_repeat > 1 ? i / a.lhs_repeat : i;
+        xr = nvq_index(lhs, li, a.xmats) * a.mrows + (v - i * a.mrows);
       }
     }
     xp[j] = x + xr * a.k + (tid & 7) * 8;

@@ -35,7 +35,7 @@ use super::super::launch::symbol;
 use super::mv_mma;
 use super::tiled::{self, Operands, Rows, TiledArgs};
 use super::{
-    BITS, COMMON, QUANTIZED, ROWS_AT_ONCE, WARPS, aligned, aligned_operands, group_shift,
+    BITS, COMMON, QUANTIZED, ROWS_AT_ONCE, WARPS, aligned, aligned_operands, group_shift, repeated,
     rows_a_warp,
 };
 use crate::array::ArrayData;
@@ -72,6 +72,9 @@ struct GatherArgs {
     sorted: i32,
     /// 0x000F000F, the tensor-core form's mask (`mv_mma.rs`).
     nibbles: u32,
+    /// Index positions that share one entry of lhs (1: one each; [`super::repeated`]).
+    lhs_repeat: i32,
+    pad: i32,
 }
 
 // SAFETY: `GatherArgs` is `repr(C)` plain data with the field order, types and alignment of
@@ -277,9 +280,12 @@ pub(super) fn product(
         return Ok(None);
     }
     let (_held, [x, w, scales, biases]) = aligned_operands(place, operands)?;
-    let (lhs, rhs) = match indices {
-        Some((l, r)) => (Some(aligned(place, l)?), Some(aligned(place, r)?)),
-        None => (None, None),
+    let (lhs, rhs, lhs_repeat) = match indices {
+        Some((l, r)) => {
+            let (l, at, repeat) = repeated(place, l)?;
+            (Some((l, at)), Some(aligned(place, r)?), repeat)
+        }
+        None => (None, None, 1),
     };
     let offsets = match (sorted, offsets) {
         (true, Some(o)) => Some(aligned(place, o)?),
@@ -312,15 +318,17 @@ pub(super) fn product(
                 groups: d.groups as i32,
                 gs_shift: group_shift(op.group_size),
                 mrows: d.mrows as i32,
+                lhs_repeat,
                 ..Default::default()
             };
             let how = if sorted { Rows::Sorted } else { Rows::PerIndex };
             // SAFETY: `x` holds `xmats · mrows` rows of `k` values, `w` `experts` matrices of
             // `wrows` rows of `wrow` words, the scales and biases `experts` matrices of
-            // `wrows · groups` values, the indices (when given) `indices` uint32 and the
-            // offsets `experts` int32 (when sorted), all row-major from 16-byte-aligned starts
-            // (`aligned`; the node's specs checked the shapes); `y` is a fresh block of
-            // `indices · mrows · n` values.
+            // `wrows · groups` values, the indices (when given) `indices` uint32 (lhs
+            // `indices / lhs_repeat`, the kernel reading entry `i / lhs_repeat` for position
+            // i: `repeated`) and the offsets `experts` int32 (when sorted), all row-major from
+            // 16-byte-aligned starts (`aligned`; the node's specs checked the shapes); `y` is a
+            // fresh block of `indices · mrows · n` values.
             unsafe { tiled::launch(place, dtype, bits, op.transpose, how, mt, &ops, args)? };
         }
         None => {
@@ -329,7 +337,15 @@ pub(super) fn product(
                 && indices.is_some()
                 && op.transpose
                 && kernel_groups(d.indices, d.mrows, d.experts);
-            gathered_rows(place, op, d, Order { sorted, group }, &ops, dtype)?
+            gathered_rows(
+                place,
+                op,
+                d,
+                Order { sorted, group },
+                &ops,
+                lhs_repeat,
+                dtype,
+            )?
         }
     }
     Ok(Some(out))
@@ -350,6 +366,7 @@ fn gathered_rows(
     d: &Dims,
     order: Order,
     ops: &Operands,
+    lhs_repeat: i32,
     dtype: DType,
 ) -> Result<()> {
     // Grouped positions run as sorted ones (through their order).
@@ -389,6 +406,8 @@ fn gathered_rows(
         mrows: d.mrows as i32,
         sorted: i32::from(sorted),
         nibbles: 0x000F_000F,
+        lhs_repeat,
+        pad: 0,
     };
     let bits = op.bits;
     let tn = type_names(dtype).expect("a float type").1;

@@ -13,8 +13,8 @@
 
 use super::super::Place;
 use super::super::fast::{CudaKernel, nested, row_major};
-use super::aligned;
 use super::tiled::{self, Operands, PLAIN, Rows, TiledArgs};
+use super::{aligned, repeated};
 use crate::array::{ArrayData, Layout};
 use crate::fast::Arg;
 use crate::fast::gather::GatherMm;
@@ -145,7 +145,7 @@ impl CudaKernel for GatherMm {
         let Some(mt) = fitting else {
             return nested(place, self, inputs, outputs);
         };
-        let args = TiledArgs {
+        let mut args = TiledArgs {
             m: rows as i64,
             n: d.n as i64,
             // Words between matrices: K · N values of two bytes.
@@ -166,7 +166,8 @@ impl CudaKernel for GatherMm {
         }
         let w = b_start(&b)?;
         let (_a, x) = aligned(place, &inputs[0])?;
-        let (_l, lhs) = aligned(place, &inputs[2])?;
+        let (_l, lhs, lhs_repeat) = repeated(place, &inputs[2])?;
+        args.lhs_repeat = lhs_repeat;
         let (_r, rhs) = aligned(place, &inputs[3])?;
         let offsets = match sorted {
             true => Some(aligned(place, &inputs[4])?),
@@ -186,8 +187,9 @@ impl CudaKernel for GatherMm {
         };
         // SAFETY: `x` holds `xmats · mrows` rows of `k` values, `w` `experts` matrices of
         // `k · n` values of `dtype` (rows of `k` values with `transpose`, else of `n`; `k` and
-        // `n` multiples of 8) from a 16-byte-aligned start, the indices `indices` uint32 and the
-        // offsets `experts` int32 (when sorted), row-major from 16-byte-aligned starts
+        // `n` multiples of 8) from a 16-byte-aligned start, the indices `indices` uint32 (lhs
+        // `indices / lhs_repeat`, `repeated`) and the offsets `experts` int32 (when sorted),
+        // row-major from 16-byte-aligned starts
         // (`aligned`; the node's specs checked the shapes); `y` is a fresh block of
         // `indices · mrows · n` values; `b` and the copies are held until the work is queued.
         unsafe { tiled::launch(place, dtype, PLAIN, transpose, how, mt, &ops, args)? };

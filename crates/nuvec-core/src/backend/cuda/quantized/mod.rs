@@ -232,6 +232,34 @@ fn aligned(place: &Place, data: &ArrayData) -> Result<(ArrayData, u64)> {
     Ok((copy, at))
 }
 
+/// An index array as the gathered kernels read it: the array holding it, its address, and how
+/// many consecutive index positions share each of its entries. An array broadcast over its
+/// last axes (`gather_qmm`'s and `gather_mm`'s `lhs` without indices: each matrix of `x` for
+/// all the indices of `w` beside it) is read in place, once per entry, its repeat the size of
+/// those axes, where a copy would take a launch; any other layout is made row-major
+/// ([`aligned`]), each entry its own position.
+fn repeated(place: &Place, data: &ArrayData) -> Result<(ArrayData, u64, i32)> {
+    let l = &data.layout;
+    let lead = l
+        .strides
+        .iter()
+        .zip(&l.shape)
+        .rposition(|(&s, &n)| s != 0 && n != 1)
+        .map_or(0, |i| i + 1);
+    let repeat: usize = l.shape[lead..].iter().product();
+    if repeat > 1 && repeat <= i32::MAX as usize {
+        let base = data.view(Layout {
+            shape: l.shape[..lead].to_vec(),
+            strides: l.strides[..lead].to_vec(),
+            offset: l.offset,
+        });
+        let (held, at) = aligned(place, &base)?;
+        return Ok((held, at, repeat as i32));
+    }
+    let (held, at) = aligned(place, data)?;
+    Ok((held, at, 1))
+}
+
 /// The operands `(x, w, scales, biases)` as the product kernels read them ([`aligned`] each):
 /// the arrays holding them (to keep until the launch is queued) and their addresses.
 fn aligned_operands(place: &Place, operands: &[ArrayData]) -> Result<(Vec<ArrayData>, [u64; 4])> {

@@ -65,7 +65,8 @@ pub(super) struct TiledArgs {
     pub(super) wvec: i32,
     pub(super) mrows: i32,
     pub(super) mode: i32,
-    pub(super) pad: i32,
+    /// Index positions that share one entry of lhs (0 or 1: one each; [`super::repeated`]).
+    pub(super) lhs_repeat: i32,
 }
 
 // SAFETY: `TiledArgs` is `repr(C)` plain data with the field order, types and alignment of
