@@ -32,9 +32,9 @@
 # prefill's warp-specialised form against the first) ran on an H100 on 2026-12-06, tenth
 # session, and is removed with the first form (its results are in BENCHMARKS.md); part 24: the
 # prefill's tests and timings by walk and by the rows it keeps. Parts 28 and 29 (the decoding
-# products' register budgets and tiles; the experts' own tiles) and 30 (the gathered
-# products' lhs read in place) ran on an H100 on 2026-12-06, eleventh session, and are removed
-# (their results are in BENCHMARKS.md). Part 26: the H200's
+# products' register budgets and tiles; the experts' own tiles), 30 (the gathered products'
+# lhs read in place) and 31 (their tiles chosen by their blocks) ran on an H100 on 2026-12-06,
+# eleventh session, and are removed (their results are in BENCHMARKS.md). Part 26: the H200's
 # survey of the headline cases against every peer but MLX; part 27, after it on the same
 # machine: the tests and MLX. Next on an H200: 26 and 27, then 24, 17, 22.
 set -u

@@ -265,6 +265,8 @@ int main() {
   // The gathered form's default tiles (2, 2), grouped.
   bad += gqmv_mma_case<2, 2>(GROUPED, 1, 25, 130, 520, 64);
   bad += gqmv_mma_case<2, 2>(GROUPED, 3, 26, 9, 40);
+  // Its tiles for few blocks (2, 8): unsorted, as one token through its experts.
+  bad += gqmv_mma_case<2, 8>(UNSORTED, 1, 27, 8, 8);
   bad += tiled_case(1, 40, 5);
   bad += tiled_case(2, 20, 6);
   // lhs read in place with its entries repeated (a broadcast over the last axes: each matrix

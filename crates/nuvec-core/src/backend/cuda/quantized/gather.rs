@@ -374,13 +374,13 @@ fn gathered_rows(
     let rows = d.indices * d.mrows;
     // The tensor-core form takes chunks of 8 rows (its products' columns) and blocks of
     // `block_rows` rows of w; the other a warp's few rows of w for chunks of up to 8.
-    let mma = mv_mma::takes(place, dtype, op.bits, op.group_size).then(mv_mma::gathered_shape);
+    let takes_mma = mv_mma::takes(place, dtype, op.bits, op.group_size);
     // Rows of the product a block takes: an index position's (up to 8), or about a matrix's
     // share of the sorted rows.
-    let at_once = match mma {
-        Some(_) => mv_mma::X_ROWS,
-        None if sorted => rows.div_ceil(d.experts.min(d.indices)),
-        None => d.mrows,
+    let at_once = match takes_mma {
+        true => mv_mma::X_ROWS,
+        false if sorted => rows.div_ceil(d.experts.min(d.indices)),
+        false => d.mrows,
     }
     .clamp(1, ROWS_AT_ONCE);
     let chunks = if sorted {
@@ -388,6 +388,11 @@ fn gathered_rows(
     } else {
         d.indices * d.mrows.div_ceil(at_once)
     };
+    let mma = takes_mma.then(|| {
+        mv_mma::gathered_shape(place.gpu.props.sms as usize, |shape| {
+            chunks * d.n.div_ceil(mv_mma::block_rows(shape))
+        })
+    });
     let bx = match mma {
         Some(shape) => d.n.div_ceil(mv_mma::block_rows(shape)),
         None => d.n.div_ceil(WARPS * rows_a_warp(at_once)),

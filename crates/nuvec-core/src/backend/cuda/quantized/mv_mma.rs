@@ -23,11 +23,7 @@
 //!   GB/s, the CUDA-core one at 1,792;
 //! - `NUVEC_QMV_MMA_SHAPE=R,S` picks the instantiated tiles of 16 rows a warp (`R`) and slices
 //!   of the inner axis a block of 8 warps (`S`) among [`SHAPES`] (by default `2,4`), and
-//!   `NUVEC_GQMV_MMA_SHAPE` the gathered form's (by default `2,2`: on an H100 `moe_qmv_64` took
-//!   69.7-71.1 us with it against 78.0-78.5 at `2,4` and 83.5-84.5 at `2,1`, where
-//!   `qmv_14336x4096` took 15.1-15.3 against 13.8-13.9: the experts' products have half the
-//!   inner axis, 2,048, and the shorter slices left each warp too few chunks to keep its
-//!   loads in flight);
+//!   `NUVEC_GQMV_MMA_SHAPE` the gathered form's (by default [`gathered_shape`]'s choice);
 //! - `NUVEC_KERNEL_DEFINES` sets the kernel's `NVQM_UNROLL` and `NVQM_MINB`.
 
 use std::sync::OnceLock;
@@ -54,7 +50,8 @@ pub(super) const X_ROWS: usize = 8;
 /// weight fewer times.
 const MAX_ROWS: usize = X_ROWS;
 /// The instantiated (tiles of 16 rows of `w` a warp, slices of the inner axis a block) pairs:
-/// the plain form's default first, the gathered form's second.
+/// the plain form's default first, the gathered form's ([`GATHERED`], [`GATHERED_FEW`]) among
+/// them.
 const SHAPES: [(usize, usize); 4] = [(2, 4), (2, 2), (1, 4), (2, 8)];
 /// The largest grid dimension z.
 const GRID_Z: usize = 65_535;
@@ -99,11 +96,36 @@ pub(super) fn shape() -> (usize, usize) {
     *SHAPE.get_or_init(|| shape_from("NUVEC_QMV_MMA_SHAPE", SHAPES[0]))
 }
 
-/// The gathered product's (tiles a warp, slices a block): `NUVEC_GQMV_MMA_SHAPE`, else the
-/// second of [`SHAPES`].
-pub(super) fn gathered_shape() -> (usize, usize) {
-    static SHAPE: OnceLock<(usize, usize)> = OnceLock::new();
-    *SHAPE.get_or_init(|| shape_from("NUVEC_GQMV_MMA_SHAPE", SHAPES[1]))
+/// The gathered form's tiles where its blocks fill the device, and where they would not.
+const GATHERED: (usize, usize) = (2, 2);
+const GATHERED_FEW: (usize, usize) = (2, 8);
+
+/// The gathered product's (tiles a warp, slices a block) on a device of `sms`
+/// multiprocessors, where `blocks(shape)` counts the launch's blocks at a shape:
+/// `NUVEC_GQMV_MMA_SHAPE` where it names one of [`SHAPES`]; else [`GATHERED`], unless its
+/// blocks would not give every multiprocessor two (the registers' bound), then
+/// [`GATHERED_FEW`] (four times the blocks, each warp a quarter of the inner axis).
+///
+/// On an H100: `moe_qmv_64` (about 1,150 blocks at (2, 2)) took 69.7-71.1 us at (2, 2), 78.0-78.5
+/// at (2, 4), 83.5-84.5 at (2, 1), where `qmv_14336x4096` (the plain form) takes 13.8-13.9 at
+/// (2, 4) and 15.1-15.3 at (2, 2): the experts' inner axis is half as long, and shorter slices
+/// left each warp too few chunks to keep its loads in flight. `moe_qmv_1` (one token, 8
+/// experts: 48 blocks at (2, 2)) spent 15.0 us in its product under ncu at (2, 2), 11.2 at (2,
+/// 4), 11.0 at (1, 4) and 10.5 at (2, 8).
+pub(super) fn gathered_shape(
+    sms: usize,
+    blocks: impl Fn((usize, usize)) -> usize,
+) -> (usize, usize) {
+    static ASKED: OnceLock<Option<(usize, usize)>> = OnceLock::new();
+    let asked = *ASKED.get_or_init(|| {
+        let fallback = (0, 0);
+        Some(shape_from("NUVEC_GQMV_MMA_SHAPE", fallback)).filter(|s| *s != fallback)
+    });
+    asked.unwrap_or(if blocks(GATHERED) < 2 * sms {
+        GATHERED_FEW
+    } else {
+        GATHERED
+    })
 }
 
 /// The module of the kernels over `dtype` (f16 or bf16): every instantiated shape.
@@ -217,6 +239,24 @@ pub(super) fn matmul(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The gathered form's shapes are instantiated, and the one that gives more blocks is
+    /// taken where the other's would not fill the device twice over (unless the environment
+    /// names a shape).
+    #[test]
+    fn gathered_shape_fills_the_device() {
+        assert!(SHAPES.contains(&GATHERED) && SHAPES.contains(&GATHERED_FEW));
+        assert!(block_rows(GATHERED_FEW) < block_rows(GATHERED));
+        if std::env::var_os("NUVEC_GQMV_MMA_SHAPE").is_some() {
+            return;
+        }
+        // One token through 8 experts of 768 rows: 8 chunks.
+        let blocks = |shape| 8 * 768usize.div_ceil(block_rows(shape));
+        assert_eq!(gathered_shape(132, blocks), GATHERED_FEW);
+        // 64 tokens: about 190 chunks.
+        let blocks = |shape| 190 * 768usize.div_ceil(block_rows(shape));
+        assert_eq!(gathered_shape(132, blocks), GATHERED);
+    }
 
     /// Every module instantiates, at every shape, the kernels the launches name:
     /// `qmv_mma_<type>_r<R>_s<S>` here, `gqmv_mma_*` in the gathered module.
