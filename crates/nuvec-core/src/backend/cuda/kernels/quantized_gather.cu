@@ -4,8 +4,9 @@
 // 8 rows) quantized_mv_mma.cu, whose `nvqm_sums` does them on the tensor cores.
 //
 // Row v of the product is row v % mrows of matrix lhs[v / mrows / lhs_repeat] of x (row v
-// itself without lhs; the repeat reads a lhs broadcast over its last axes in place). A block's warps take NvqRows<M> rows of w each (blockIdx.x), for a chunk of up to M
-// rows of the product that share one matrix of w (blockIdx.z and on, a grid-stride loop):
+// itself without lhs; the repeat reads a lhs broadcast over its last axes in place). A block's
+// warps take NvqRows<M> rows of w each (blockIdx.x), for a chunk of up to M rows of the
+// product that share one matrix of w (blockIdx.z and on, a grid-stride loop):
 // - unsorted: chunk z is rows sub · M .. of index position i (z = i · per + sub), with matrix
 //   rhs[i] (i itself without rhs);
 // - sorted (offsets given): matrix e's rows are [offs[e], offs[e + 1]) times mrows, cut into

@@ -189,9 +189,9 @@ impl CudaKernel for GatherMm {
         // `k · n` values of `dtype` (rows of `k` values with `transpose`, else of `n`; `k` and
         // `n` multiples of 8) from a 16-byte-aligned start, the indices `indices` uint32 (lhs
         // `indices / lhs_repeat`, `repeated`) and the offsets `experts` int32 (when sorted),
-        // row-major from 16-byte-aligned starts
-        // (`aligned`; the node's specs checked the shapes); `y` is a fresh block of
-        // `indices · mrows · n` values; `b` and the copies are held until the work is queued.
+        // row-major from 16-byte-aligned starts (`aligned`; the node's specs checked the
+        // shapes); `y` is a fresh block of `indices · mrows · n` values; `b` and the copies are
+        // held until the work is queued.
         unsafe { tiled::launch(place, dtype, PLAIN, transpose, how, mt, &ops, args)? };
         Ok(vec![out])
     }
