@@ -377,10 +377,12 @@ fn gathered_rows(
     let takes_mma = mv_mma::takes(place, dtype, op.bits, op.group_size);
     // Rows of the product a block takes: an index position's (up to 8), or about a matrix's
     // share of the sorted rows.
-    let at_once = match takes_mma {
-        true => mv_mma::X_ROWS,
-        false if sorted => rows.div_ceil(d.experts.min(d.indices)),
-        false => d.mrows,
+    let at_once = if takes_mma {
+        mv_mma::X_ROWS
+    } else if sorted {
+        rows.div_ceil(d.experts.min(d.indices))
+    } else {
+        d.mrows
     }
     .clamp(1, ROWS_AT_ONCE);
     let chunks = if sorted {

@@ -79,21 +79,21 @@ pub(super) fn enabled() -> bool {
     *ON.get_or_init(|| std::env::var_os("NUVEC_QMV_MMA").is_none_or(|v| v != "0"))
 }
 
-/// The (tiles a warp, slices a block) pair named by the variable `var` where it is one of
-/// [`SHAPES`], else `default`.
-fn shape_from(var: &str, default: (usize, usize)) -> (usize, usize) {
+/// The (tiles a warp, slices a block) pair named by the variable `var`, where it is one of
+/// [`SHAPES`].
+fn shape_from(var: &str) -> Option<(usize, usize)> {
     let asked = std::env::var(var).ok().and_then(|v| {
         let (r, s) = v.trim().split_once(',')?;
         Some((r.trim().parse().ok()?, s.trim().parse().ok()?))
     });
-    asked.filter(|a| SHAPES.contains(a)).unwrap_or(default)
+    asked.filter(|a| SHAPES.contains(a))
 }
 
 /// The plain product's (tiles a warp, slices a block): `NUVEC_QMV_MMA_SHAPE`, else the first
 /// of [`SHAPES`].
 pub(super) fn shape() -> (usize, usize) {
     static SHAPE: OnceLock<(usize, usize)> = OnceLock::new();
-    *SHAPE.get_or_init(|| shape_from("NUVEC_QMV_MMA_SHAPE", SHAPES[0]))
+    *SHAPE.get_or_init(|| shape_from("NUVEC_QMV_MMA_SHAPE").unwrap_or(SHAPES[0]))
 }
 
 /// The gathered form's tiles where its blocks fill the device, and where they would not.
@@ -117,10 +117,7 @@ pub(super) fn gathered_shape(
     blocks: impl Fn((usize, usize)) -> usize,
 ) -> (usize, usize) {
     static ASKED: OnceLock<Option<(usize, usize)>> = OnceLock::new();
-    let asked = *ASKED.get_or_init(|| {
-        let fallback = (0, 0);
-        Some(shape_from("NUVEC_GQMV_MMA_SHAPE", fallback)).filter(|s| *s != fallback)
-    });
+    let asked = *ASKED.get_or_init(|| shape_from("NUVEC_GQMV_MMA_SHAPE"));
     asked.unwrap_or(if blocks(GATHERED) < 2 * sms {
         GATHERED_FEW
     } else {
