@@ -160,8 +160,9 @@ fn gather_qmm_decodes_with_unsorted_and_sorted_indices() {
             );
         }
         // 16 tokens through 8 of 20 experts, unsorted (128 positions): grouped by expert
-        // inside the node (its grouping launch, then the product read and written through
-        // the positions' order).
+        // inside the node (4 bits in f16 and bf16: each block of the tensor-core product finds
+        // its expert's positions; else a grouping launch, then the product read and written
+        // through the positions' order).
         let case = Case {
             x: vec![16, 1, 1, 256],
             experts: 20,
@@ -185,6 +186,34 @@ fn gather_qmm_decodes_with_unsorted_and_sorted_indices() {
         case.run(
             &mut rng,
             &format!("decode grouped broadcast lhs {dtype} bits={bits}"),
+            true,
+        );
+        // The same positions sorted: grouped by the kernel as if unsorted (no offsets).
+        let mut rhs = case.rhs.clone();
+        rhs.sort_unstable();
+        let case = Case {
+            rhs,
+            sorted: true,
+            ..case
+        };
+        case.run(
+            &mut rng,
+            &format!("decode sorted, grouped by the kernel {dtype} bits={bits}"),
+            true,
+        );
+        // 160 tokens through 8 of 96 experts (1,280 positions): more than the tensor-core
+        // product's blocks group themselves, so a grouping launch runs first for every form.
+        let case = Case {
+            x: vec![160, 1, 1, 256],
+            experts: 96,
+            shape: vec![160, 8],
+            rhs: picks(&mut rng, 1280, 96, false),
+            sorted: false,
+            ..case
+        };
+        case.run(
+            &mut rng,
+            &format!("decode grouped by a launch {dtype} bits={bits}"),
             true,
         );
     }

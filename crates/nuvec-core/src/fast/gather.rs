@@ -249,7 +249,9 @@ pub(crate) fn kernel_groups(positions: usize, mrows: usize, batches: usize) -> b
 /// that the kernel reads each weight batch once for a run of rows rather than once a
 /// position: by the gathered quantized product's own kernel where it runs
 /// ([`kernel_groups`]), else through `argsort` and `take` nodes (the products taken back into
-/// the positions' order). Every product is the one the position asked for.
+/// the positions' order). Where that kernel groups the positions, sorted ones go to it as
+/// unsorted: it finds each weight batch's rows itself, so no offsets are searched for. Every
+/// product is the one the position asked for.
 fn record(op: FastOp, inputs: Vec<Array>, sorted: bool, weights: &Array) -> Result<Vec<Array>> {
     let device = default_stream().device.kind;
     if !op.takes(device, &inputs) {
@@ -260,18 +262,19 @@ fn record(op: FastOp, inputs: Vec<Array>, sorted: bool, weights: &Array) -> Resu
     let batches: usize = weights.shape()[..weights.ndim() - 2].iter().product();
     // Rows of each matrix of x (its second-last axis).
     let mrows = inputs[0].shape().iter().rev().nth(1).copied().unwrap_or(1);
-    if sorted
-        || device != DeviceKind::Gpu
-        || positions < GROUP_POSITIONS
-        || positions < batches
-        || (matches!(
+    let kernel_groups = device == DeviceKind::Gpu
+        && matches!(
             op,
             FastOp::GatherQmm {
                 transpose: true,
                 ..
             }
-        ) && kernel_groups(positions, mrows, batches))
-    {
+        )
+        && kernel_groups(positions, mrows, batches);
+    if kernel_groups {
+        return record_node(op, inputs, false, weights);
+    }
+    if sorted || device != DeviceKind::Gpu || positions < GROUP_POSITIONS || positions < batches {
         return record_node(op, inputs, sorted, weights);
     }
     Ok(vec![grouped(op, inputs, weights)?])

@@ -256,6 +256,17 @@ inline unsigned __match_any_sync(unsigned, unsigned v) {
   nv_emu_warp_sync();
   return peers;
 }
+// The lanes of the warp whose predicate holds (bit l for lane l).
+inline unsigned __ballot_sync(unsigned, int pred) {
+  const int w = threadIdx.x >> 5;
+  static unsigned held[32][32];
+  held[w][threadIdx.x & 31] = pred != 0;
+  nv_emu_warp_sync();
+  unsigned bits = 0;
+  for (int l = 0; l < 32; ++l) bits |= held[w][l] << l;
+  nv_emu_warp_sync();
+  return bits;
+}
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline int __ffs(int v) { return __builtin_ffs(v); }
 

@@ -3,7 +3,8 @@
 // and of a 4-bit w (rhs), unsorted, and sorted by matrix with the runs' offsets (the chunks'
 // table written first, as the host does; runs left empty; fewer blocks than chunks), unsorted
 // and grouped on the device first (the order checked to be the stable sort by matrix), and the
-// table alone over scrambled offsets; and the tensor-core form of the matrix-vector kernel.
+// table alone over scrambled offsets; and the tensor-core form of the matrix-vector kernel,
+// also with each block finding its matrix's positions.
 // Built and run by tests/kernel_emulation.rs.
 #include <algorithm>
 #include <random>
@@ -90,16 +91,19 @@ static NvGqmv args_of(const Problem& p, int mrows, int m, bool sorted) {
   return a;
 }
 
-// How a case's positions come: unsorted, sorted with their offsets, or unsorted and grouped
-// on the device.
-enum Order { UNSORTED, SORTED, GROUPED };
+// How a case's positions come: unsorted, sorted with their offsets, unsorted and grouped
+// on the device first, or unsorted and found by each block of the product (tensor-core form).
+enum Order { UNSORTED, SORTED, GROUPED, BY_MATRIX };
+
+// Blocks a matrix of the cases made by matrix.
+static int g_per = 1;
 
 // The chunks' table (and for GROUPED the order and offsets) as the host launches them first;
 // 0 where the grouping's order is not the stable sort of the positions by matrix.
 template <int M>
 static int prepare(const Problem& p, const NvGqmv& a, Order how, std::vector<i64>& table,
                    std::vector<u32>& order) {
-  if (how == UNSORTED) return 1;
+  if (how == UNSORTED || how == BY_MATRIX) return 1;
   table.assign((size_t)a.chunks * 3, 0);
   if (how == SORTED) {
     nv_emu_launch({1, 1, 1}, NVQ_WARPS * 32,
@@ -222,8 +226,13 @@ template <int R, int S>
 static int gqmv_mma_case(Order how, int mrows, unsigned seed, int E = 5, int P = 12,
                          unsigned zb = 0) {
   Problem p = make(E, 3, mrows, 40, 256, 64, P, how == SORTED, seed);
-  const NvGqmv a = args_of(p, mrows, 8, how != UNSORTED);
+  NvGqmv a = args_of(p, mrows, 8, how == SORTED || how == GROUPED);
+  if (how == BY_MATRIX) {
+    a.per_matrix = g_per;
+    a.chunks = (i64)E * g_per;
+  }
   std::vector<bf16> y((size_t)p.P * mrows * p.N);
+  for (auto& v : y) v = nv_down<bf16>(12345.0f);  // every output must be written
   std::vector<i64> table;
   std::vector<u32> order;
   const int grouped = prepare<8>(p, a, how, table, order);
@@ -231,13 +240,21 @@ static int gqmv_mma_case(Order how, int mrows, unsigned seed, int E = 5, int P =
   const int rows = 16 * R * (NVQM_WARPS / S);
   nv_emu_launch({(unsigned)((p.N + rows - 1) / rows), 1, zb ? zb : (unsigned)a.chunks},
                 NVQM_WARPS * 32, [&] {
-                  nvqm_gqmv<bf16, R, S>(p.x.data(), p.w.data(), p.s.data(), p.b.data(), y.data(),
-                                        p.lhs_k.data(), p.rhs.data(), table.data(), ord, a);
+                  if (how == BY_MATRIX) {
+                    nvqm_gqmv_by_matrix<bf16, R, S>(p.x.data(), p.w.data(), p.s.data(),
+                                                    p.b.data(), y.data(), p.lhs_k.data(),
+                                                    p.rhs.data(), a);
+                  } else {
+                    nvqm_gqmv<bf16, R, S>(p.x.data(), p.w.data(), p.s.data(), p.b.data(),
+                                          y.data(), p.lhs_k.data(), p.rhs.data(), table.data(),
+                                          ord, a);
+                  }
                 });
   const double e = check(p, y);
-  std::printf("gqmv mma R %d S %d order %d mrows %d E %d P %d z %u rep %d: rel err %.3g, "
-              "grouping %s\n",
-              R, S, (int)how, mrows, E, P, zb, p.rep, e, grouped ? "ok" : "WRONG");
+  std::printf("gqmv mma R %d S %d order %d mrows %d E %d P %d z %u rep %d per %d: rel err "
+              "%.3g, grouping %s\n",
+              R, S, (int)how, mrows, E, P, zb, p.rep, how == BY_MATRIX ? g_per : 0, e,
+              grouped ? "ok" : "WRONG");
   return e < 2e-2 && grouped ? 0 : 1;
 }
 
@@ -267,6 +284,16 @@ int main() {
   bad += gqmv_mma_case<2, 2>(GROUPED, 3, 26, 9, 40);
   // Its tiles for few blocks (2, 8): unsorted, as one token through its experts.
   bad += gqmv_mma_case<2, 8>(UNSORTED, 1, 27, 8, 8);
+  // Found by each block: more positions than threads (four batches), matrices picked by
+  // none, more than 8 rows a matrix in some (a block's chunks in turn, or split over two
+  // blocks a matrix), fewer blocks than matrices, the most positions.
+  bad += gqmv_mma_case<2, 2>(BY_MATRIX, 1, 41, 130, 1000, 64);
+  bad += gqmv_mma_case<2, 4>(BY_MATRIX, 3, 42, 9, 40);
+  bad += gqmv_mma_case<1, 4>(BY_MATRIX, 1, 43, 3, 60, 2);
+  g_per = 2;
+  bad += gqmv_mma_case<2, 2>(BY_MATRIX, 2, 44, 6, 33, 5);
+  bad += gqmv_mma_case<2, 8>(BY_MATRIX, 1, 45, 40, 1024);
+  g_per = 1;
   bad += tiled_case(1, 40, 5);
   bad += tiled_case(2, 20, 6);
   // lhs read in place with its entries repeated (a broadcast over the last axes: each matrix
@@ -278,6 +305,7 @@ int main() {
   bad += gqmv_mma_case<2, 2>(SORTED, 2, 34, 5, 12, 2);
   g_rep = 8;
   bad += gqmv_mma_case<2, 2>(GROUPED, 1, 35, 130, 512, 64);
+  bad += gqmv_mma_case<2, 2>(BY_MATRIX, 1, 38, 128, 512);
   g_rep = 2;
   bad += tiled_case(1, 40, 36);
   bad += tiled_case(2, 20, 37);

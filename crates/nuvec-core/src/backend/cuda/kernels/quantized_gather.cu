@@ -22,6 +22,13 @@
 //   product runs as sorted, reading row v's x through the position `order` gives it and
 //   writing its output there. One launch does what an argsort, three takes and a search did
 //   as graph nodes (about as long as the product itself at 64 tokens).
+// - by matrix (the tensor-core form, grouped, at most NVQG_SCAN_MAX positions; `per_matrix`
+//   set): no launch before the product. Block z takes matrix e = z / per_matrix: it finds the
+//   positions that pick e itself (each thread tests a few of rhs, a ballot a warp, the warps'
+//   counts laid out in shared memory, so the list is in increasing order) and takes chunks
+//   z % per_matrix, + per_matrix, ... of their rows. Every block reads the whole of rhs (4 KB
+//   at most, from L2), where the grouping launch and its table cost a launch and a round trip
+//   through memory before the first weight was read.
 // Indices past the end are clamped to the last matrix.
 
 // The most matrices of w the sorted runs take (their starts and first chunks are kept in
@@ -29,6 +36,8 @@
 // kept there too).
 #define NVQG_MAX_EXPERTS 1024
 #define NVQG_GROUP_MAX 4096
+// The most index positions a block of the product groups by matrix itself (a few a thread).
+#define NVQG_SCAN_MAX 1024
 
 // Mirrors `GatherArgs` in `quantized/gather.rs` (repr(C)): the 64-bit fields first.
 struct NvGqmv {
@@ -46,7 +55,7 @@ struct NvGqmv {
   i32 sorted;   // whether offs gives the matrices' runs
   u32 nibbles;  // 0x000F000F, for the tensor-core form (quantized_mv_mma.cu says why)
   i32 lhs_repeat; // index positions that share one entry of lhs (0 or 1: one each)
-  i32 pad_;
+  i32 per_matrix; // blocks a matrix, found by the product itself (0: table or position)
 };
 
 // Index `i` of an index array, clamped below `count` (or `i` itself without one).
@@ -292,6 +301,86 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
 // first): a block takes 16 R (8 / S) rows of w for a chunk of up to 8 rows of the product
 // (the products' 8 columns), chunks as above.
 #ifdef NVQM_WARPS
+#define NVQG_SCAN_EACH (NVQG_SCAN_MAX / (NVQM_WARPS * 32))
+
+// The index positions (below NVQG_SCAN_MAX) whose matrix (rhs, clamped) is e, in increasing
+// order, into `list`; returns their count. Thread t tests positions t, t + 256, ...; batch b's
+// warp w places its positions after those of every earlier batch and of batch b's earlier
+// warps, whose counts it reads from `counts` (both arrays the block's shared memory, free again
+// when every thread has returned).
+__device__ __forceinline__ int nvqg_find(const u32* __restrict__ rhs, i64 e, const NvGqmv& a,
+                                         u16* __restrict__ list, int* __restrict__ counts) {
+  constexpr int NT = NVQM_WARPS * 32;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  bool hit[NVQG_SCAN_EACH];
+#pragma unroll
+  for (int b = 0; b < NVQG_SCAN_EACH; ++b) {
+    const int p = b * NT + tid;
+    hit[b] = p < a.indices && nvqg_index(rhs, p, a.experts) == e;
+  }
+  u32 mask[NVQG_SCAN_EACH];
+#pragma unroll
+  for (int b = 0; b < NVQG_SCAN_EACH; ++b) {
+    mask[b] = __ballot_sync(0xFFFFFFFFu, hit[b]);
+    if (lane == 0) counts[b * NVQM_WARPS + warp] = __popc(mask[b]);
+  }
+  __syncthreads();
+  int run = 0;
+#pragma unroll
+  for (int b = 0; b < NVQG_SCAN_EACH; ++b) {
+    for (int w = 0; w < NVQM_WARPS; ++w) {
+      if (w == warp && hit[b])
+        list[run + __popc(mask[b] & ((1u << lane) - 1u))] = (u16)(b * NT + tid);
+      run += counts[b * NVQM_WARPS + w];
+    }
+  }
+  __syncthreads();
+  return run;
+}
+
+// The product by matrix (see the top; a kernel of its own, so that the other's registers do
+// not spill for it): block z finds matrix z / per_matrix's positions, then takes every
+// per_matrix-th chunk of 8 of their rows from chunk z % per_matrix.
+template <typename T, int R, int S>
+__device__ __forceinline__ void nvqm_gqmv_by_matrix(
+    const T* __restrict__ x, const u32* __restrict__ w, const T* __restrict__ scales,
+    const T* __restrict__ biases, T* __restrict__ y, const u32* __restrict__ lhs,
+    const u32* __restrict__ rhs, const NvGqmv a) {
+  static_assert(NVQM_WARPS % S == 0, "whole tiles a block");
+  __shared__ float sums[NVQM_WARPS][R][4][32];
+  __shared__ u16 list[NVQG_SCAN_MAX];
+  __shared__ int counts[NVQG_SCAN_EACH * NVQM_WARPS];
+  // In 32 bits (a 64-bit division is a call, whose registers spilled): z below
+  // experts · per_matrix, at most NVQG_MAX_EXPERTS · 8.
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, mrows = a.mrows;
+  const i64 n0 = ((i64)blockIdx.x * (NVQM_WARPS / S) + warp / S) * 16 * R;
+  const int per = a.per_matrix, chunks = (int)a.chunks;
+  for (int z = blockIdx.z; z < chunks; z += gridDim.z) {
+    const int e = z / per;
+    const int rows = nvqg_find(rhs, e, a, list, counts) * mrows;
+    // Row r of the matrix's rows as a row of the product: row r % mrows of its position's.
+    auto product_row = [&](int r) -> i64 {
+      const int i = r / mrows;
+      return (i64)list[i] * mrows + (r - i * mrows);
+    };
+    for (int c = (z - e * per) * 8; c < rows; c += per * 8) {
+      const uint4* xr =
+          c + g < rows ? reinterpret_cast<const uint4*>(
+                             x + nvqg_xrow(lhs, nullptr, a, product_row(c + g)) * (i64)a.packs * 32)
+                       : nullptr;
+      float acc[R][4];
+      nvqm_sums<T, R, S>(reinterpret_cast<const uint4*>(w + (i64)e * a.w_batch),
+                         reinterpret_cast<const u16*>(scales + (i64)e * a.s_batch),
+                         reinterpret_cast<const u16*>(biases + (i64)e * a.s_batch), xr, a.n, n0,
+                         a.packs, a.groups, a.gs_shift, a.nibbles, warp % S, acc);
+      nvqm_meet<R, S>(sums, acc, [&](int row, int col, float v) {
+        if (n0 + row < a.n && c + col < rows)
+          y[product_row(c + col) * a.n + n0 + row] = nv_down<T>(v);
+      });
+    }
+  }
+}
+
 template <typename T, int R, int S>
 __device__ __forceinline__ void nvqm_gqmv(const T* __restrict__ x, const u32* __restrict__ w,
                                           const T* __restrict__ scales,
@@ -361,4 +450,9 @@ __device__ __forceinline__ void nvqm_gqmv(const T* __restrict__ x, const u32* __
                                   const u32* lhs, const u32* rhs, const i64* table,             \
                                   const u32* order, NvGqmv a) {                                 \
     nvqm_gqmv<T, R, S>(x, w, s, b, y, lhs, rhs, table, order, a);                               \
+  }                                                                                             \
+  extern "C" __global__ void __launch_bounds__(NVQM_WARPS * 32, NVQM_MINB)                       \
+      gqmv_mmam_##TN##_r##R##_s##S(const T* x, const u32* w, const T* s, const T* b, T* y,       \
+                                   const u32* lhs, const u32* rhs, NvGqmv a) {                  \
+    nvqm_gqmv_by_matrix<T, R, S>(x, w, s, b, y, lhs, rhs, a);                                   \
   }

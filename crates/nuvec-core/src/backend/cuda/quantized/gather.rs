@@ -13,7 +13,8 @@
 //!   ([`kernel_groups`]): a one-block launch then sorts the positions by matrix (the order and
 //!   the offsets) and writes the table, and the product runs as sorted, reading each row of
 //!   `x` and writing each output through that order (the graph's `argsort` and `take` nodes
-//!   took as long as the product at 64 tokens). f32 takes this kernel for any number of rows. With
+//!   took as long as the product at 64 tokens). The tensor-core form needs no such launch for
+//!   up to [`SCAN_POSITIONS`] positions: each of its blocks finds its matrix's positions. f32 takes this kernel for any number of rows. With
 //!   4 bits, f16 and bf16 take its tensor-core form instead (`mv_mma.rs`, unless
 //!   `NUVEC_QMV_MMA=0`:
 //!   chunks of 8 rows as the products' columns, blocks of 64 rows of `w` by default).
@@ -49,6 +50,16 @@ const GATHER: &str = include_str!("../kernels/quantized_gather.cu");
 /// The most matrices of `w` whose offsets the sorted gathered kernel walks
 /// (`NVQG_MAX_EXPERTS`, and the tiled kernel's [`tiled::MAX_EXPERTS`]).
 const MAX_EXPERTS: usize = 1024;
+/// The most index positions the tensor-core product groups by matrix in each of its blocks
+/// (`NVQG_SCAN_MAX`), with no launch before it; more are grouped by a launch first.
+const SCAN_POSITIONS: usize = 1024;
+
+/// Whether the tensor-core product's blocks group the positions themselves (the default;
+/// `NUVEC_GQMV_BY_MATRIX=0` groups them by a launch first, for comparison).
+fn groups_by_matrix() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var_os("NUVEC_GQMV_BY_MATRIX").is_none_or(|v| v != "0"))
+}
 /// The largest grid dimension z.
 const GRID_Z: usize = 65_535;
 /// Rows a matrix of `w` (on average) from which sorted rows take the tiled kernel.
@@ -74,7 +85,9 @@ struct GatherArgs {
     nibbles: u32,
     /// Index positions that share one entry of lhs (1: one each; [`super::repeated`]).
     lhs_repeat: i32,
-    pad: i32,
+    /// Blocks a matrix of `w` where the product finds each matrix's positions itself (0:
+    /// chunks through the table or by position).
+    per_matrix: i32,
 }
 
 // SAFETY: `GatherArgs` is `repr(C)` plain data with the field order, types and alignment of
@@ -369,12 +382,21 @@ fn gathered_rows(
     lhs_repeat: i32,
     dtype: DType,
 ) -> Result<()> {
-    // Grouped positions run as sorted ones (through their order).
-    let sorted = order.sorted || order.group;
     let rows = d.indices * d.mrows;
     // The tensor-core form takes chunks of 8 rows (its products' columns) and blocks of
     // `block_rows` rows of w; the other a warp's few rows of w for chunks of up to 8.
     let takes_mma = mv_mma::takes(place, dtype, op.bits, op.group_size);
+    // Grouped positions, few enough, are found by each block of the tensor-core form for its
+    // matrix (blocks enough a matrix for its average rows, in chunks of 8); the others run as
+    // sorted ones, through the order a grouping launch writes first.
+    let by_matrix = takes_mma && order.group && d.indices <= SCAN_POSITIONS && groups_by_matrix();
+    let per_matrix = if by_matrix {
+        rows.div_ceil(mv_mma::X_ROWS * d.experts).max(1)
+    } else {
+        0
+    };
+    let grouping = order.group && !by_matrix;
+    let sorted = order.sorted || grouping;
     // Rows of the product a block takes: an index position's (up to 8), or about a matrix's
     // share of the sorted rows.
     let at_once = if takes_mma {
@@ -385,7 +407,9 @@ fn gathered_rows(
         d.mrows
     }
     .clamp(1, ROWS_AT_ONCE);
-    let chunks = if sorted {
+    let chunks = if by_matrix {
+        d.experts * per_matrix
+    } else if sorted {
         rows.div_ceil(at_once) + d.experts
     } else {
         d.indices * d.mrows.div_ceil(at_once)
@@ -414,7 +438,7 @@ fn gathered_rows(
         sorted: i32::from(sorted),
         nibbles: 0x000F_000F,
         lhs_repeat,
-        pad: 0,
+        per_matrix: per_matrix as i32,
     };
     let bits = op.bits;
     let tn = type_names(dtype).expect("a float type").1;
@@ -429,7 +453,7 @@ fn gathered_rows(
     let block = (block_threads(mma.is_some()), 1, 1);
     // Grouped: the positions' order (uint32 each) and the matrices' offsets (int32 each),
     // written by the grouping launch with the table.
-    let grouping = if order.group {
+    let grouping = if grouping {
         let order = place.gpu.alloc.alloc(d.indices * 4, place.stream_id)?;
         let offs = place.gpu.alloc.alloc(d.experts * 4, place.stream_id)?;
         Some((order, offs))
@@ -475,6 +499,7 @@ fn gathered_rows(
     let table_ptr = table.as_ref().map_or(0, |t| t.ptr());
     let order_ptr = grouping.as_ref().map_or(0, |(o, _)| o.ptr());
     let f = match mma {
+        Some((r, sl)) if by_matrix => kernel(symbol!("gqmv_mmam_{tn}_r{r}_s{sl}")?)?,
         Some((r, sl)) => kernel(symbol!("gqmv_mma_{tn}_r{r}_s{sl}")?)?,
         None => kernel(symbol!("gqmv_{tn}_b{bits}_m{at_once}")?)?,
     };
@@ -483,7 +508,7 @@ fn gathered_rows(
         block_dim: block,
         shared_mem_bytes: 0,
     };
-    let params: [&dyn DeviceRepr; 10] = [
+    let operands: [&dyn DeviceRepr; 7] = [
         &ops.x,
         &ops.w,
         &ops.scales,
@@ -491,18 +516,22 @@ fn gathered_rows(
         &ops.y,
         &ops.lhs,
         &ops.rhs,
-        &table_ptr,
-        &order_ptr,
-        &args,
     ];
+    let mut params = operands.to_vec();
+    if !by_matrix {
+        params.extend([&table_ptr as &dyn DeviceRepr, &order_ptr]);
+    }
+    params.push(&args);
     // SAFETY: as for the tiled launch in `eval` (the same operands, `k` a multiple of 32 so
     // rows of `x` start on 16 bytes); rows of `w` are clamped below `n`, rows of `x` found
     // through indices clamped below `xmats`, matrices of `w` below `experts`, and outputs are
     // written below `indices · mrows` rows and `n` columns, the sorted chunks' from the table
     // written just before on this stream (matrices below `experts`, rows within
     // `indices · mrows`), grouped rows through the order written with it (a permutation of
-    // the positions); `n` fits the grid's x (`i32::MAX` at most, checked by `dims`); the
-    // arguments match `gqmv_*`.
+    // the positions), by matrix through the positions each block finds (below `indices`, at
+    // most `SCAN_POSITIONS`, its shared list; matrices `z / per_matrix` below `experts` for
+    // `z` below `chunks`); `n` fits the grid's x (`i32::MAX` at most, checked by `dims`); the
+    // arguments match `gqmv_*` (`gqmv_mmam_*` takes neither table nor order).
     let launched = unsafe { f.launch(&place.stream, cfg, &params) };
     drop(table);
     drop(grouping);
@@ -535,6 +564,11 @@ mod tests {
             defined(GATHER, "NVQG_MAX_EXPERTS")
         );
         assert_eq!(MAX_EXPERTS, KERNEL_GROUP_BATCHES);
+        // Each block of the tensor-core form finds its matrix's positions only within its
+        // list, a whole number of positions a thread.
+        let scan = defined(GATHER, "NVQG_SCAN_MAX");
+        assert_eq!(SCAN_POSITIONS as u32, scan);
+        assert_eq!(scan % block_threads(true), 0);
     }
 
     #[test]
