@@ -36,8 +36,10 @@
 # lhs read in place) and 31 (their tiles chosen by their blocks) ran on an H100 on 2026-12-06,
 # eleventh session, and are removed (their results are in BENCHMARKS.md). Part 26: the H200's
 # survey of the headline cases against every peer but MLX; part 27, after it on the same
-# machine: the tests and MLX. Part 32 (any card): the experts' product grouping in its blocks
-# against the grouping launch. Next on an H200: 26 and 27, then 24, 17, 22.
+# machine: the tests and MLX. Parts 32 and 33 (the experts' product grouping in its blocks,
+# against the grouping launch, with its weights asked of L2 first, by tiles) ran on an H100
+# on 2026-12-06, twelfth session, and are removed (their results are in BENCHMARKS.md). Next
+# on an H200: 26 and 27, then 24, 17, 22.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -336,23 +338,6 @@ echo "== fla"; timeout 60 python3 bench/peers/fla_bench.py --json $OUT/fla.json 
 for sh in 2,4 2,2; do echo "== experts, gathered shape $sh"; NUVEC_GQMV_MMA_SHAPE=$sh timeout 30 \
   $B --device gpu --budget 0.4 moe_qmv_1 moe_qmv_64 2>&1 | tail -2; done
 echo "== nuvec again"; timeout 90 $B --device gpu --budget 0.3 $R $S 2>&1 | tail -14
-exit 0
-fi
-if [ "$part" = 32 ]; then
-# The experts' decoding product grouping its positions in each block (`gqmv_mmam_*`) against
-# the grouping launch first (`NUVEC_GQMV_BY_MATRIX=0`): the gathered tests with each (and on
-# the CUDA-core kernels), the seeds' gather tests, then the cases in alternation.
-t gather timeout 200 $T/gpu_gather_qmm-* --test-threads=2 &
-t gather_launch env NUVEC_GQMV_BY_MATRIX=0 timeout 200 $T/gpu_gather_qmm-* --test-threads=2 &
-t gather_simt env NUVEC_QMV_MMA=0 timeout 200 $T/gpu_gather_qmm-* --test-threads=2 &
-t seeds timeout 200 $T/fast_ops-* gather --test-threads=2 &
-wait
-results gather gather_launch gather_simt seeds
-grep -h -A3 panicked $OUT/*.log | head -12
-for i in 1 2; do
-  for on in 1 0; do echo "== by matrix $on"; NUVEC_GQMV_BY_MATRIX=$on timeout 60 $B --device gpu \
-    --budget 0.4 copy_32mib moe_qmv_64 moe_qmv_1 moe_mm_64 2>&1 | tail -4; done
-done
 exit 0
 fi
 if [ "$part" = 27 ]; then

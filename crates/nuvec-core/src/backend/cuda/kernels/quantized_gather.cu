@@ -350,8 +350,8 @@ __device__ __forceinline__ void nvqm_gqmv_by_matrix(
   __shared__ float sums[NVQM_WARPS][R][4][32];
   __shared__ u16 list[NVQG_SCAN_MAX];
   __shared__ int counts[NVQG_SCAN_EACH * NVQM_WARPS];
-  // In 32 bits (a 64-bit division is a call, whose registers spilled): z below
-  // experts · per_matrix, at most NVQG_MAX_EXPERTS · 8.
+  // In 32 bits (a 64-bit division is a call, whose registers spilled): z is below
+  // experts · per_matrix, at most NVQG_MAX_EXPERTS · NVQG_SCAN_MAX.
   const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, mrows = a.mrows;
   const i64 n0 = ((i64)blockIdx.x * (NVQM_WARPS / S) + warp / S) * 16 * R;
   const int per = a.per_matrix, chunks = (int)a.chunks;
