@@ -262,7 +262,7 @@ fn record(op: FastOp, inputs: Vec<Array>, sorted: bool, weights: &Array) -> Resu
     let batches: usize = weights.shape()[..weights.ndim() - 2].iter().product();
     // Rows of each matrix of x (its second-last axis).
     let mrows = inputs[0].shape().iter().rev().nth(1).copied().unwrap_or(1);
-    let kernel_groups = device == DeviceKind::Gpu
+    let grouped_by_kernel = device == DeviceKind::Gpu
         && matches!(
             op,
             FastOp::GatherQmm {
@@ -271,7 +271,7 @@ fn record(op: FastOp, inputs: Vec<Array>, sorted: bool, weights: &Array) -> Resu
             }
         )
         && kernel_groups(positions, mrows, batches);
-    if kernel_groups {
+    if grouped_by_kernel {
         return record_node(op, inputs, false, weights);
     }
     if sorted || device != DeviceKind::Gpu || positions < GROUP_POSITIONS || positions < batches {

@@ -14,10 +14,10 @@
 //!   the offsets) and writes the table, and the product runs as sorted, reading each row of
 //!   `x` and writing each output through that order (the graph's `argsort` and `take` nodes
 //!   took as long as the product at 64 tokens). The tensor-core form needs no such launch for
-//!   up to [`SCAN_POSITIONS`] positions: each of its blocks finds its matrix's positions. f32 takes this kernel for any number of rows. With
-//!   4 bits, f16 and bf16 take its tensor-core form instead (`mv_mma.rs`, unless
-//!   `NUVEC_QMV_MMA=0`:
-//!   chunks of 8 rows as the products' columns, blocks of 64 rows of `w` by default).
+//!   up to [`SCAN_POSITIONS`] positions: each of its blocks finds its matrix's positions. f32
+//!   takes this kernel for any number of rows. With 4 bits, f16 and bf16 take its tensor-core
+//!   form instead (`mv_mma.rs`, unless `NUVEC_QMV_MMA=0`: chunks of 8 rows as the products'
+//!   columns, blocks of 64 rows of `w` by default).
 //! - Many rows a matrix (prefill), and every `x · w`: the tiled tensor-core kernel (`tiled.rs`),
 //!   f16 and bf16, over each matrix's run of sorted rows (from the offsets), else over each
 //!   index position's rows.
@@ -53,6 +53,10 @@ const MAX_EXPERTS: usize = 1024;
 /// The most index positions the tensor-core product groups by matrix in each of its blocks
 /// (`NVQG_SCAN_MAX`), with no launch before it; more are grouped by a launch first.
 const SCAN_POSITIONS: usize = 1024;
+/// The largest grid dimension z.
+const GRID_Z: usize = 65_535;
+/// Rows a matrix of `w` (on average) from which sorted rows take the tiled kernel.
+const TILED_ROWS: usize = 16;
 
 /// Whether the tensor-core product's blocks group the positions themselves (the default;
 /// `NUVEC_GQMV_BY_MATRIX=0` groups them by a launch first, for comparison).
@@ -60,10 +64,6 @@ fn groups_by_matrix() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("NUVEC_GQMV_BY_MATRIX").is_none_or(|v| v != "0"))
 }
-/// The largest grid dimension z.
-const GRID_Z: usize = 65_535;
-/// Rows a matrix of `w` (on average) from which sorted rows take the tiled kernel.
-const TILED_ROWS: usize = 16;
 
 /// The gathered matrix-vector kernel's arguments (`NvGqmv` in `quantized_gather.cu`).
 #[repr(C)]
