@@ -303,6 +303,32 @@ __device__ __forceinline__ void nvq_gqmv(const T* __restrict__ x, const u32* __r
 #ifdef NVQM_WARPS
 #define NVQG_SCAN_EACH (NVQG_SCAN_MAX / (NVQM_WARPS * 32))
 
+// One chunk of the product with matrix e of w, in either order: the chunk's first `filled` of
+// 8 columns are rows product_row(0), ... of the product (each read through lhs, written in
+// place). `sums` is the block's exchange, `n0` the warp's first row of w; every thread calls it.
+template <typename T, int R, int S, typename RowOf>
+__device__ __forceinline__ void nvqm_gqmv_chunk(const T* __restrict__ x, const u32* __restrict__ w,
+                                                const T* __restrict__ scales,
+                                                const T* __restrict__ biases, T* __restrict__ y,
+                                                const u32* __restrict__ lhs, const NvGqmv& a,
+                                                float (*sums)[R][4][32], i64 n0, i64 e,
+                                                int filled, RowOf product_row) {
+  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+  // The lane's column: row product_row(g) of the product, if the chunk has it.
+  const uint4* xr =
+      g < filled ? reinterpret_cast<const uint4*>(x + nvqg_xrow(lhs, nullptr, a, product_row(g)) *
+                                                          (i64)a.packs * 32)
+                 : nullptr;
+  float c[R][4];
+  nvqm_sums<T, R, S>(reinterpret_cast<const uint4*>(w + e * a.w_batch),
+                     reinterpret_cast<const u16*>(scales + e * a.s_batch),
+                     reinterpret_cast<const u16*>(biases + e * a.s_batch), xr, a.n, n0, a.packs,
+                     a.groups, a.gs_shift, a.nibbles, warp % S, c);
+  nvqm_meet<R, S>(sums, c, [&](int row, int col, float v) {
+    if (n0 + row < a.n && col < filled) y[product_row(col) * a.n + n0 + row] = nv_down<T>(v);
+  });
+}
+
 // The index positions (below NVQG_SCAN_MAX) whose matrix (rhs, clamped) is e, in increasing
 // order, into `list`; returns their count. Thread t tests positions t, t + 256, ...; batch b's
 // warp w places its positions after those of every earlier batch and of batch b's earlier
@@ -352,7 +378,7 @@ __device__ __forceinline__ void nvqm_gqmv_by_matrix(
   __shared__ int counts[NVQG_SCAN_EACH * NVQM_WARPS];
   // In 32 bits (a 64-bit division is a call, whose registers spilled): z is below
   // experts · per_matrix, at most NVQG_MAX_EXPERTS · NVQG_SCAN_MAX.
-  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, mrows = a.mrows;
+  const int warp = threadIdx.x >> 5, mrows = a.mrows;
   const i64 n0 = ((i64)blockIdx.x * (NVQM_WARPS / S) + warp / S) * 16 * R;
   const int per = a.per_matrix, chunks = (int)a.chunks;
   for (int z = blockIdx.z; z < chunks; z += gridDim.z) {
@@ -364,19 +390,8 @@ __device__ __forceinline__ void nvqm_gqmv_by_matrix(
       return (i64)list[i] * mrows + (r - i * mrows);
     };
     for (int c = (z - e * per) * 8; c < rows; c += per * 8) {
-      const uint4* xr =
-          c + g < rows ? reinterpret_cast<const uint4*>(
-                             x + nvqg_xrow(lhs, nullptr, a, product_row(c + g)) * (i64)a.packs * 32)
-                       : nullptr;
-      float acc[R][4];
-      nvqm_sums<T, R, S>(reinterpret_cast<const uint4*>(w + (i64)e * a.w_batch),
-                         reinterpret_cast<const u16*>(scales + (i64)e * a.s_batch),
-                         reinterpret_cast<const u16*>(biases + (i64)e * a.s_batch), xr, a.n, n0,
-                         a.packs, a.groups, a.gs_shift, a.nibbles, warp % S, acc);
-      nvqm_meet<R, S>(sums, acc, [&](int row, int col, float v) {
-        if (n0 + row < a.n && c + col < rows)
-          y[product_row(c + col) * a.n + n0 + row] = nv_down<T>(v);
-      });
+      nvqm_gqmv_chunk<T, R, S>(x, w, scales, biases, y, lhs, a, sums, n0, e, min(rows - c, 8),
+                               [&](int i) { return product_row(c + i); });
     }
   }
 }
@@ -390,27 +405,15 @@ __device__ __forceinline__ void nvqm_gqmv(const T* __restrict__ x, const u32* __
                                           const u32* __restrict__ order, const NvGqmv a) {
   static_assert(NVQM_WARPS % S == 0, "whole tiles a block");
   __shared__ float sums[NVQM_WARPS][R][4][32];
-  const int warp = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2;
+  const int warp = threadIdx.x >> 5;
   const i64 n0 = ((i64)blockIdx.x * (NVQM_WARPS / S) + warp / S) * 16 * R;
   // Every thread of the block walks the same chunks (the exchange synchronises it).
   for (i64 z = blockIdx.z; z < a.chunks; z += gridDim.z) {
     i64 v0, v1, e;
     if (!nvqg_chunk<8>(rhs, table, a, z, v0, v1, e)) break;
-    // The lane's column: row v0 + g of the product, if inside the chunk.
-    const uint4* xr =
-        v0 + g < v1
-            ? reinterpret_cast<const uint4*>(x + nvqg_xrow(lhs, order, a, v0 + g) *
-                                                     (i64)a.packs * 32)
-            : nullptr;
-    float c[R][4];
-    nvqm_sums<T, R, S>(reinterpret_cast<const uint4*>(w + e * a.w_batch),
-                       reinterpret_cast<const u16*>(scales + e * a.s_batch),
-                       reinterpret_cast<const u16*>(biases + e * a.s_batch), xr, a.n, n0, a.packs,
-                       a.groups, a.gs_shift, a.nibbles, warp % S, c);
-    nvqm_meet<R, S>(sums, c, [&](int row, int col, float v) {
-      if (n0 + row < a.n && v0 + col < v1)
-        y[nvqg_out_row(order, a, v0 + col) * a.n + n0 + row] = nv_down<T>(v);
-    });
+    const int filled = (int)min(v1 - v0, (i64)8);
+    nvqm_gqmv_chunk<T, R, S>(x, w, scales, biases, y, lhs, a, sums, n0, e, filled,
+                             [&](int i) { return nvqg_out_row(order, a, v0 + i); });
   }
 }
 #endif
