@@ -38,8 +38,11 @@
 # survey of the headline cases against every peer but MLX; part 27, after it on the same
 # machine: the tests and MLX. Parts 32 and 33 (the experts' product grouping in its blocks,
 # against the grouping launch, with its weights asked of L2 first, by tiles) ran on an H100
-# on 2026-12-06, twelfth session, and are removed (their results are in BENCHMARKS.md). Next
-# on an H200: 26 and 27, then 24, 17, 22.
+# on 2026-12-06, twelfth session, and are removed (their results are in BENCHMARKS.md). Part 34
+# (the decoding product's column form, each group's scale and bias applied to f32 sums) ran on
+# an H100 on 2026-12-06, thirteenth session, and is removed with the form (its results are in
+# BENCHMARKS.md); part 35: the decoding product fed by tensor copies against the register form
+# (any card). Next on an H200: 26 and 27, then 35, 24, 17, 22.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -354,9 +357,30 @@ grep -h -A3 panicked $OUT/*.log | head -12
 R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
 S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k"
 Q="qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
+# Off the H200 the tests alone (MLX ran on an H100 in the sixth session).
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || exit 0
 .gpu/peers/setup "$PWD/.gpu/peers" > /dev/null 2>&1 && tar -C /tmp/site -xJf .gpu/peers/cute.tar.xz
 echo "== mlx"; PYTHONPATH=/tmp/site timeout 200 python3 bench/peers/mlx_bench.py --device gpu \
   --json $OUT/mlx.json $R $S $Q 2>&1 | tail -24
+exit 0
+fi
+if [ "$part" = 35 ]; then
+# The decoding product fed by tensor copies (`NUVEC_QMV_TMA=1`) against the register form:
+# the quantized tests with it on, the gathered tests alone (the head's by-matrix kernel), then
+# in alternation with the copy at its size, by blocks a multiprocessor, and ncu on both.
+t quant env NUVEC_QMV_TMA=1 timeout 280 $T/gpu_quantized-* --test-threads=4 \
+  quantized_matmul_matches quantized_matmul_takes_one quantized_matmul_splits &
+t gather timeout 280 $T/gpu_gather_qmm-* --test-threads=4 &
+wait
+results quant gather
+grep -h -A3 panicked $OUT/*.log | head -12
+for i in 1 2; do
+  echo "== register"; timeout 40 $B --device gpu --budget 0.4 copy_32mib qmv_14336x4096 2>&1 | tail -2
+  for bl in 1 2; do echo "== tma, $bl blocks"; NUVEC_QMV_TMA=1 NUVEC_QMV_TMA_BLOCKS=$bl timeout 40 \
+    $B --device gpu --budget 0.4 qmv_14336x4096 2>&1 | tail -1; done
+done
+echo "== ncu register"; ncu_sections qmv_mma qmv_14336x4096
+echo "== ncu tma"; NUVEC_QMV_TMA=1 ncu_sections qmv_tma qmv_14336x4096
 exit 0
 fi
 # Part 3: the headline cases against the peers in the same run.

@@ -11,7 +11,9 @@
 //! kernel's header says more. (A form that took each group's products over the 4-bit values
 //! and applied its scale and bias to the f32 sums, each weight exact in fewer instructions,
 //! was slower on an H100: `qmv_14336x4096` at 2,197-2,222 GB/s against 2,343-2,368 here,
-//! `moe_qmv_64` at 83.4-83.6 us against 79.1-79.9.)
+//! `moe_qmv_64` at 83.4-83.6 us against 79.1-79.9; a form that kept 16-byte loads and put each
+//! group in its own columns of the products, a third fewer instructions, read it at 2,224-2,249
+//! against 2,335-2,363: the loads in flight bind, not the instructions.)
 //!
 //! `gather_qmm`'s few-row products take the same sums through `gqmv_mma_*`
 //! (`kernels/quantized_gather.cu`, launched by `gather.rs`): a block a chunk of up to 8 rows

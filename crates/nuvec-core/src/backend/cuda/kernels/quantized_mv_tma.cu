@@ -1,0 +1,180 @@
+// The quantized decoding product y = x · wᵀ (up to 8 rows of x, 4-bit weights, f16 and bf16)
+// fed by the copy engine: Hopper's tensor copies (TMA) stream the packed weights, scales and
+// biases into a ring of shared-memory stages, so that the bytes in flight no longer depend on
+// the registers of the threads that multiply. Needs common.cuh, bulk.cuh and
+// quantized_mv_mma.cu first (its pair, fragment and mma helpers); `quantized/mv_tma.rs`
+// launches it.
+//
+// Why: the register form (`qmv_mma_*`) keeps each warp's next chunks in flight in its own
+// registers, 13-14 warps a multiprocessor; ncu has it waiting on memory (long scoreboard), at
+// 14 us for `qmv_14336x4096` on both the H100 and the H200, whose bus is 1.4 times faster.
+//
+// - A block is 8 consumer warps and one producer warp, one block a multiprocessor, walking the
+//   tiles of 16 rows of w blockIdx.x, blockIdx.x + gridDim.x, ... Each tile's inner axis comes
+//   in stages of NVQT_KS values: the rows' packed words (16 rows of NVQT_KS / 8 words), scales
+//   and biases (16 rows of NVQT_KS / group values each), one box each, zeros past the edges.
+// - One thread of the producer fills the ring's NVQT_STAGES stages in the walk's order, each
+//   once the 8 consumer warps have released it (barrier `freed`), its copies completing on
+//   barrier `full`.
+// - Consumer warp c takes chunk c (128 values) of each stage: lane (g, t) pack 4c + t of rows g
+//   and g + 8, turned into pairs s · q + b of T as `nvqm_sums` does, and x's fragments from
+//   the block's copy of x in shared memory (read once, zeros past k and past m). The 8 warps'
+//   sums of a tile meet in shared memory in a fixed order (no atomics).
+
+#define NVQT_STAGES 8
+#define NVQT_KS 1024
+#define NVQT_CONSUMERS 8
+#define NVQT_WSTAGE (16 * NVQT_KS / 2)
+
+// Mirrors `TmaArgs` in `quantized/mv_tma.rs` (repr(C)).
+struct NvQmvTma {
+  i64 n;           // rows of w
+  i64 m;           // rows of x (at most 8)
+  i32 k;           // values a row
+  i32 tiles;       // tiles of 16 rows of w
+  i32 stages;      // stages a tile: k / NVQT_KS rounded up
+  i32 gs_shift;    // log2(group size / 32)
+  i32 sstage;      // bytes of a stage's scales (as of its biases): 16 rows of NVQT_KS / group
+  i32 xstride;     // values between rows of x in shared memory (stages · NVQT_KS + 8)
+  u32 nibbles;     // 0x000F000F
+};
+
+// nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
+__device__ __forceinline__ u32 nvqt_smem(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+// The consumer warps' barrier (named barrier 1; 0 is __syncthreads').
+__device__ __forceinline__ void nvqt_consumers_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(NVQT_CONSUMERS * 32) : "memory");
+}
+// } nuvec-emulation
+
+template <typename T>
+__device__ __forceinline__ void nvqt_qmv(const NvTmap* wm, const NvTmap* sm, const NvTmap* bm,
+                                         const T* __restrict__ x, T* __restrict__ y,
+                                         const NvQmvTma& a) {
+  extern __shared__ __align__(128) unsigned char nvqt_raw[];
+  constexpr int S = NVQT_STAGES;
+  // Layout: the stages' words, scales, biases, then x, the sums (two tiles' worth), barriers.
+  unsigned char* smem = nvqt_raw;
+  const u32 base = nvqt_smem(smem);
+  const int sst = a.sstage;
+  const int scales_at = S * NVQT_WSTAGE, biases_at = scales_at + S * sst;
+  const int x_at = biases_at + S * sst;
+  const int sums_at = x_at + ((int)a.m * a.xstride * 2 + 15) / 16 * 16;
+  const int bars_at = sums_at + 2 * NVQT_CONSUMERS * 4 * 32 * 4;
+  auto full = [&](int s) { return base + bars_at + 8 * s; };
+  auto freed = [&](int s) { return base + bars_at + 8 * (S + s); };
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S; ++s) {
+      nv_bar_init(full(s), 1);
+      nv_bar_init(freed(s), NVQT_CONSUMERS);  // lane 0 of each consumer warp
+    }
+    nv_bar_init_fence();
+  }
+  // The block's copy of x, zeros past k (to the last stage's end).
+  T* xs = reinterpret_cast<T*>(smem + x_at);
+  const int kpad = a.stages * NVQT_KS;
+  for (int i = threadIdx.x; i < (int)a.m * kpad; i += blockDim.x) {
+    const int r = i / kpad, c = i - r * kpad;
+    xs[r * a.xstride + c] = c < a.k ? x[(i64)r * a.k + c] : nv_down<T>(0.0f);
+  }
+  __syncthreads();
+
+  if (warp == NVQT_CONSUMERS) {
+    if (lane == 0) {
+      u32 it = 0;
+      for (int tile = blockIdx.x; tile < a.tiles; tile += gridDim.x) {
+        for (int st = 0; st < a.stages; ++st, ++it) {
+          const int s = (int)(it % S);
+          if (it >= S) nv_bar_wait(freed(s), ((it / S) & 1) ^ 1u);
+          nv_bar_expect(full(s), NVQT_WSTAGE + 2 * sst);
+          nv_tma2(base + s * NVQT_WSTAGE, wm, st * (NVQT_KS / 8), tile * 16, full(s));
+          const int group0 = (st * NVQT_KS) >> (a.gs_shift + 5);
+          nv_tma2(base + scales_at + s * sst, sm, group0, tile * 16, full(s));
+          nv_tma2(base + biases_at + s * sst, bm, group0, tile * 16, full(s));
+        }
+      }
+    }
+    return;
+  }
+
+  const int g = lane >> 2, t = lane & 3;
+  const int row_groups = sst / 32;  // groups a stage's row of scales
+  float* sums = reinterpret_cast<float*>(smem + sums_at);
+  const uint4* xr = reinterpret_cast<const uint4*>(xs + (g < a.m ? g : 0) * a.xstride);
+  const bool has_x = g < a.m;
+  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  u32 it = 0;
+  int parity = 0;
+  for (int tile = blockIdx.x; tile < a.tiles; tile += gridDim.x, parity ^= 1) {
+    for (int st = 0; st < a.stages; ++st, ++it) {
+      const int s = (int)(it % S);
+      nv_bar_wait(full(s), (it / S) & 1);
+      // The warp's chunk: values st · NVQT_KS + 128 warp of the tile's rows (warp-uniform).
+      if (st * NVQT_KS + 128 * warp < a.k) {
+        const int lp = 4 * warp + t;  // the lane's pack in the stage's rows
+        const uint4* ws = reinterpret_cast<const uint4*>(smem + s * NVQT_WSTAGE);
+        const uint4 qa = ws[g * (NVQT_KS / 32) + lp], qb = ws[(g + 8) * (NVQT_KS / 32) + lp];
+        const u16* ss = reinterpret_cast<const u16*>(smem + scales_at + s * sst);
+        const u16* bs = reinterpret_cast<const u16*>(smem + biases_at + s * sst);
+        const int gi = lp >> a.gs_shift;
+        const u32 sa = ss[g * row_groups + gi], sb = ss[(g + 8) * row_groups + gi];
+        const u32 ba = bs[g * row_groups + gi], bb = bs[(g + 8) * row_groups + gi];
+        const u32 s2a = sa | (sa << 16), s2b = sb | (sb << 16);
+        const u32 b2a = ba | (ba << 16), b2b = bb | (bb << 16);
+        u32 xw[16];
+        const int xp = st * (NVQT_KS / 32) + lp;  // the lane's pack of its row of x
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint4 v = has_x ? xr[4 * xp + i] : make_uint4(0u, 0u, 0u, 0u);
+          xw[4 * i] = v.x;
+          xw[4 * i + 1] = v.y;
+          xw[4 * i + 2] = v.z;
+          xw[4 * i + 3] = v.w;
+        }
+#pragma unroll
+        for (int step = 0; step < 8; ++step) {
+          const int i = step >> 1, j = (step & 1) * 2;
+          const u32 b0 = nvqm_xpair(xw, i, j), b1 = nvqm_xpair(xw, i, j + 1);
+          const u32 wa = nvqm_word(qa, i), wb = nvqm_word(qb, i);
+          const u32 frag[4] = {nvqm_pair<T>(wa, j, a.nibbles, s2a, b2a),
+                               nvqm_pair<T>(wb, j, a.nibbles, s2b, b2b),
+                               nvqm_pair<T>(wa, j + 1, a.nibbles, s2a, b2a),
+                               nvqm_pair<T>(wb, j + 1, a.nibbles, s2b, b2b)};
+          nvqm_mma<T>(c, frag, b0, b1);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) nv_bar_arrive(freed(s));
+    }
+    // The tile's sums: each warp's into its slot of this tile's half, then warp 0 adds them in
+    // warp order and stores (the other half is the next tile's, so no second barrier: a
+    // warp writes this half again only after the next tile's barrier, which warp 0 reaches
+    // after its stores).
+    float* half = sums + parity * (NVQT_CONSUMERS * 4 * 32);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) half[(warp * 4 + e) * 32 + lane] = c[e];
+    nvqt_consumers_sync();
+    if (warp == 0) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float v = 0.0f;
+        for (int w = 0; w < NVQT_CONSUMERS; ++w) v += half[(w * 4 + e) * 32 + lane];
+        const i64 row = (i64)tile * 16 + g + 8 * (e >> 1);
+        const int col = 2 * t + (e & 1);
+        if (row < a.n && col < a.m) y[col * a.n + row] = nv_down<T>(v);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) c[e] = 0.0f;
+  }
+}
+
+// `qmv_tma_<type>`: the product for 4-bit weights, a persistent block a multiprocessor.
+#define NV_QMV_TMA(T, TN)                                                                          \
+  extern "C" __global__ void __launch_bounds__((NVQT_CONSUMERS + 1) * 32)                          \
+      qmv_tma_##TN(const __grid_constant__ NvTmap wm, const __grid_constant__ NvTmap sm,            \
+                   const __grid_constant__ NvTmap bm, const T* x, T* y, NvQmvTma a) {             \
+    nvqt_qmv<T>(&wm, &sm, &bm, x, y, a);                                                           \
+  }
