@@ -42,7 +42,7 @@
 # (the decoding product's column form, each group's scale and bias applied to f32 sums) ran on
 # an H100 on 2026-12-06, thirteenth session, and is removed with the form (its results are in
 # BENCHMARKS.md); part 35: the decoding product fed by tensor copies against the register form
-# (any card). Next on an H200: 26 and 27, then 35, 24, 17, 22.
+# (any card); part 36: part 35 cut to three minutes. Next on an H200: 26 and 27, then 35, 24, 17, 22.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -369,7 +369,8 @@ if [ "$part" = 35 ]; then
 # the quantized tests with it on, the gathered tests alone (the head's by-matrix kernel), then
 # in alternation with the copy at its size, by blocks a multiprocessor, and ncu on both.
 t quant env NUVEC_QMV_TMA=1 timeout 280 $T/gpu_quantized-* --test-threads=4 \
-  quantized_matmul_matches quantized_matmul_takes_one quantized_matmul_splits &
+  quantized_matmul_matches quantized_matmul_takes_one quantized_matmul_splits \
+  quantized_matmul_takes_decoding &
 t gather timeout 280 $T/gpu_gather_qmm-* --test-threads=4 &
 wait
 results quant gather
@@ -378,9 +379,26 @@ for i in 1 2; do
   echo "== register"; timeout 40 $B --device gpu --budget 0.4 copy_32mib qmv_14336x4096 2>&1 | tail -2
   for bl in 1 2; do echo "== tma, $bl blocks"; NUVEC_QMV_TMA=1 NUVEC_QMV_TMA_BLOCKS=$bl timeout 40 \
     $B --device gpu --budget 0.4 qmv_14336x4096 2>&1 | tail -1; done
+  echo "== tma, one chain"; NUVEC_QMV_TMA=1 NUVEC_KERNEL_DEFINES="NVQT_CHAINS=1" timeout 40 \
+    $B --device gpu --budget 0.4 qmv_14336x4096 2>&1 | tail -1
 done
 echo "== ncu register"; ncu_sections qmv_mma qmv_14336x4096
 echo "== ncu tma"; NUVEC_QMV_TMA=1 ncu_sections qmv_tma qmv_14336x4096
+exit 0
+fi
+if [ "$part" = 36 ]; then
+# Part 35 cut to what three minutes hold: the decoding shapes' tests with the tensor-copy form
+# on, then one round of the timings.
+t quant env NUVEC_QMV_TMA=1 timeout 90 $T/gpu_quantized-* --test-threads=4 \
+  quantized_matmul_takes_decoding quantized_matmul_splits
+results quant
+grep -h -A3 panicked $OUT/*.log | head -8
+echo "== register"; timeout 25 $B --device gpu --budget 0.3 copy_32mib qmv_14336x4096 2>&1 | tail -2
+for bl in 1 2; do echo "== tma, $bl blocks"; NUVEC_QMV_TMA=1 NUVEC_QMV_TMA_BLOCKS=$bl timeout 25 \
+  $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1; done
+echo "== tma, one chain"; NUVEC_QMV_TMA=1 NUVEC_KERNEL_DEFINES="NVQT_CHAINS=1" timeout 25 \
+  $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1
+echo "== register"; timeout 25 $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1
 exit 0
 fi
 # Part 3: the headline cases against the peers in the same run.

@@ -213,6 +213,38 @@ fn quantized_matmul_splits_a_long_inner_axis() {
     }
 }
 
+/// Decoding shapes whose rows of scales TMA can address (`k / group_size` a multiple of 8): the
+/// form fed by tensor copies takes them where it is on (`NUVEC_QMV_TMA=1`), the register form
+/// otherwise. Inner axes of one stage of 1,024 values, of a partial last stage and of four;
+/// rows of `w` not a multiple of 16; 1 to 8 rows of `x`; both half types.
+#[test]
+fn quantized_matmul_takes_decoding_shapes() {
+    if !gpu_available() {
+        return;
+    }
+    let mut rng = Rng::new(22);
+    let n = 100;
+    for (k, gs, m, dtype) in [
+        (1024, 64, 1, DType::BF16),
+        (2560, 32, 3, DType::BF16),
+        (4096, 128, 8, DType::BF16),
+        (2560, 64, 2, DType::F16),
+        (1024, 32, 5, DType::F16),
+    ] {
+        let name = format!("decoding {dtype} k={k} gs={gs} m={m}");
+        let w = weights(&mut rng, &[n, k], dtype);
+        let (q, s, b) = on(Device::cpu(), || quantize(&w, gs, 4).unwrap());
+        let x = uniform(&mut rng, &[m, k], dtype);
+        let cpu = on(Device::cpu(), || {
+            quantized_matmul(&x, &q, &s, &b, true, gs, 4).unwrap()
+        });
+        let gpu = on_gpu(&name, || {
+            Ok(vec![quantized_matmul(&x, &q, &s, &b, true, gs, 4)?])
+        });
+        assert_scaled_close(&name, &gpu[0], &cpu, tol(dtype));
+    }
+}
+
 /// `quantized_matmul` of `[m, k]` rows against an `[n, k]` (`transpose`) or `[k, n]` weight on
 /// both devices, over the CPU's packing; the GPU within `tol(dtype)` of the largest output (the
 /// tensor cores take each weight rounded to `dtype`, the CPU keeps it in f32, and the sums run

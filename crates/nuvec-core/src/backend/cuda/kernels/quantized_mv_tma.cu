@@ -22,6 +22,11 @@
 //   sums of a tile meet in shared memory in a fixed order (no atomics).
 
 #define NVQT_STAGES 8
+// Accumulator sets a warp's chunk alternates between (its 8 products are otherwise one chain of
+// dependent mma), added at the tile's end; NUVEC_KERNEL_DEFINES="NVQT_CHAINS=1" for one.
+#ifndef NVQT_CHAINS
+#define NVQT_CHAINS 2
+#endif
 #define NVQT_KS 1024
 #define NVQT_CONSUMERS 8
 #define NVQT_WSTAGE (16 * NVQT_KS / 2)
@@ -104,7 +109,11 @@ __device__ __forceinline__ void nvqt_qmv(const NvTmap* wm, const NvTmap* sm, con
   float* sums = reinterpret_cast<float*>(smem + sums_at);
   const uint4* xr = reinterpret_cast<const uint4*>(xs + (g < a.m ? g : 0) * a.xstride);
   const bool has_x = g < a.m;
-  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float c[NVQT_CHAINS][4];
+#pragma unroll
+  for (int h = 0; h < NVQT_CHAINS; ++h)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) c[h][e] = 0.0f;
   u32 it = 0;
   int parity = 0;
   for (int tile = blockIdx.x; tile < a.tiles; tile += gridDim.x, parity ^= 1) {
@@ -142,7 +151,7 @@ __device__ __forceinline__ void nvqt_qmv(const NvTmap* wm, const NvTmap* sm, con
                                nvqm_pair<T>(wb, j, a.nibbles, s2b, b2b),
                                nvqm_pair<T>(wa, j + 1, a.nibbles, s2a, b2a),
                                nvqm_pair<T>(wb, j + 1, a.nibbles, s2b, b2b)};
-          nvqm_mma<T>(c, frag, b0, b1);
+          nvqm_mma<T>(c[step % NVQT_CHAINS], frag, b0, b1);
         }
       }
       __syncwarp();
@@ -154,7 +163,12 @@ __device__ __forceinline__ void nvqt_qmv(const NvTmap* wm, const NvTmap* sm, con
     // after its stores).
     float* half = sums + parity * (NVQT_CONSUMERS * 4 * 32);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) half[(warp * 4 + e) * 32 + lane] = c[e];
+    for (int e = 0; e < 4; ++e) {
+      float v = c[0][e];
+#pragma unroll
+      for (int h = 1; h < NVQT_CHAINS; ++h) v += c[h][e];
+      half[(warp * 4 + e) * 32 + lane] = v;
+    }
     nvqt_consumers_sync();
     if (warp == 0) {
 #pragma unroll
@@ -167,7 +181,9 @@ __device__ __forceinline__ void nvqt_qmv(const NvTmap* wm, const NvTmap* sm, con
       }
     }
 #pragma unroll
-    for (int e = 0; e < 4; ++e) c[e] = 0.0f;
+    for (int h = 0; h < NVQT_CHAINS; ++h)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) c[h][e] = 0.0f;
   }
 }
 
