@@ -45,6 +45,12 @@ static int tma_case(int m, int n, int k, int gs, unsigned blocks, unsigned seed)
   a.sstage = 16 * (ks / gs) * 2;
   a.xstride = a.stages * ks + 8;
   a.nibbles = 0x000F000Fu;
+  // The host's layout (quantized/mv_tma.rs, SharedLayout).
+  a.scales_at = NVQT_STAGES * NVQT_WSTAGE;
+  a.biases_at = a.scales_at + NVQT_STAGES * a.sstage;
+  a.x_at = a.biases_at + NVQT_STAGES * a.sstage;
+  a.sums_at = a.x_at + (m * a.xstride * 2 + 15) / 16 * 16;
+  a.bars_at = a.sums_at + 2 * NVQT_CONSUMERS * 4 * 32 * 4;
   const NvTmap wm = map2(w.data(), k / 8, n, (long)k / 2, ks / 8, 16, 4);
   const NvTmap sm = map2(s.data(), groups, n, (long)groups * 2, ks / gs, 16, 2);
   const NvTmap bm = map2(b.data(), groups, n, (long)groups * 2, ks / gs, 16, 2);

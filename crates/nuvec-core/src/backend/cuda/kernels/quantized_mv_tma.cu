@@ -9,10 +9,13 @@
 // registers, 13-14 warps a multiprocessor; ncu has it waiting on memory (long scoreboard), at
 // 14 us for `qmv_14336x4096` on both the H100 and the H200, whose bus is 1.4 times faster.
 //
-// - A block is 8 consumer warps and one producer warp, one block a multiprocessor, walking the
-//   tiles of 16 rows of w blockIdx.x, blockIdx.x + gridDim.x, ... Each tile's inner axis comes
-//   in stages of NVQT_KS values: the rows' packed words (16 rows of NVQT_KS / 8 words), scales
-//   and biases (16 rows of NVQT_KS / group values each), one box each, zeros past the edges.
+// - A block is 8 consumer warps and one producer warp, one or two blocks a multiprocessor,
+//   walking the tiles of 16 rows of w blockIdx.x, blockIdx.x + gridDim.x, ... (the walk's
+//   shares differ by at most one tile: 896 tiles over 132 blocks for a [14336, 4096] weight,
+//   where the register form's 224 blocks of 64 rows left 40 of its 264 places empty). Each
+//   tile's inner axis comes in stages of NVQT_KS values: the rows' packed words (16 rows of
+//   NVQT_KS / 8 words), scales and biases (16 rows of NVQT_KS / group values each), one box
+//   each, zeros past the edges.
 // - One thread of the producer fills the ring's NVQT_STAGES stages in the walk's order, each
 //   once the 8 consumer warps have released it (barrier `freed`), its copies completing on
 //   barrier `full`.
@@ -42,6 +45,10 @@ struct NvQmvTma {
   i32 sstage;      // bytes of a stage's scales (as of its biases): 16 rows of NVQT_KS / group
   i32 xstride;     // values between rows of x in shared memory (stages · NVQT_KS + 8)
   u32 nibbles;     // 0x000F000F
+  // Where the dynamic shared memory's parts start, in bytes (the host lays them out): the
+  // stages' words at 0, their scales, their biases, x, the sums (two tiles' worth of 8 warps'
+  // 4 × 32), the barriers (`full` then `freed`, 8 bytes each).
+  i32 scales_at, biases_at, x_at, sums_at, bars_at;
 };
 
 // nuvec-emulation: device only (tests/emulation/ptx.h stands in for this region) {
@@ -58,16 +65,11 @@ __device__ __forceinline__ void nvqt_qmv(const NvTmap* wm, const NvTmap* sm, con
                                          const NvQmvTma& a) {
   extern __shared__ __align__(128) unsigned char nvqt_raw[];
   constexpr int S = NVQT_STAGES;
-  // Layout: the stages' words, scales, biases, then x, the sums (two tiles' worth), barriers.
   unsigned char* smem = nvqt_raw;
   const u32 base = nvqt_smem(smem);
-  const int sst = a.sstage;
-  const int scales_at = S * NVQT_WSTAGE, biases_at = scales_at + S * sst;
-  const int x_at = biases_at + S * sst;
-  const int sums_at = x_at + ((int)a.m * a.xstride * 2 + 15) / 16 * 16;
-  const int bars_at = sums_at + 2 * NVQT_CONSUMERS * 4 * 32 * 4;
-  auto full = [&](int s) { return base + bars_at + 8 * s; };
-  auto freed = [&](int s) { return base + bars_at + 8 * (S + s); };
+  const int sst = a.sstage, scales_at = a.scales_at, biases_at = a.biases_at;
+  auto full = [&](int s) { return base + a.bars_at + 8 * s; };
+  auto freed = [&](int s) { return base + a.bars_at + 8 * (S + s); };
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 
   if (threadIdx.x == 0) {
@@ -77,12 +79,15 @@ __device__ __forceinline__ void nvqt_qmv(const NvTmap* wm, const NvTmap* sm, con
     }
     nv_bar_init_fence();
   }
-  // The block's copy of x, zeros past k (to the last stage's end).
-  T* xs = reinterpret_cast<T*>(smem + x_at);
-  const int kpad = a.stages * NVQT_KS;
-  for (int i = threadIdx.x; i < (int)a.m * kpad; i += blockDim.x) {
-    const int r = i / kpad, c = i - r * kpad;
-    xs[r * a.xstride + c] = c < a.k ? x[(i64)r * a.k + c] : nv_down<T>(0.0f);
+  // The block's copy of x, zeros past k (to the last stage's end), 16 bytes at a time (k is a
+  // multiple of 32, and rows start on 16 bytes both here and there).
+  T* xs = reinterpret_cast<T*>(smem + a.x_at);
+  const int row16 = a.stages * (NVQT_KS / 8);
+  for (int i = threadIdx.x; i < (int)a.m * row16; i += blockDim.x) {
+    const int r = i / row16, c = 8 * (i - r * row16);
+    const uint4 zero = make_uint4(0u, 0u, 0u, 0u);
+    *reinterpret_cast<uint4*>(xs + r * a.xstride + c) =
+        c < a.k ? *reinterpret_cast<const uint4*>(x + (i64)r * a.k + c) : zero;
   }
   __syncthreads();
 
@@ -106,7 +111,7 @@ __device__ __forceinline__ void nvqt_qmv(const NvTmap* wm, const NvTmap* sm, con
 
   const int g = lane >> 2, t = lane & 3;
   const int row_groups = sst / 32;  // groups a stage's row of scales
-  float* sums = reinterpret_cast<float*>(smem + sums_at);
+  float* sums = reinterpret_cast<float*>(smem + a.sums_at);
   const uint4* xr = reinterpret_cast<const uint4*>(xs + (g < a.m ? g : 0) * a.xstride);
   const bool has_x = g < a.m;
   float c[NVQT_CHAINS][4];
@@ -187,10 +192,11 @@ __device__ __forceinline__ void nvqt_qmv(const NvTmap* wm, const NvTmap* sm, con
   }
 }
 
-// `qmv_tma_<type>`: the product for 4-bit weights, a persistent block a multiprocessor.
+// `qmv_tma_<type>`: the product for 4-bit weights, persistent blocks (one or two a
+// multiprocessor, `NUVEC_QMV_TMA_BLOCKS`).
 #define NV_QMV_TMA(T, TN)                                                                          \
   extern "C" __global__ void __launch_bounds__((NVQT_CONSUMERS + 1) * 32)                          \
-      qmv_tma_##TN(const __grid_constant__ NvTmap wm, const __grid_constant__ NvTmap sm,            \
+      qmv_tma_##TN(const __grid_constant__ NvTmap wm, const __grid_constant__ NvTmap sm,           \
                    const __grid_constant__ NvTmap bm, const T* x, T* y, NvQmvTma a) {             \
     nvqt_qmv<T>(&wm, &sm, &bm, x, y, a);                                                           \
   }

@@ -46,6 +46,12 @@ struct TmaArgs {
     sstage: i32,
     xstride: i32,
     nibbles: u32,
+    /// Where the shared memory's parts start ([`SharedLayout`]).
+    scales_at: i32,
+    biases_at: i32,
+    x_at: i32,
+    sums_at: i32,
+    bars_at: i32,
 }
 
 // SAFETY: `TmaArgs` is `repr(C)` plain data with the field order, types and alignment of
@@ -91,13 +97,35 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
         .collect()
 }
 
-/// The dynamic shared memory of a launch: the stages (words, scales, biases), `m` rows of `x`
-/// of `xstride` values, two tiles' sums, the barriers (`nvqt_qmv`'s layout).
-fn shared_bytes(sstage: usize, m: usize, xstride: usize) -> usize {
-    STAGES * (TILE * KS / 2 + 2 * sstage)
-        + (m * xstride * 2).next_multiple_of(16)
-        + 2 * CONSUMERS * 4 * 32 * 4
-        + 2 * STAGES * 8
+/// Where the parts of a launch's dynamic shared memory start, in bytes, and its size: the
+/// stages' words (from 0), scales and biases (`sstage` bytes a stage each), `m` rows of `x` of
+/// `xstride` values, two tiles' sums of the consumer warps, the barriers. The one place that
+/// lays it out: the kernel reads the offsets from its arguments.
+struct SharedLayout {
+    scales_at: usize,
+    biases_at: usize,
+    x_at: usize,
+    sums_at: usize,
+    bars_at: usize,
+    bytes: usize,
+}
+
+impl SharedLayout {
+    fn new(sstage: usize, m: usize, xstride: usize) -> SharedLayout {
+        let scales_at = STAGES * TILE * KS / 2;
+        let biases_at = scales_at + STAGES * sstage;
+        let x_at = biases_at + STAGES * sstage;
+        let sums_at = x_at + (m * xstride * 2).next_multiple_of(16);
+        let bars_at = sums_at + 2 * CONSUMERS * 4 * 32 * 4;
+        SharedLayout {
+            scales_at,
+            biases_at,
+            x_at,
+            sums_at,
+            bars_at,
+            bytes: bars_at + 2 * STAGES * 8,
+        }
+    }
 }
 
 /// `quantized_matmul` of `m` rows through the tensor copies, or `None` where the form does
@@ -127,8 +155,8 @@ pub(super) fn matmul(
     let stages = k.div_ceil(KS);
     let sstage = TILE * (KS / group_size) * 2;
     let xstride = stages * KS + 8;
-    let bytes = shared_bytes(sstage, m, xstride);
-    if bytes > place.gpu.props.shared_per_block as usize {
+    let layout = SharedLayout::new(sstage, m, xstride);
+    if layout.bytes > place.gpu.props.shared_per_block as usize {
         return Ok(None);
     }
     let (_held, [x, w_at, scales, biases]) = aligned_operands(place, inputs)?;
@@ -161,6 +189,11 @@ pub(super) fn matmul(
         sstage: sstage as i32,
         xstride: xstride as i32,
         nibbles: 0x000F_000F,
+        scales_at: layout.scales_at as i32,
+        biases_at: layout.biases_at as i32,
+        x_at: layout.x_at as i32,
+        sums_at: layout.sums_at as i32,
+        bars_at: layout.bars_at as i32,
     };
     let mut module = place.gpu.module("quantized_mv_tma", Some(dtype), 0);
     module.arch = module.arch.specific()?;
@@ -178,16 +211,47 @@ pub(super) fn matmul(
             1,
         ),
         block_dim: (((CONSUMERS + 1) * 32) as u32, 1, 1),
-        shared_mem_bytes: bytes as u32,
+        shared_mem_bytes: layout.bytes as u32,
     };
     let params: [&dyn DeviceRepr; 6] = [&w_map, &s_map, &b_map, &x, &y, &args];
     // SAFETY: the maps describe w (`n` rows of `k / 8` words) and the scales and biases (`n`
     // rows of `k / group_size` values) row-major at the addresses held here (`aligned`), within
     // which the copy engine reads, filling what lies outside with zeros; `x` holds `m · k`
     // values and `y` is a fresh block of `m · n`; the kernel reads x below `m · k`, writes
-    // outputs below `m` and `n`, and takes `bytes` of shared memory in the layout
-    // `shared_bytes` sizes (allowed above); the arguments match `qmv_tma_*`. The arrays are
+    // outputs below `m` and `n`, and takes the shared memory `layout` sizes at the offsets it
+    // gives (allowed above); the arguments match `qmv_tma_*`. The arrays are
     // held until the work is queued and the allocator keeps their blocks for this stream.
     unsafe { f.launch(&place.stream, cfg, &params)? };
     Ok(Some(vec![out]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The host's sizes are the kernel's, and the layout keeps what TMA writes on 128 bytes, x's
+    /// rows (copied 16 bytes at a time) on 16 and the barriers on 8, at every group size.
+    #[test]
+    fn sizes_and_layout_match_the_kernel() {
+        for line in [
+            format!("#define NVQT_STAGES {STAGES}\n"),
+            format!("#define NVQT_KS {KS}\n"),
+            format!("#define NVQT_CONSUMERS {CONSUMERS}\n"),
+            format!("#define NVQT_WSTAGE ({TILE} * NVQT_KS / 2)\n"),
+        ] {
+            assert!(TMA.contains(&line), "{line}");
+        }
+        assert!(TMA.contains("qmv_tma_##TN("));
+        for group_size in [32, 64, 128] {
+            let sstage = TILE * (KS / group_size) * 2;
+            for m in 1..=MAX_ROWS {
+                let l = SharedLayout::new(sstage, m, 4 * KS + 8);
+                assert_eq!(l.scales_at % 128, 0);
+                assert_eq!(l.biases_at % 128, 0);
+                assert_eq!(l.x_at % 16, 0);
+                assert_eq!(l.bars_at % 8, 0);
+                assert!(l.bytes > l.bars_at);
+            }
+        }
+    }
 }
