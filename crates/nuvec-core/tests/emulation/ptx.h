@@ -400,6 +400,21 @@ inline void nv_tma4(u32 dst, const Map* map, int c0, int c1, int c2, int c3, u32
   m.tx -= 128l * rows;
   nv_emu_mbar_done(m);
 }
+// A test's 2-D tensor map, in the fields nv_tma2 reads.
+template <typename Map>
+inline Map nv_emu_map2(const void* base, long cols, long rows, long pitch, int box_cols,
+                       int box_rows, int size, bool swizzle) {
+  Map m{};
+  m.v[0] = (u64)base;
+  m.v[1] = (u64)cols;
+  m.v[2] = (u64)rows;
+  m.v[3] = (u64)pitch;
+  m.v[4] = (u64)box_cols;
+  m.v[5] = (u64)box_rows;
+  m.v[6] = (u64)size;
+  m.v[7] = swizzle ? 1 : 0;
+  return m;
+}
 // A 2-D box (the test's map: base, columns, rows, bytes between rows, the box's columns and
 // rows, bytes a value, 1 for the 128-byte swizzle), 16 bytes at a time, zeros past the edges.
 template <typename Map>

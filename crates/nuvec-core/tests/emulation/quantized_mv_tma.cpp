@@ -7,21 +7,6 @@
 #include <algorithm>
 #include <random>
 
-// The test's 2-D tensor map (nv_tma2's stand-in reads it).
-static NvTmap map2(const void* base, long cols, long rows, long pitch, int box_cols, int box_rows,
-                   int size) {
-  NvTmap m{};
-  m.v[0] = (u64)base;
-  m.v[1] = (u64)cols;
-  m.v[2] = (u64)rows;
-  m.v[3] = (u64)pitch;
-  m.v[4] = (u64)box_cols;
-  m.v[5] = (u64)box_rows;
-  m.v[6] = (u64)size;
-  m.v[7] = 0;
-  return m;
-}
-
 template <typename T>
 static int tma_case(int m, int n, int k, int gs, unsigned blocks, unsigned seed) {
   std::mt19937 rng(seed);
@@ -51,9 +36,11 @@ static int tma_case(int m, int n, int k, int gs, unsigned blocks, unsigned seed)
   a.x_at = a.biases_at + NVQT_STAGES * a.sstage;
   a.sums_at = a.x_at + (m * a.xstride * 2 + 15) / 16 * 16;
   a.bars_at = a.sums_at + 2 * NVQT_CONSUMERS * 4 * 32 * 4;
-  const NvTmap wm = map2(w.data(), k / 8, n, (long)k / 2, ks / 8, 16, 4);
-  const NvTmap sm = map2(s.data(), groups, n, (long)groups * 2, ks / gs, 16, 2);
-  const NvTmap bm = map2(b.data(), groups, n, (long)groups * 2, ks / gs, 16, 2);
+  // The maps nv_tma2's stand-in reads.
+  const long pitch = (long)groups * 2;
+  const NvTmap wm = nv_emu_map2<NvTmap>(w.data(), k / 8, n, (long)k / 2, ks / 8, 16, 4, false);
+  const NvTmap sm = nv_emu_map2<NvTmap>(s.data(), groups, n, pitch, ks / gs, 16, 2, false);
+  const NvTmap bm = nv_emu_map2<NvTmap>(b.data(), groups, n, pitch, ks / gs, 16, 2, false);
   nv_emu_smem_base = nvqt_raw;
   nv_emu_launch({std::min(blocks, (unsigned)a.tiles), 1, 1}, (NVQT_CONSUMERS + 1) * 32,
                 [&] { nvqt_qmv<T>(&wm, &sm, &bm, x.data(), y.data(), a); });

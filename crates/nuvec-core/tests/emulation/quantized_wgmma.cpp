@@ -9,21 +9,6 @@
 #include <algorithm>
 #include <random>
 
-// The test's 2-D tensor map (nv_tma2's stand-in reads it).
-static NvTmap map2(const void* base, long cols, long rows, long pitch, int box_cols, int box_rows,
-                   int size, bool swizzle) {
-  NvTmap m{};
-  m.v[0] = (u64)base;
-  m.v[1] = (u64)cols;
-  m.v[2] = (u64)rows;
-  m.v[3] = (u64)pitch;
-  m.v[4] = (u64)box_cols;
-  m.v[5] = (u64)box_rows;
-  m.v[6] = (u64)size;
-  m.v[7] = swizzle ? 1 : 0;
-  return m;
-}
-
 // SK_BLOCKS: the stream-K walk over that many blocks (0: a block a tile).
 template <typename T, int BX, int S, int SK_BLOCKS = 0>
 static int wgmma_case(int M, int N, int K, int gs, unsigned seed) {
@@ -57,8 +42,9 @@ static int wgmma_case(int M, int N, int K, int gs, unsigned seed) {
   std::vector<u32> flags((size_t)std::max(SK_BLOCKS, 1), 0u);
   a.part = part.data();
   a.flags = flags.data();
-  const NvTmap xm = map2(x.data(), K, M, (long)K * 2, 64, BX, 2, true);
-  const NvTmap wm = map2(w.data(), wrow, N, (long)wrow * 4, 8, 128, 4, false);
+  // The maps nv_tma2's stand-in reads.
+  const NvTmap xm = nv_emu_map2<NvTmap>(x.data(), K, M, (long)K * 2, 64, BX, 2, true);
+  const NvTmap wm = nv_emu_map2<NvTmap>(w.data(), wrow, N, (long)wrow * 4, 8, 128, 4, false);
   nv_emu_smem_base = nvqw_raw;
   nv_emu_launch(SK ? Dim3{(unsigned)SK_BLOCKS, 1, 1} : tiles, 384, [&] {
     if (gs == 32)

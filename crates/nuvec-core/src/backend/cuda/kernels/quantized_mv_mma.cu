@@ -103,6 +103,19 @@ __device__ __forceinline__ u32 nvqm_word(const uint4& v, int i) {
   return i == 0 ? v.x : (i == 1 ? v.y : (i == 2 ? v.z : v.w));
 }
 
+// A lane's pack of a row of x (32 values, 16 words): pack `pack` of the row at `row`, or zeros
+// where not `valid`.
+__device__ __forceinline__ void nvqm_xload(u32 (&xw)[16], const uint4* row, int pack, bool valid) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const uint4 v = valid ? row[4 * pack + i] : make_uint4(0u, 0u, 0u, 0u);
+    xw[4 * i] = v.x;
+    xw[4 * i + 1] = v.y;
+    xw[4 * i + 2] = v.z;
+    xw[4 * i + 3] = v.w;
+  }
+}
+
 // Values j and j + 4 of word i of a pack of x (16 words, two values a word, the lower first)
 // as a pair: the B operand matching `nvqm_pair` of word i.
 __device__ __forceinline__ u32 nvqm_xpair(const u32 (&xw)[16], int i, int j) {
@@ -154,14 +167,7 @@ __device__ __forceinline__ void nvqm_sums(const uint4* __restrict__ w,
       b2[h] = bv | (bv << 16);
     }
     u32 xw[16];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint4 v = (xr != nullptr && pin) ? xr[4 * p + i] : make_uint4(0u, 0u, 0u, 0u);
-      xw[4 * i] = v.x;
-      xw[4 * i + 1] = v.y;
-      xw[4 * i + 2] = v.z;
-      xw[4 * i + 3] = v.w;
-    }
+    nvqm_xload(xw, xr, p, xr != nullptr && pin);
 #pragma unroll
     for (int step = 0; step < 8; ++step) {
       const int i = step >> 1, j = (step & 1) * 2;

@@ -138,15 +138,8 @@ __device__ __forceinline__ void nvqt_qmv(const NvTmap* wm, const NvTmap* sm, con
         const u32 s2a = sa | (sa << 16), s2b = sb | (sb << 16);
         const u32 b2a = ba | (ba << 16), b2b = bb | (bb << 16);
         u32 xw[16];
-        const int xp = st * (NVQT_KS / 32) + lp;  // the lane's pack of its row of x
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const uint4 v = has_x ? xr[4 * xp + i] : make_uint4(0u, 0u, 0u, 0u);
-          xw[4 * i] = v.x;
-          xw[4 * i + 1] = v.y;
-          xw[4 * i + 2] = v.z;
-          xw[4 * i + 3] = v.w;
-        }
+        // The lane's pack of its row of x: pack lp of the stage's.
+        nvqm_xload(xw, xr, st * (NVQT_KS / 32) + lp, has_x);
 #pragma unroll
         for (int step = 0; step < 8; ++step) {
           const int i = step >> 1, j = (step & 1) * 2;
