@@ -159,20 +159,20 @@ __device__ __forceinline__ void nvqt_qmv(const NvTmap* wm, const NvTmap* sm, con
     // warp order and stores (the other half is the next tile's, so no second barrier: a
     // warp writes this half again only after the next tile's barrier, which warp 0 reaches
     // after its stores).
-    float* half = sums + parity * (NVQT_CONSUMERS * 4 * 32);
+    float* tile_sums = sums + parity * (NVQT_CONSUMERS * 4 * 32);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       float v = c[0][e];
 #pragma unroll
       for (int h = 1; h < NVQT_CHAINS; ++h) v += c[h][e];
-      half[(warp * 4 + e) * 32 + lane] = v;
+      tile_sums[(warp * 4 + e) * 32 + lane] = v;
     }
     nvqt_consumers_sync();
     if (warp == 0) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         float v = 0.0f;
-        for (int w = 0; w < NVQT_CONSUMERS; ++w) v += half[(w * 4 + e) * 32 + lane];
+        for (int w = 0; w < NVQT_CONSUMERS; ++w) v += tile_sums[(w * 4 + e) * 32 + lane];
         const i64 row = (i64)tile * 16 + g + 8 * (e >> 1);
         const int col = 2 * t + (e & 1);
         if (row < a.n && col < a.m) y[col * a.n + row] = nv_down<T>(v);
