@@ -148,6 +148,9 @@ pub(super) fn matmul(
         || k > i32::MAX as usize / 2
         || w.layout.shape[1] * 8 != k
         || !k.is_multiple_of(group_size)
+        // TMA steps between rows of scales in multiples of 16 bytes (8 values): checked here,
+        // before the operands are aligned, so that `encode_rows` refuses none for it.
+        || !(k / group_size).is_multiple_of(8)
         || n.div_ceil(TILE) > i32::MAX as usize
     {
         return Ok(None);
