@@ -42,7 +42,9 @@
 # (the decoding product's column form, each group's scale and bias applied to f32 sums) ran on
 # an H100 on 2026-12-06, thirteenth session, and is removed with the form (its results are in
 # BENCHMARKS.md); part 35: the decoding product fed by tensor copies against the register form
-# (any card); part 36: part 35 cut to three minutes. Next on an H200: 26 and 27, then 35, 24, 17, 22.
+# (any card); part 36: part 35 cut to three minutes; part 37: torch.compile beside nuvec; part
+# 38: part 26 cut to follow part 36 in one call. Next on an H200: 26 and 27, then 37, 35, 24,
+# 17, 22.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -388,17 +390,48 @@ exit 0
 fi
 if [ "$part" = 36 ]; then
 # Part 35 cut to what three minutes hold: the decoding shapes' tests with the tensor-copy form
-# on, then one round of the timings.
+# on (rounded, then the column form), then one round of the timings.
 t quant env NUVEC_QMV_TMA=1 timeout 90 $T/gpu_quantized-* --test-threads=4 \
   quantized_matmul_takes_decoding quantized_matmul_splits
-results quant
+t quant_columns env NUVEC_QMV_TMA=1 NUVEC_QMV_TMA_COLUMNS=1 timeout 90 $T/gpu_quantized-* \
+  --test-threads=4 quantized_matmul_takes_decoding quantized_matmul_splits
+results quant quant_columns
 grep -h -A3 panicked $OUT/*.log | head -8
 echo "== register"; timeout 25 $B --device gpu --budget 0.3 copy_32mib qmv_14336x4096 2>&1 | tail -2
 for bl in 1 2; do echo "== tma, $bl blocks"; NUVEC_QMV_TMA=1 NUVEC_QMV_TMA_BLOCKS=$bl timeout 25 \
-  $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1; done
+  $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1
+  echo "== tma columns, $bl blocks"; NUVEC_QMV_TMA=1 NUVEC_QMV_TMA_COLUMNS=1 \
+  NUVEC_QMV_TMA_BLOCKS=$bl timeout 25 $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1
+done
 echo "== tma, one chain"; NUVEC_QMV_TMA=1 NUVEC_KERNEL_DEFINES="NVQT_CHAINS=1" timeout 25 \
   $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1
 echo "== register"; timeout 25 $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1
+exit 0
+fi
+if [ "$part" = 37 ]; then
+# torch.compile on the row cases, attention and decoding, beside nuvec in the same call (the
+# strongest PyTorch peer; no earlier part ran it). Its first run of a case compiles it.
+R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
+S="sdpa_causal_4k sdpa_full_4k decode_b1_8k decode_b8_8k"
+echo "== nuvec"; timeout 90 $B --device gpu --budget 0.3 --json $OUT/nuvec.json $R $S 2>&1 | tail -14
+echo "== torch.compile"; timeout 300 python3 bench/peers/torch_bench.py --compile \
+  --json $OUT/torch_compile.json $R $S 2>&1 | tail -14
+exit 0
+fi
+if [ "$part" = 38 ]; then
+# Part 26 cut to fit beside part 36 in one call (run "bash scripts/gpu-session-next.sh 36;
+# bash scripts/gpu-session-next.sh 38"): nuvec, PyTorch, Liger and flash-linear-attention on
+# the headline cases, on any card (the card is named at the top).
+Q="qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
+R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
+S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
+D="copy_32mib decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k gated_delta_decode gated_delta_prefill"
+echo "== nuvec"; timeout 130 $B --device gpu --budget 0.3 --json $OUT/nuvec.json $R $S $D $Q 2>&1 | tail -32
+echo "== torch"; timeout 100 python3 bench/peers/torch_bench.py --json $OUT/torch.json $R $S \
+  decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k $Q 2>&1 | tail -22
+echo "== liger"; timeout 50 python3 bench/peers/liger_bench.py --json $OUT/liger.json $R 2>&1 | tail -9
+echo "== fla"; timeout 50 python3 bench/peers/fla_bench.py --json $OUT/fla.json gated_delta_decode \
+  gated_delta_prefill 2>&1 | tail -2
 exit 0
 fi
 if [ "$part" = 3 ]; then

@@ -216,7 +216,9 @@ fn quantized_matmul_splits_a_long_inner_axis() {
 /// Decoding shapes whose rows of scales TMA can address (`k / group_size` a multiple of 8): the
 /// form fed by tensor copies takes them where it is on (`NUVEC_QMV_TMA=1`), the register form
 /// otherwise. Inner axes of one stage of 1,024 values, of a partial last stage and of four;
-/// rows of `w` not a multiple of 16; 1 to 8 rows of `x`; both half types.
+/// rows of `w` not a multiple of 16; 1 to 8 rows of `x`; both half types; with its column form
+/// (`NUVEC_QMV_TMA_COLUMNS=1`), rows that it takes at every group size (8 / (128 / group size)
+/// at most) and rows that it leaves to the rounded form.
 #[test]
 fn quantized_matmul_takes_decoding_shapes() {
     if !gpu_available() {
@@ -230,6 +232,7 @@ fn quantized_matmul_takes_decoding_shapes() {
         (4096, 128, 8, DType::BF16),
         (2560, 64, 2, DType::F16),
         (1024, 32, 5, DType::F16),
+        (2048, 32, 2, DType::BF16),
     ] {
         let name = format!("decoding {dtype} k={k} gs={gs} m={m}");
         let w = weights(&mut rng, &[n, k], dtype);
