@@ -390,20 +390,17 @@ exit 0
 fi
 if [ "$part" = 36 ]; then
 # Part 35 cut to what three minutes hold: the decoding shapes' tests with the tensor-copy form
-# on (rounded, then the column form), then one round of the timings.
+# on (and with its consumers taking pairs of stages), then one round of the timings.
 t quant env NUVEC_QMV_TMA=1 timeout 90 $T/gpu_quantized-* --test-threads=4 \
   quantized_matmul_takes_decoding quantized_matmul_splits
-t quant_columns env NUVEC_QMV_TMA=1 NUVEC_QMV_TMA_COLUMNS=1 timeout 90 $T/gpu_quantized-* \
-  --test-threads=4 quantized_matmul_takes_decoding quantized_matmul_splits
-results quant quant_columns
+t quant_pairs env NUVEC_QMV_TMA=1 NUVEC_KERNEL_DEFINES="NVQT_PAIRS=1" timeout 90 \
+  $T/gpu_quantized-* --test-threads=4 quantized_matmul_takes_decoding quantized_matmul_splits
+results quant quant_pairs
 grep -h -A3 panicked $OUT/*.log | head -8
 echo "== register"; timeout 25 $B --device gpu --budget 0.3 copy_32mib qmv_14336x4096 2>&1 | tail -2
 for bl in 1 2; do echo "== tma, $bl blocks"; NUVEC_QMV_TMA=1 NUVEC_QMV_TMA_BLOCKS=$bl timeout 25 \
-  $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1
-  echo "== tma columns, $bl blocks"; NUVEC_QMV_TMA=1 NUVEC_QMV_TMA_COLUMNS=1 \
-  NUVEC_QMV_TMA_BLOCKS=$bl timeout 25 $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1
-done
-echo "== tma, one chain"; NUVEC_QMV_TMA=1 NUVEC_KERNEL_DEFINES="NVQT_CHAINS=1" timeout 25 \
+  $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1; done
+echo "== tma, pairs of stages"; NUVEC_QMV_TMA=1 NUVEC_KERNEL_DEFINES="NVQT_PAIRS=1" timeout 25 \
   $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1
 echo "== register"; timeout 25 $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1
 exit 0

@@ -309,7 +309,7 @@ fn quantized_mv_tma_kernel_matches_the_product_in_double() {
             ("quantized_mv_tma.cu", QUANTIZED_MV_TMA),
         ],
         include_str!("emulation/quantized_mv_tma.cpp"),
-        &[&[], &["NVQT_CHAINS=1"]],
+        &[&[], &["NVQT_CHAINS=1"], &["NVQT_PAIRS=1"]],
     );
 }
 

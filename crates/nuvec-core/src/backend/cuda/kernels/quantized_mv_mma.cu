@@ -79,12 +79,10 @@ template <typename T> struct NvqmT;
 template <> struct NvqmT<bf16> {
   typedef __nv_bfloat162 P;
   static constexpr u32 magic = 0x43004300u;
-  static constexpr float magic_value = 128.0f;  // one half of `magic`
 };
 template <> struct NvqmT<f16> {
   typedef __half2 P;
   static constexpr u32 magic = 0x64006400u;
-  static constexpr float magic_value = 1024.0f;
 };
 
 // Nibbles j and j + 4 of `word` (j < 4) as s · q + b, a pair of T (low half: nibble j);

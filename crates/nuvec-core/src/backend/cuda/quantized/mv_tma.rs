@@ -3,12 +3,14 @@
 //! packed weights, scales and biases into a ring of shared-memory stages, eight warps multiply
 //! as the register form (`mv_mma.rs`) does. The kernel's header says why and how.
 //!
-//! Off unless `NUVEC_QMV_TMA=1` until a device has timed it against the register form; where
-//! it does not take a product (not Hopper, a scale row TMA cannot address, `x` too large for
-//! shared memory) the register form runs. `NUVEC_QMV_TMA_BLOCKS=2` runs two blocks a
-//! multiprocessor (the grid's blocks walk the tiles either way); `NUVEC_QMV_TMA_COLUMNS=1`
-//! runs the column form (each group's scale and bias applied to f32 sums, fewer instructions)
-//! where it takes the rows.
+//! Off unless `NUVEC_QMV_TMA=1`: on an H100 its first form ran `qmv_14336x4096` in 18.0 µs
+//! (16.1 at two blocks a multiprocessor) against the register form's 14.0, its consumer warps
+//! waiting on their own chains (BENCHMARKS.md, fourteenth session); the kernel's header says
+//! what changed since. Where it does not take a product (not Hopper, a scale row TMA cannot
+//! address, `x` too large for shared memory) the register form runs.
+//! `NUVEC_QMV_TMA_BLOCKS=2` runs two blocks a multiprocessor (the grid's blocks walk the tiles
+//! either way); `NUVEC_KERNEL_DEFINES="NVQT_PAIRS=1"` has each consumer warp take two stages
+//! at a time (122 registers: one block a multiprocessor).
 
 use std::sync::OnceLock;
 
@@ -54,7 +56,6 @@ struct TmaArgs {
     x_at: i32,
     sums_at: i32,
     bars_at: i32,
-    xsums_at: i32,
 }
 
 // SAFETY: `TmaArgs` is `repr(C)` plain data with the field order, types and alignment of
@@ -65,14 +66,6 @@ unsafe impl DeviceRepr for TmaArgs {}
 fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| std::env::var_os("NUVEC_QMV_TMA").is_some_and(|v| v == "1"))
-}
-
-/// Whether the column form is asked for (`NUVEC_QMV_TMA_COLUMNS=1`): each group's scale and
-/// bias applied to f32 sums (the kernel's header says how), for up to `8 / (128 / group_size)`
-/// rows of `x`.
-fn columns() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var_os("NUVEC_QMV_TMA_COLUMNS").is_some_and(|v| v == "1"))
 }
 
 /// Blocks a multiprocessor (`NUVEC_QMV_TMA_BLOCKS`, 1 or 2; by default 1).
@@ -110,33 +103,29 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
 
 /// Where the parts of a launch's dynamic shared memory start, in bytes, and its size: the
 /// stages' words (from 0), scales and biases (`sstage` bytes a stage each), `m` rows of `x` of
-/// `xstride` values, two tiles' sums of the consumer warps, the column form's sums of x (8
-/// floats a chunk of 128 values of `stages` stages), the barriers. The one place that lays it
-/// out: the kernel reads the offsets from its arguments.
+/// `xstride` values, two tiles' sums of the consumer warps, the barriers. The one place that
+/// lays it out: the kernel reads the offsets from its arguments.
 struct SharedLayout {
     scales_at: usize,
     biases_at: usize,
     x_at: usize,
     sums_at: usize,
-    xsums_at: usize,
     bars_at: usize,
     bytes: usize,
 }
 
 impl SharedLayout {
-    fn new(sstage: usize, m: usize, stages: usize, xstride: usize) -> SharedLayout {
+    fn new(sstage: usize, m: usize, xstride: usize) -> SharedLayout {
         let scales_at = STAGES * TILE * KS / 2;
         let biases_at = scales_at + STAGES * sstage;
         let x_at = biases_at + STAGES * sstage;
         let sums_at = x_at + (m * xstride * 2).next_multiple_of(16);
-        let xsums_at = sums_at + 2 * CONSUMERS * 4 * 32 * 4;
-        let bars_at = xsums_at + stages * (KS / 128) * 8 * 4;
+        let bars_at = sums_at + 2 * CONSUMERS * 4 * 32 * 4;
         SharedLayout {
             scales_at,
             biases_at,
             x_at,
             sums_at,
-            xsums_at,
             bars_at,
             bytes: bars_at + 2 * STAGES * 8,
         }
@@ -173,7 +162,7 @@ pub(super) fn matmul(
     let stages = k.div_ceil(KS);
     let sstage = TILE * (KS / group_size) * 2;
     let xstride = stages * KS + 8;
-    let layout = SharedLayout::new(sstage, m, stages, xstride);
+    let layout = SharedLayout::new(sstage, m, xstride);
     if layout.bytes > place.gpu.props.shared_per_block as usize {
         return Ok(None);
     }
@@ -212,19 +201,14 @@ pub(super) fn matmul(
         x_at: layout.x_at as i32,
         sums_at: layout.sums_at as i32,
         bars_at: layout.bars_at as i32,
-        xsums_at: layout.xsums_at as i32,
     };
     let mut module = place.gpu.module("quantized_mv_tma", Some(dtype), 0);
     module.arch = module.arch.specific()?;
     let tn = type_names(dtype).expect("a float type").1;
-    // The column form's P columns a row of x (groups of 128 / P values) leave 8 / P rows.
-    let p = 128 / group_size;
-    let symbol = if columns() && m <= 8 / p {
-        symbol!("qmv_tmc_{tn}_p{p}")?
-    } else {
-        symbol!("qmv_tma_{tn}")?
+    let key = KernelKey {
+        module,
+        symbol: symbol!("qmv_tma_{tn}")?,
     };
-    let key = KernelKey { module, symbol };
     let f = place.gpu.kernel(&key, || source(dtype))?;
     f.allow_shared(place.gpu.props.shared_per_block)?;
     let cfg = LaunchConfig {
@@ -264,18 +248,14 @@ mod tests {
         ] {
             assert!(TMA.contains(&line), "{line}");
         }
-        assert!(TMA.contains("qmv_tma_##TN, 0)"));
-        for p in [1, 2, 4] {
-            assert!(TMA.contains(&format!("qmv_tmc_##TN##_p{p}, {p})")));
-        }
+        assert!(TMA.contains("qmv_tma_##TN("));
         for group_size in [32, 64, 128] {
             let sstage = TILE * (KS / group_size) * 2;
             for m in 1..=MAX_ROWS {
-                let l = SharedLayout::new(sstage, m, 4, 4 * KS + 8);
+                let l = SharedLayout::new(sstage, m, 4 * KS + 8);
                 assert_eq!(l.scales_at % 128, 0);
                 assert_eq!(l.biases_at % 128, 0);
                 assert_eq!(l.x_at % 16, 0);
-                assert_eq!(l.xsums_at % 16, 0);
                 assert_eq!(l.bars_at % 8, 0);
                 assert!(l.bytes > l.bars_at);
             }
