@@ -43,8 +43,9 @@
 # an H100 on 2026-12-06, thirteenth session, and is removed with the form (its results are in
 # BENCHMARKS.md); part 35: the decoding product fed by tensor copies against the register form
 # (any card); part 36: part 35 cut to three minutes; part 37: torch.compile beside nuvec; part
-# 38: part 26 cut to follow part 36 in one call. Next on an H200: 26 and 27, then 37, 35, 24,
-# 17, 22.
+# 38: part 26's survey alone, to follow part 36 in one call. Parts 36 and 38 (one call), 27 and
+# part 37's runs ran on an H100 on 2026-12-06, fourteenth session (BENCHMARKS.md). Next: 36 on
+# any card (the tensor-copy form's changes since); on an H200, 26 and 27, then 37, 35, 24, 17, 22.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -322,6 +323,20 @@ echo "== fla"; timeout 90 python3 bench/peers/fla_bench.py --json $OUT/fla.json 
   gated_delta_prefill 2>&1 | tail -2
 exit 0
 fi
+# nuvec, PyTorch, Liger and flash-linear-attention on the headline cases, nuvec with budget $1
+# and a limit of $2 seconds (parts 26 and 38).
+survey() {
+  local Q="qmv_14336x4096 qmm_512x14336x4096 qmm_1024x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
+  local R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
+  local S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
+  local D="copy_32mib decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k paged_decode_b8_8k paged_decode_b64_4k gated_delta_decode gated_delta_prefill"
+  echo "== nuvec"; timeout "$2" $B --device gpu --budget "$1" --json $OUT/nuvec.json $R $S $D $Q 2>&1 | tail -36
+  echo "== torch"; timeout 110 python3 bench/peers/torch_bench.py --json $OUT/torch.json $R $S \
+    decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k $Q 2>&1 | tail -24
+  echo "== liger"; timeout 60 python3 bench/peers/liger_bench.py --json $OUT/liger.json $R 2>&1 | tail -9
+  echo "== fla"; timeout 60 python3 bench/peers/fla_bench.py --json $OUT/fla.json gated_delta_decode \
+    gated_delta_prefill 2>&1 | tail -2
+}
 if [ "$part" = 26 ]; then
 # The H200's survey of every headline case against every peer but MLX, in one call (with
 # `GPU_TESTS="gpu_qmm_wgmma gpu_quantized gpu_gather fast_ops gpu_norms gpu_rows
@@ -329,17 +344,10 @@ if [ "$part" = 26 ]; then
 # and cuDNN's), Liger, flash-linear-attention, the experts' products by tiles, nuvec again. On
 # another card it stops at once (exit 3), for the least device time.
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || exit 3
-Q="qmv_14336x4096 qmm_512x14336x4096 qmm_1024x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
-R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
+survey 0.4 170
 S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
-D="copy_32mib decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k paged_decode_b8_8k paged_decode_b64_4k gated_delta_decode gated_delta_prefill"
-echo "== nuvec"; timeout 170 $B --device gpu --budget 0.4 --json $OUT/nuvec.json $R $S $D $Q 2>&1 | tail -36
-echo "== torch"; timeout 110 python3 bench/peers/torch_bench.py --json $OUT/torch.json $R $S \
-  decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k $Q 2>&1 | tail -24
+R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
 echo "== torch cudnn"; timeout 60 python3 bench/peers/torch_bench.py --sdpa cudnn $S 2>&1 | tail -4
-echo "== liger"; timeout 60 python3 bench/peers/liger_bench.py --json $OUT/liger.json $R 2>&1 | tail -9
-echo "== fla"; timeout 60 python3 bench/peers/fla_bench.py --json $OUT/fla.json gated_delta_decode \
-  gated_delta_prefill 2>&1 | tail -2
 for sh in 2,4 2,2; do echo "== experts, gathered shape $sh"; NUVEC_GQMV_MMA_SHAPE=$sh timeout 30 \
   $B --device gpu --budget 0.4 moe_qmv_1 moe_qmv_64 2>&1 | tail -2; done
 echo "== nuvec again"; timeout 90 $B --device gpu --budget 0.3 $R $S 2>&1 | tail -14
@@ -419,16 +427,7 @@ if [ "$part" = 38 ]; then
 # Part 26 cut to fit beside part 36 in one call (run "bash scripts/gpu-session-next.sh 36;
 # bash scripts/gpu-session-next.sh 38"): nuvec, PyTorch, Liger and flash-linear-attention on
 # the headline cases, on any card (the card is named at the top).
-Q="qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
-R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
-S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
-D="copy_32mib decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k gated_delta_decode gated_delta_prefill"
-echo "== nuvec"; timeout 130 $B --device gpu --budget 0.3 --json $OUT/nuvec.json $R $S $D $Q 2>&1 | tail -32
-echo "== torch"; timeout 100 python3 bench/peers/torch_bench.py --json $OUT/torch.json $R $S \
-  decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k $Q 2>&1 | tail -22
-echo "== liger"; timeout 50 python3 bench/peers/liger_bench.py --json $OUT/liger.json $R 2>&1 | tail -9
-echo "== fla"; timeout 50 python3 bench/peers/fla_bench.py --json $OUT/fla.json gated_delta_decode \
-  gated_delta_prefill 2>&1 | tail -2
+survey 0.3 130
 exit 0
 fi
 if [ "$part" = 3 ]; then
