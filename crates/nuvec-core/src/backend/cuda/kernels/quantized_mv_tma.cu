@@ -78,8 +78,9 @@ struct NvqtChunk {
   u32 xw[16];
 };
 
-// Warp `warp`'s chunk of stage `s` (the stage's `st`-th of its tile) into `o`: shared-memory
-// reads only (zeros past k come from the copies' fill and x's padding, so no test is needed).
+// This warp's chunk of ring slot `s`, which holds stage `st` of its tile, into `o`: shared-memory
+// reads only. A chunk past k reads zeros (the copies fill past the edges, x is padded), so its
+// products add nothing; the single-stage loop skips it, the pairs' loop need not.
 __device__ __forceinline__ void nvqt_read(NvqtChunk& o, const unsigned char* smem, int s, int st,
                                           const uint4* xr, bool has_x, const NvQmvTma& a) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
