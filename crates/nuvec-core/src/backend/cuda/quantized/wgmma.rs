@@ -316,3 +316,45 @@ fn launch(
     // for this stream.
     unsafe { f.launch(&place.stream, cfg, &params) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `shared_bytes` computes what `NvqwShape` lays out in the kernel (the host cannot read the
+    /// kernel's constants, so the two formulas are written twice): the lines it mirrors are
+    /// still the kernel's, and each tile height has a listed shape that fits Hopper's 227 KB a
+    /// block with either walk.
+    #[test]
+    fn shared_bytes_mirror_the_kernel_layout() {
+        for line in [
+            format!("#define NVQW_BN {BN}\n"),
+            "static constexpr int XSTAGE = BX * 128;".to_string(),
+            "static constexpr int WSTAGE = NVQW_BN * 32;".to_string(),
+            "static constexpr int BARS = S * (XSTAGE + WSTAGE);".to_string(),
+            "static constexpr int SHARED = BARS + 16 * S;".to_string(),
+            "static constexpr int SHARED_SK_STAGING = (SHARED + 15) & ~15;".to_string(),
+            "static constexpr int STAGING = BX * (NVQW_BN + 8) * 2;".to_string(),
+            "static constexpr int SHARED_SK = SHARED_SK_STAGING + STAGING;".to_string(),
+        ] {
+            assert!(WGMMA.contains(&line), "the kernel no longer has: {line}");
+        }
+        for (bx, stages) in SHAPES {
+            let bars = stages * (bx * 128 + BN * 32);
+            let shared = bars + 16 * stages;
+            let with_walk = shared.next_multiple_of(16) + bx * (BN + 8) * 2;
+            assert_eq!(shared_bytes(bx, stages, false), 1024 + shared);
+            assert_eq!(shared_bytes(bx, stages, true), 1024 + with_walk);
+        }
+        for bx in [128, 256] {
+            for walk in [false, true] {
+                assert!(
+                    SHAPES
+                        .iter()
+                        .any(|&(b, s)| b == bx && shared_bytes(b, s, walk) <= 227 * 1024),
+                    "no shape of {bx} rows fits (walk {walk})"
+                );
+            }
+        }
+    }
+}
