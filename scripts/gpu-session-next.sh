@@ -41,11 +41,13 @@
 # on 2026-12-06, twelfth session, and are removed (their results are in BENCHMARKS.md). Part 34
 # (the decoding product's column form, each group's scale and bias applied to f32 sums) ran on
 # an H100 on 2026-12-06, thirteenth session, and is removed with the form (its results are in
-# BENCHMARKS.md); part 35: the decoding product fed by tensor copies against the register form
-# (any card); part 36: part 35 cut to three minutes; part 37: torch.compile beside nuvec; part
-# 38: part 26's survey alone, to follow part 36 in one call. Parts 36 and 38 (one call), 27 and
-# part 37's runs ran on an H100 on 2026-12-06, fourteenth session (BENCHMARKS.md). Next: 36 on
-# any card (the tensor-copy form's changes since); on an H200, 26 and 27, then 37, 35, 24, 17, 22.
+# BENCHMARKS.md). Parts 35 and 36 (the decoding product fed by tensor copies against the
+# register form) ran on an H100 on 2026-12-06, fourteenth and fifteenth sessions, and are
+# removed with that form (its results are in BENCHMARKS.md, its lines in commit ac672c5).
+# Part 37: torch.compile beside nuvec; part 38: part 26's survey alone, on any card, to follow
+# another part in one call. Parts 38, 27 and 37 ran on an H100 on 2026-12-06, fourteenth
+# session, and 38 again in the fifteenth (BENCHMARKS.md). Next, on an H200: 26 and 27, then 37,
+# 24, 17, 22.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -374,45 +376,6 @@ echo "== mlx"; PYTHONPATH=/tmp/site timeout 200 python3 bench/peers/mlx_bench.py
   --json $OUT/mlx.json $R $S $Q 2>&1 | tail -24
 exit 0
 fi
-if [ "$part" = 35 ]; then
-# The decoding product fed by tensor copies (`NUVEC_QMV_TMA=1`) against the register form:
-# the quantized tests with it on, the gathered tests alone (the head's by-matrix kernel), then
-# in alternation with the copy at its size, by blocks a multiprocessor, and ncu on both.
-t quant env NUVEC_QMV_TMA=1 timeout 280 $T/gpu_quantized-* --test-threads=4 \
-  quantized_matmul_matches quantized_matmul_takes_one quantized_matmul_splits \
-  quantized_matmul_takes_decoding &
-t gather timeout 280 $T/gpu_gather_qmm-* --test-threads=4 &
-wait
-results quant gather
-grep -h -A3 panicked $OUT/*.log | head -12
-for i in 1 2; do
-  echo "== register"; timeout 40 $B --device gpu --budget 0.4 copy_32mib qmv_14336x4096 2>&1 | tail -2
-  for bl in 1 2; do echo "== tma, $bl blocks"; NUVEC_QMV_TMA=1 NUVEC_QMV_TMA_BLOCKS=$bl timeout 40 \
-    $B --device gpu --budget 0.4 qmv_14336x4096 2>&1 | tail -1; done
-  echo "== tma, one chain"; NUVEC_QMV_TMA=1 NUVEC_KERNEL_DEFINES="NVQT_CHAINS=1" timeout 40 \
-    $B --device gpu --budget 0.4 qmv_14336x4096 2>&1 | tail -1
-done
-echo "== ncu register"; ncu_sections qmv_mma qmv_14336x4096
-echo "== ncu tma"; NUVEC_QMV_TMA=1 ncu_sections qmv_tma qmv_14336x4096
-exit 0
-fi
-if [ "$part" = 36 ]; then
-# Part 35 cut to what three minutes hold: the decoding shapes' tests with the tensor-copy form
-# on (and with its consumers taking pairs of stages), then one round of the timings.
-t quant env NUVEC_QMV_TMA=1 timeout 90 $T/gpu_quantized-* --test-threads=4 \
-  quantized_matmul_takes_decoding quantized_matmul_splits
-t quant_pairs env NUVEC_QMV_TMA=1 NUVEC_KERNEL_DEFINES="NVQT_PAIRS=1" timeout 90 \
-  $T/gpu_quantized-* --test-threads=4 quantized_matmul_takes_decoding quantized_matmul_splits
-results quant quant_pairs
-grep -h -A3 panicked $OUT/*.log | head -8
-echo "== register"; timeout 25 $B --device gpu --budget 0.3 copy_32mib qmv_14336x4096 2>&1 | tail -2
-for bl in 1 2; do echo "== tma, $bl blocks"; NUVEC_QMV_TMA=1 NUVEC_QMV_TMA_BLOCKS=$bl timeout 25 \
-  $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1; done
-echo "== tma, pairs of stages"; NUVEC_QMV_TMA=1 NUVEC_KERNEL_DEFINES="NVQT_PAIRS=1" timeout 25 \
-  $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1
-echo "== register"; timeout 25 $B --device gpu --budget 0.3 qmv_14336x4096 2>&1 | tail -1
-exit 0
-fi
 if [ "$part" = 37 ]; then
 # torch.compile on the row cases, attention and decoding, beside nuvec in the same call (the
 # strongest PyTorch peer; no earlier part ran it). Its first run of a case compiles it.
@@ -424,7 +387,7 @@ echo "== torch.compile"; timeout 300 python3 bench/peers/torch_bench.py --compil
 exit 0
 fi
 if [ "$part" = 38 ]; then
-# Part 26 cut to fit beside part 36 in one call (run "bash scripts/gpu-session-next.sh 36;
+# Part 26 cut to fit beside another part in one call (as "bash scripts/gpu-session-next.sh 27;
 # bash scripts/gpu-session-next.sh 38"): nuvec, PyTorch, Liger and flash-linear-attention on
 # the headline cases, on any card (the card is named at the top).
 survey 0.3 130

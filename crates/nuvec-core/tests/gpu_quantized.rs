@@ -213,11 +213,9 @@ fn quantized_matmul_splits_a_long_inner_axis() {
     }
 }
 
-/// Decoding shapes whose rows of scales TMA can address (`k / group_size` a multiple of 8): the
-/// form fed by tensor copies takes them where it is on (`NUVEC_QMV_TMA=1`), the register form
-/// otherwise. Inner axes of one stage of 1,024 values, of a partial last stage and of four;
-/// rows of `w` not a multiple of 16; 1 to 8 rows of `x`; both half types; groups of 32, 64 and
-/// 128.
+/// Decoding shapes through the tensor-core matrix-vector kernel: inner axes of 1,024 to 4,096
+/// values, rows of `w` not a multiple of 16, 1 to 8 rows of `x`, both half types, groups of
+/// 32, 64 and 128.
 #[test]
 fn quantized_matmul_takes_decoding_shapes() {
     if !gpu_available() {

@@ -29,7 +29,6 @@ const BULK: &str = include_str!("../src/backend/cuda/kernels/fast/bulk.cuh");
 const QUANTIZED_WGMMA: &str = include_str!("../src/backend/cuda/kernels/quantized_wgmma.cu");
 const QUANTIZED_GATHER: &str = include_str!("../src/backend/cuda/kernels/quantized_gather.cu");
 const QUANTIZED_MV_MMA: &str = include_str!("../src/backend/cuda/kernels/quantized_mv_mma.cu");
-const QUANTIZED_MV_TMA: &str = include_str!("../src/backend/cuda/kernels/quantized_mv_tma.cu");
 const FLASH_SM90: &str = include_str!("../src/backend/cuda/kernels/fast/flash_sm90.cu");
 const FLASH_TMA: &str = include_str!("../src/backend/cuda/kernels/fast/flash_tma.cu");
 const ROWS: &str = include_str!("../src/backend/cuda/kernels/fast/rows.cuh");
@@ -296,20 +295,6 @@ fn quantized_mv_mma_kernel_matches_the_product_in_double() {
         &[("quantized_mv_mma.cu", QUANTIZED_MV_MMA)],
         include_str!("emulation/quantized_mv_mma.cpp"),
         &[&[], &["NVQM_UNROLL=1"]],
-    );
-}
-
-#[test]
-fn quantized_mv_tma_kernel_matches_the_product_in_double() {
-    emulate(
-        "quantized_mv_tma",
-        &[
-            ("bulk.cuh", BULK),
-            ("quantized_mv_mma.cu", QUANTIZED_MV_MMA),
-            ("quantized_mv_tma.cu", QUANTIZED_MV_TMA),
-        ],
-        include_str!("emulation/quantized_mv_tma.cpp"),
-        &[&[], &["NVQT_CHAINS=1"], &["NVQT_PAIRS=1"]],
     );
 }
 

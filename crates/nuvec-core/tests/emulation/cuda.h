@@ -304,7 +304,6 @@ float4 nv_gd_shared[1 << 14];
 alignas(16) float nv_rope_angles[1 << 14];
 float4 nv_vjp_acc[1 << 14];
 alignas(1024) unsigned char nvqw_raw[1 << 18];
-alignas(1024) unsigned char nvqt_raw[1 << 18];
 alignas(1024) unsigned char nv_t_smem[1 << 18];
 // What shared addresses (the u32 a kernel gives TMA, barriers and descriptors) count from.
 inline unsigned char* nv_emu_smem_base = nv_t_smem;

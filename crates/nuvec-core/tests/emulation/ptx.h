@@ -442,11 +442,6 @@ inline void nv_tma2(u32 dst, const Map* map, int c0, int c1, u32 bar) {
 // flags (plain memory and atomics: blocks run one at a time in order, and a block waits only
 // on earlier blocks' flags, so a flag still down is a fault of the walk).
 inline void nvqw_consumers_sync() { nv_emu_named[1]->arrive_and_wait(); }
-// quantized_mv_tma.cu's: shared addresses are offsets into its dynamic array (cuda.h).
-inline u32 nvqt_smem(const void* p) {
-  return (u32)(static_cast<const unsigned char*>(p) - nvqt_raw);
-}
-inline void nvqt_consumers_sync() { nv_emu_named[1]->arrive_and_wait(); }
 inline void nvqw_part_store(float* p, float v) { *p = v; }
 inline float nvqw_part_load(const float* p) { return *p; }
 inline void nvqw_flag_raise(u32* f) { __atomic_store_n(f, 1u, __ATOMIC_RELEASE); }

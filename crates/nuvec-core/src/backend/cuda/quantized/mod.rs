@@ -43,7 +43,6 @@
 pub(crate) mod gather;
 mod gather_mm;
 mod mv_mma;
-mod mv_tma;
 mod tiled;
 mod wgmma;
 
@@ -170,9 +169,7 @@ pub(super) fn all_sources() -> Vec<(String, String)> {
 /// The modules compiled for `sm_90a` (the warpgroup kernel's), for compiling ahead of time.
 #[cfg(test)]
 pub(super) fn sm90_sources() -> Vec<(String, String)> {
-    let mut sources = wgmma::sm90_sources();
-    sources.extend(mv_tma::all_sources());
-    sources
+    wgmma::sm90_sources()
 }
 
 /// The kernel `name` of the module over `dtype` and `bits`.
@@ -521,10 +518,9 @@ fn matmul(
     // and cuBLAS are faster (where the temporary fits); below, the tensor-core kernels (many
     // rows on Hopper, few rows) come first.
     let dequantizes = half_gemm() && dequantizes_halves(dtype, m, n, k);
-    let routes: [(bool, Route); 6] = [
+    let routes: [(bool, Route); 5] = [
         (dequantizes && wgmma::leaves(m), dequantized_matmul),
         (true, wgmma::matmul),
-        (true, mv_tma::matmul),
         (true, mv_mma::matmul),
         (dequantizes, dequantized_matmul),
         (m > ROWS_AT_ONCE, tiled_matmul),

@@ -13,7 +13,10 @@
 //! was slower on an H100: `qmv_14336x4096` at 2,197-2,222 GB/s against 2,343-2,368 here,
 //! `moe_qmv_64` at 83.4-83.6 us against 79.1-79.9; a form that kept 16-byte loads and put each
 //! group in its own columns of the products, a third fewer instructions, read it at 2,224-2,249
-//! against 2,335-2,363: the loads in flight bind, not the instructions.)
+//! against 2,335-2,363: the loads in flight bind, not the instructions. A form fed by Hopper's
+//! tensor copies, a producer warp streaming `w`, scales and biases into an 8-stage shared ring
+//! for eight multiplying warps, lost too: 17.0-18.5 µs against 13.9-14.0 here, its multiplying
+//! warps waiting on their own chains; commit ac672c5 holds it.)
 //!
 //! `gather_qmm`'s few-row products take the same sums through `gqmv_mma_*`
 //! (`kernels/quantized_gather.cu`, launched by `gather.rs`): a block a chunk of up to 8 rows
