@@ -46,7 +46,8 @@
 # removed with that form (its results are in BENCHMARKS.md, its lines in commit ac672c5).
 # Part 37: torch.compile beside nuvec; part 38: part 26's survey alone, on any card, to follow
 # another part in one call. Parts 38, 27 and 37 ran on an H100 on 2026-12-06, fourteenth
-# session, and 38 again in the fifteenth (BENCHMARKS.md). Next, on an H200: 26 and 27, then 37,
+# session, and 38 again in the fifteenth (BENCHMARKS.md). Part 39: the prefill's 176-key tiles
+# (any card; `gpu_flash` in GPU_TESTS). Next: 39 on any card; on an H200, 26 and 27, then 37,
 # 24, 17, 22.
 set -u
 part=${1:-1}
@@ -374,6 +375,24 @@ nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || exit 0
 .gpu/peers/setup "$PWD/.gpu/peers" > /dev/null 2>&1 && tar -C /tmp/site -xJf .gpu/peers/cute.tar.xz
 echo "== mlx"; PYTHONPATH=/tmp/site timeout 200 python3 bench/peers/mlx_bench.py --device gpu \
   --json $OUT/mlx.json $R $S $Q 2>&1 | tail -24
+exit 0
+fi
+if [ "$part" = 39 ]; then
+# FlashAttention-3's tiles of 176 keys for head size 128 without causality or a mask
+# (`NUVEC_FLASH_BN=176`; `=128` the tiles before, whatever the default): the prefill and
+# attention tests with them, then `sdpa_full_4k` by tile in alternation, PyTorch's SDPA in the
+# same call (with `gpu_flash` in GPU_TESTS).
+t flash env NUVEC_FLASH_BN=176 timeout 200 $T/gpu_flash-* --test-threads=4 &
+t flash128 env NUVEC_FLASH_BN=128 timeout 200 $T/gpu_flash-* --test-threads=4 &
+t fast env NUVEC_FLASH_BN=176 timeout 200 $T/fast_ops-* --test-threads=4 attention &
+wait
+results flash flash128 fast
+grep -h -A3 panicked $OUT/*.log | head -8
+for i in 1 2; do
+  echo "== 176 keys"; NUVEC_FLASH_BN=176 timeout 40 $B --device gpu --budget 0.4 sdpa_full_4k 2>&1 | tail -1
+  echo "== 128 keys"; NUVEC_FLASH_BN=128 timeout 40 $B --device gpu --budget 0.4 sdpa_full_4k sdpa_causal_4k 2>&1 | tail -2
+done
+echo "== torch"; timeout 60 python3 bench/peers/torch_bench.py sdpa_full_4k sdpa_causal_4k 2>&1 | tail -2
 exit 0
 fi
 if [ "$part" = 37 ]; then

@@ -7,7 +7,9 @@
 // turns (NV_T_PINGPONG=1), the second time over three stages in that block order (the defaults
 // on Hopper for head size 64); then with the scale folded into the exponentials (as the host
 // compiles it for a positive scale), with some exponentials by the polynomial, with a
-// negative scale, and with three persistent blocks walking every item (NV_T_PERSISTENT).
+// negative scale, with three persistent blocks walking every item (NV_T_PERSISTENT), and over
+// FlashAttention-3's tiles of 176 keys (NV_H_BN=176), with the consumers taking turns and in
+// that block order.
 
 // The test's tensor map (nv_tma4's stand-in reads it): base, [D, L, H, B], byte strides of a
 // row, a head and a batch entry, the box's rows.

@@ -28,6 +28,8 @@
 //! rows a block; within 2% of two on the H200); causal blocks start in FlashAttention-3's
 //! order (level at 4k keys, 5% faster at 16k in the run that compared them, though runs of
 //! one kernel spread as much), `NUVEC_FLASH_ORDER=rows` in the plain order;
+//! `NUVEC_FLASH_BN=176` gives the TMA form FlashAttention-3's tiles of 176 keys for head size
+//! 128 without causality or a mask (off until timed; see [`keys_a_tile`]);
 //! `NUVEC_FLASH_PERSISTENT=1` runs the TMA form as FlashAttention-3's persistent blocks (one a
 //! multiprocessor, each walking its share of the work items, the next item's loads under the
 //! last one's products and stores; off by default until timed);
@@ -82,9 +84,9 @@ fn pingpong() -> bool {
     *PINGPONG.get_or_init(|| std::env::var_os("NUVEC_FLASH_PINGPONG").is_none_or(|v| v != "0"))
 }
 
-/// Key and value stages of the TMA form: `NUVEC_FLASH_STAGES` (2 to 4) where it fits the
-/// shared memory, else 3 for head size 64 and 2 beyond.
-fn tma_stages(d: usize, dv: usize) -> usize {
+/// Key and value stages of the TMA form over tiles of `bn` keys: `NUVEC_FLASH_STAGES` (2 to
+/// 4) where it fits the shared memory, else 3 for head size 64 and 2 beyond.
+fn tma_stages(d: usize, dv: usize, bn: usize) -> usize {
     static STAGES: OnceLock<Option<usize>> = OnceLock::new();
     let asked = *STAGES.get_or_init(|| {
         std::env::var("NUVEC_FLASH_STAGES")
@@ -92,7 +94,7 @@ fn tma_stages(d: usize, dv: usize) -> usize {
             .and_then(|v| v.parse().ok())
             .filter(|s| (2..=4).contains(s))
     });
-    let fits = |s: usize| tma_shared(64 * consumers(d, dv), d, dv, s) <= HOPPER_SHARED;
+    let fits = |s: usize| tma_shared(64 * consumers(d, dv), bn, d, dv, s) <= HOPPER_SHARED;
     match asked {
         Some(s) if fits(s) => s,
         _ if d == 64 && dv == 64 && fits(3) => 3,
@@ -104,9 +106,8 @@ fn tma_stages(d: usize, dv: usize) -> usize {
 const HOPPER_SHARED: usize = 227 * 1024;
 
 /// The TMA form's dynamic shared memory in bytes: queries (`bm` rows), the key and value
-/// stages, the 1,024-byte alignment of the swizzled tiles and the barriers.
-fn tma_shared(bm: usize, d: usize, dv: usize, stages: usize) -> usize {
-    let bn = SM90_TILE.1;
+/// stages (`bn` rows each), the 1,024-byte alignment of the swizzled tiles and the barriers.
+fn tma_shared(bm: usize, bn: usize, d: usize, dv: usize, stages: usize) -> usize {
     // The 1,024-aligned tiles, then 2 + 4 · stages barriers of 8 bytes.
     (bm * d + stages * bn * (d + dv)) * 2 + 1024 + 8 * (2 + 4 * stages)
 }
@@ -142,6 +143,33 @@ fn consumers(d: usize, dv: usize) -> usize {
 
 /// Query rows and key rows a tile of the Hopper kernel (`NV_H_BM`, `NV_H_BN`).
 const SM90_TILE: (usize, usize) = (128, 128);
+
+/// Whether the TMA form takes FlashAttention-3's wide key tiles where they apply
+/// ([`keys_a_tile`]) when the environment does not say: off until the H100 or H200 times them.
+const WIDE_KEYS_BY_DEFAULT: bool = false;
+
+/// Key rows a tile of the TMA form (`NV_H_BN` in its module): [`keys_a_tile`], wide where
+/// `NUVEC_FLASH_BN=176` (or [`WIDE_KEYS_BY_DEFAULT`] without `NUVEC_FLASH_BN=128`) asks.
+fn tma_keys(d: usize, dv: usize, form: Form) -> usize {
+    static WIDE: OnceLock<bool> = OnceLock::new();
+    let wide = *WIDE.get_or_init(|| match std::env::var("NUVEC_FLASH_BN").as_deref() {
+        Ok("176") => true,
+        Ok("128") => false,
+        _ => WIDE_KEYS_BY_DEFAULT,
+    });
+    keys_a_tile(d, dv, form, wide)
+}
+
+/// Key rows a tile: FlashAttention-3's 176 (`wide`) for head size 128 without causality or a
+/// mask (fewer, longer tiles; a causal row of blocks wastes more of a wide tile on the
+/// diagonal, and a mask's loads take the registers), else 128.
+fn keys_a_tile(d: usize, dv: usize, form: Form, wide: bool) -> usize {
+    if wide && d == 128 && dv == 128 && !form.causal && !form.mask {
+        176
+    } else {
+        SM90_TILE.1
+    }
+}
 
 /// The kernel's arguments (`NvFlash` in `flash.cu`).
 #[repr(C)]
@@ -261,13 +289,14 @@ fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, family: &str
         }
         "flashtma" => format!(
             "#define NV_T_STAGES {}\n#define NV_T_PINGPONG {}\n#define NV_T_CONSUMERS {}\n\
-             #define NV_T_PERSISTENT {}\n#define NV_H_ORDER {}\n{COMMON}\n{FLASH}\n\
-             {FLASH_SM90}\n{BULK}\n{FLASH_TMA}\nNV_FLASH_TMA{args}\n",
-            tma_stages(d, dv),
+             #define NV_T_PERSISTENT {}\n#define NV_H_ORDER {}\n#define NV_H_BN {}\n\
+             {COMMON}\n{FLASH}\n{FLASH_SM90}\n{BULK}\n{FLASH_TMA}\nNV_FLASH_TMA{args}\n",
+            tma_stages(d, dv, tma_keys(d, dv, form)),
             u32::from(pingpong()),
             consumers(d, dv),
             u32::from(persistent()),
-            u32::from(grouped_order())
+            u32::from(grouped_order()),
+            tma_keys(d, dv, form)
         ),
         "flash90" => format!(
             "#define NV_H_ORDER {}\n{COMMON}\n{FLASH}\n{FLASH_SM90}\nNV_FLASH_SM90{args}\n",
@@ -353,9 +382,9 @@ pub(super) fn attention(
     let sm90 = !single && hopper(place, d, dv);
     // The TMA form's descriptors: queries in boxes of the block's rows, keys and values of a
     // tile's.
-    let tma_rows = 64 * consumers(d, dv);
+    let (tma_rows, tma_bn) = (64 * consumers(d, dv), tma_keys(d, dv, form));
     let maps = if sm90 && tma() {
-        let (bm, bn) = (tma_rows, SM90_TILE.1);
+        let (bm, bn) = (tma_rows, tma_bn);
         match (
             tensor_map::encode(ptrs[0], q, bm)?,
             tensor_map::encode(ptrs[1], k, bn)?,
@@ -371,7 +400,7 @@ pub(super) fn attention(
         let threads = 128 * (tma_rows as u32 / 64 + 1);
         (
             tma_rows,
-            tma_shared(tma_rows, d, dv, tma_stages(d, dv)),
+            tma_shared(tma_rows, tma_bn, d, dv, tma_stages(d, dv, tma_bn)),
             threads,
         )
     } else if sm90 {
@@ -564,5 +593,28 @@ mod tests {
             module_arg(64, 64, 0, form(0.125, false)),
             module_arg(64, 64, 0, form(-0.125, false))
         );
+    }
+
+    /// The wide key tiles go only where FlashAttention-3 takes them, and their stages fit the
+    /// shared memory of a block.
+    #[test]
+    fn wide_key_tiles_fit_and_go_to_head_size_128_without_causality_or_a_mask() {
+        let plain = Form {
+            causal: false,
+            ..form(0.125, false)
+        };
+        assert_eq!(keys_a_tile(128, 128, plain, true), 176);
+        assert_eq!(keys_a_tile(128, 128, plain, false), 128);
+        assert_eq!(keys_a_tile(128, 128, form(0.125, false), true), 128);
+        assert_eq!(keys_a_tile(64, 64, plain, true), 128);
+        let masked = Form {
+            mask: true,
+            ..plain
+        };
+        assert_eq!(keys_a_tile(128, 128, masked, true), 128);
+        let bn = keys_a_tile(128, 128, plain, true);
+        let stages = tma_stages(128, 128, bn);
+        assert!(stages >= 2);
+        assert!(tma_shared(64 * consumers(128, 128), bn, 128, 128, stages) <= HOPPER_SHARED);
     }
 }

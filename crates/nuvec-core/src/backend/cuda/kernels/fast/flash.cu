@@ -286,7 +286,7 @@ struct NvFlashRows {
     // Each row's maximum in CH independent chains (one chain is NT · 2 dependent steps, whose
     // latency the few warps of a multiprocessor do not hide), joined after; with a mask, whose
     // loads hide it, in one (the Hopper kernels have no registers to spare there).
-    constexpr int CH = MASK == 0 && NT % 4 == 0 ? 4 : 1;
+    constexpr int CH = MASK == 0 && NT >= 4 ? 4 : 1;
     float mc[2][CH];
 #pragma unroll
     for (int i = 0; i < CH; ++i) mc[0][i] = mc[1][i] = NV_FLASH_NEG_INF;

@@ -10,7 +10,8 @@
 // with its values; once the scores land, their exponentials are taken in place (while the
 // product runs); once the product lands, the output is rescaled and the exponentials are
 // packed into the weights, whose registers the product has just released. One set of weights
-// and one of scores: 64 + 64 + 32 registers of state a thread.
+// and one of scores: 64 + 64 + 32 registers of state a thread at 128 keys a tile (NV_H_BN),
+// 88 + 64 + 44 at FlashAttention-3's 176 (head size 128 without causality or a mask).
 
 #ifndef NV_T_STAGES
 #define NV_T_STAGES 2
@@ -75,6 +76,7 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
                              const void* __restrict__ mask, const T* __restrict__ sinks,
                              T* __restrict__ out, const NvFlash a) {
   constexpr int BM = 64 * NC, BN = NV_H_BN, S = NV_T_STAGES;
+  static_assert(BN == 128 || BN == 176, "the score products are written out for these");
   typedef NvHRows<T, D, DV, MASK, CAUSAL, SINKS, BN, BM> Rows;
   constexpr int KT = BN * D * 2, VT = BN * DV * 2;
   constexpr int ROW_BYTES = (D + DV) * (int)sizeof(T);
