@@ -47,8 +47,9 @@
 # Part 37: torch.compile beside nuvec; part 38: part 26's survey alone, on any card, to follow
 # another part in one call. Parts 38, 27 and 37 ran on an H100 on 2026-12-06, fourteenth
 # session, and 38 again in the fifteenth (BENCHMARKS.md). Part 39: the prefill's 176-key tiles
-# (any card; `gpu_flash` in GPU_TESTS). Next: 39 on any card; on an H200, 26 and 27, then 37,
-# 24, 17, 22.
+# (any card; `gpu_flash` in GPU_TESTS), ran on an H100 in the fifteenth session with knob runs
+# beside it (BENCHMARKS.md). Next, on an H200 (with `gpu_flash` packed): 26, 39 and 27, then
+# 37, 24, 17, 22.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1

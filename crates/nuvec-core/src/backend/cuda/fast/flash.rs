@@ -10,7 +10,7 @@
 //! Four kernels. f32 runs `flash_f32.cu` (16 query rows a block, one key a lane). On Hopper
 //! (compute capability 9.x), f16 and bf16 head sizes 64 and 128 run `flash_tma.cu` (compiled
 //! for `sm_90a`: a producer warpgroup loads with the tensor-memory accelerator, two consumer
-//! warpgroups multiply with `wgmma`), or `flash_sm90.cu`'s cooperative form (every warpgroup
+//! warpgroups, three for head size 64, multiply with `wgmma`), or `flash_sm90.cu`'s cooperative form (every warpgroup
 //! loads with `cp.async`) where the tensor maps cannot be encoded; everything else runs the
 //! portable `flash.cu` (`mma.sync`). Each module holds one kernel: the element type, the two
 //! head sizes, the mask's kind, causality and sinks are all template arguments, so a model
@@ -24,12 +24,13 @@
 //! runs them side by side;
 //! `NUVEC_FLASH_STAGES` (2 to 4, where they fit) sets its key and value stages (by default 3
 //! for head size 64, 10% faster there on the H200, and 2 beyond, where 3 measured 3% slower on
-//! 16k causal keys); `NUVEC_FLASH_CONSUMERS=3` gives head size 64 three consumers (192 query
-//! rows a block; within 2% of two on the H200); causal blocks start in FlashAttention-3's
-//! order (level at 4k keys, 5% faster at 16k in the run that compared them, though runs of
+//! 16k causal keys); head size 64 has three consumers (FlashAttention-3's 192 query rows a
+//! block: `sdpa_causal_8k_d64` 13% faster than two on an H100, fifteenth session),
+//! `NUVEC_FLASH_CONSUMERS=2` two; causal blocks start in FlashAttention-3's order (level at 4k keys, 5% faster at 16k in the run that compared them, though runs of
 //! one kernel spread as much), `NUVEC_FLASH_ORDER=rows` in the plain order;
-//! `NUVEC_FLASH_BN=176` gives the TMA form FlashAttention-3's tiles of 176 keys for head size
-//! 128 without causality or a mask (off until timed; see [`keys_a_tile`]);
+//! the TMA form takes FlashAttention-3's tiles of 176 keys for head size 128 without
+//! causality or a mask (`sdpa_full_4k` 1.7% faster than 128 on an H100), `NUVEC_FLASH_BN=128`
+//! keeps 128 (see [`keys_a_tile`]);
 //! `NUVEC_FLASH_PERSISTENT=1` runs the TMA form as FlashAttention-3's persistent blocks (one a
 //! multiprocessor, each walking its share of the work items, the next item's loads under the
 //! last one's products and stores; off by default until timed);
@@ -132,21 +133,22 @@ fn grouped_order() -> bool {
     })
 }
 
-/// Consumer warpgroups of the TMA form (64 query rows each): 2, or 3 for head size 64 with
-/// `NUVEC_FLASH_CONSUMERS=3` (FlashAttention-3's 192-row tiles).
+/// Consumer warpgroups of the TMA form (64 query rows each): 3 for head size 64
+/// (FlashAttention-3's 192-row tiles; on an H100 `sdpa_causal_8k_d64` ran at 469 TFLOP/s with
+/// three, 407-416 with two), unless `NUVEC_FLASH_CONSUMERS=2`; else 2 (their registers).
 fn consumers(d: usize, dv: usize) -> usize {
-    static THREE: OnceLock<bool> = OnceLock::new();
-    let three =
-        *THREE.get_or_init(|| std::env::var("NUVEC_FLASH_CONSUMERS").is_ok_and(|v| v == "3"));
-    if three && d == 64 && dv == 64 { 3 } else { 2 }
+    static TWO: OnceLock<bool> = OnceLock::new();
+    let two = *TWO.get_or_init(|| std::env::var("NUVEC_FLASH_CONSUMERS").is_ok_and(|v| v == "2"));
+    if !two && d == 64 && dv == 64 { 3 } else { 2 }
 }
 
 /// Query rows and key rows a tile of the Hopper kernel (`NV_H_BM`, `NV_H_BN`).
 const SM90_TILE: (usize, usize) = (128, 128);
 
 /// Whether the TMA form takes FlashAttention-3's wide key tiles where they apply
-/// ([`keys_a_tile`]) when the environment does not say: off until the H100 or H200 times them.
-const WIDE_KEYS_BY_DEFAULT: bool = false;
+/// ([`keys_a_tile`]) when the environment does not say: on an H100 `sdpa_full_4k` ran at
+/// 660-663 TFLOP/s with them, 648-651 without (fifteenth session).
+const WIDE_KEYS_BY_DEFAULT: bool = true;
 
 /// Key rows a tile of the TMA form (`NV_H_BN` in its module): [`keys_a_tile`], wide where
 /// `NUVEC_FLASH_BN=176` (or [`WIDE_KEYS_BY_DEFAULT`] without `NUVEC_FLASH_BN=128`) asks.
