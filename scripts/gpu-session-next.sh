@@ -48,8 +48,8 @@
 # another part in one call. Parts 38, 27 and 37 ran on an H100 on 2026-12-06, fourteenth
 # session, and 38 again in the fifteenth (BENCHMARKS.md). Part 39: the prefill's 176-key tiles
 # (any card; `gpu_flash` in GPU_TESTS), ran on an H100 in the fifteenth session with knob runs
-# beside it (BENCHMARKS.md). Next, on an H200 (with `gpu_flash` packed): 26, 39 and 27, then
-# 37, 24, 17, 22.
+# beside it (BENCHMARKS.md). Part 40: the H200's headline figures in four minutes. Next, on
+# an H200 (with `gpu_flash` packed): 26, 39 and 27, then 37, 24, 17, 22.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -394,6 +394,23 @@ for i in 1 2; do
   echo "== 128 keys"; NUVEC_FLASH_BN=128 timeout 40 $B --device gpu --budget 0.4 sdpa_full_4k sdpa_causal_4k 2>&1 | tail -2
 done
 echo "== torch"; timeout 60 python3 bench/peers/torch_bench.py sdpa_full_4k sdpa_causal_4k 2>&1 | tail -2
+exit 0
+fi
+if [ "$part" = 40 ]; then
+# The H200's headline figures in four minutes, for a lease with little device time left: the
+# rows, the prefill (three consumers for head size 64 asked for, as packs before commit
+# 7f6125c need), decoding, the decoding product and the experts' against PyTorch, Liger and
+# flash-linear-attention in the same call. On another card it stops at once (exit 3).
+nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || exit 3
+export NUVEC_FLASH_CONSUMERS=3
+R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
+S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
+Q="copy_32mib qmv_14336x4096 decode_b1_8k gated_delta_decode moe_qmv_64"
+echo "== nuvec"; timeout 100 $B --device gpu --budget 0.2 $R $S $Q 2>&1 | tail -19
+echo "== torch"; timeout 80 python3 bench/peers/torch_bench.py $R $S qmv_14336x4096 \
+  decode_b1_8k 2>&1 | tail -15
+echo "== liger"; timeout 40 python3 bench/peers/liger_bench.py $R 2>&1 | tail -9
+echo "== fla"; timeout 40 python3 bench/peers/fla_bench.py gated_delta_decode 2>&1 | tail -1
 exit 0
 fi
 if [ "$part" = 37 ]; then
