@@ -149,6 +149,20 @@ fn compile_cached(key: &str, source: &str, arch: &str) -> Result<String> {
 
 /// Compiles `source` to PTX for `arch` with NVRTC.
 pub(crate) fn compile(key: &str, source: &str, arch: &str) -> Result<String> {
+    compile_with(key, source, arch, options(arch))
+}
+
+/// [`compile`] without NVVM's optimisations (`--device-debug`), for the tests that only check
+/// that every module compiles and holds its kernels: the front end's checks are the same and
+/// the largest modules compile in a ninth of the time.
+#[cfg(test)]
+pub(crate) fn compile_unoptimized(key: &str, source: &str, arch: &str) -> Result<String> {
+    let mut opts = options(arch);
+    opts.push("--device-debug".into());
+    compile_with(key, source, arch, opts)
+}
+
+fn compile_with(key: &str, source: &str, arch: &str, options: Vec<String>) -> Result<String> {
     // SAFETY: only tries to open the library; nothing is called through it.
     if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
         return Err(Error::Device(
@@ -156,7 +170,7 @@ pub(crate) fn compile(key: &str, source: &str, arch: &str) -> Result<String> {
         ));
     }
     let opts = CompileOptions {
-        options: options(arch),
+        options,
         include_paths: vec![cuda_include()],
         name: Some(format!("{key}.cu")),
         ..Default::default()

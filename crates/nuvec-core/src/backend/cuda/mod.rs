@@ -398,17 +398,23 @@ fn all_sources() -> Vec<(String, String)> {
 
 #[cfg(test)]
 mod tests {
-    /// Compiles every `(key, source)` for `arch` on all cores: the errors, one line each. With
-    /// `NUVEC_DUMP_KERNELS=DIR`, each module's source and PTX are also written there, to read
-    /// the SASS offline (`ptxas -arch=sm_90a`, then `cuobjdump -sass`): how the ordering fault
-    /// of the warpgroup quantized product was found.
+    /// Compiles every `(key, source)` for `arch` on all cores, unoptimised: the errors, one
+    /// line each. With `NUVEC_DUMP_KERNELS=DIR`, each module is compiled as the backend
+    /// compiles it and its source and PTX are written there, to read the SASS offline
+    /// (`ptxas -arch=sm_90a`, then `cuobjdump -sass`): how the ordering fault of the warpgroup
+    /// quantized product was found.
     fn compile_all(sources: &[(String, String)], arch: &str) -> Vec<String> {
         use rayon::prelude::*;
         let dump = std::env::var("NUVEC_DUMP_KERNELS").ok();
         sources
             .par_iter()
             .filter_map(|(key, source)| {
-                let ptx = match super::jit::compile(key, source, arch) {
+                let compiled = if dump.is_some() {
+                    super::jit::compile(key, source, arch)
+                } else {
+                    super::jit::compile_unoptimized(key, source, arch)
+                };
+                let ptx = match compiled {
                     Ok(ptx) => ptx,
                     Err(e) => return Some(e.to_string()),
                 };
@@ -463,16 +469,16 @@ mod tests {
         use rayon::prelude::*;
         let missing: Vec<String> = super::fast::split_modules()
             .par_iter()
-            .flat_map(
-                |(name, source, symbols)| match super::jit::compile(name, source, "sm_90") {
+            .flat_map(|(name, source, symbols)| {
+                match super::jit::compile_unoptimized(name, source, "sm_90") {
                     Ok(ptx) => symbols
                         .iter()
                         .filter(|s| !ptx.contains(&format!(".entry {s}(")))
                         .map(|s| format!("{name}: {s}"))
                         .collect::<Vec<_>>(),
                     Err(e) => vec![e.to_string()],
-                },
-            )
+                }
+            })
             .collect();
         assert!(
             missing.is_empty(),
