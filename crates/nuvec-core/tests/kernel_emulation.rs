@@ -102,7 +102,7 @@ fn build_and_run(cxx: &str, dir: &Path, kernels: &[(&str, &str)], main: &str, de
     write("top.cpp", &top);
     let exe = dir.join("test");
     let built = Command::new(cxx)
-        .args(["-std=c++20", "-O1", "-pthread", "-w"])
+        .args(["-std=c++20", "-O1", "-w"])
         .args(defines.iter().map(|d| format!("-D{d}")))
         .arg("-I")
         .arg(dir)
@@ -121,7 +121,9 @@ fn build_and_run(cxx: &str, dir: &Path, kernels: &[(&str, &str)], main: &str, de
     println!("{said}");
     assert!(
         ran.status.success(),
-        "the emulated kernels disagree:\n{said}"
+        "the emulated kernels disagree ({}):\n{said}{}",
+        ran.status,
+        String::from_utf8_lossy(&ran.stderr)
     );
     let _ = std::fs::remove_dir_all(dir);
 }

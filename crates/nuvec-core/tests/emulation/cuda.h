@@ -1,26 +1,24 @@
 // A host stand-in for the subset of CUDA that nuvec's SIMT and mma.sync kernels use, so that
 // their logic can be checked on a machine without a GPU (`tests/kernel_emulation.rs`). One
-// block runs at a time, its threads as std::threads; __syncthreads and the warp-collective
-// operations (shuffles here, ldmatrix and mma.sync in ptx.h) meet at barriers. Half types
+// block runs at a time, its threads as fibers on the calling thread (each runs until it must
+// wait, then the next; a switch costs far less than waking an OS thread, and a deadlock is
+// seen and named rather than hung on); __syncthreads and the warp-collective operations
+// (shuffles here, ldmatrix and mma.sync in ptx.h) meet at barriers. Half types
 // round to nearest even like the device's conversions; the products of the tensor-core
 // stand-ins sum in double, so results match the device's to rounding, not bit for bit.
 #pragma once
 #include <atomic>
-#include <chrono>
-#include <barrier>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <random>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <vector>
-#include <thread>
-#include <vector>
+#include <ucontext.h>
 
 #define __device__
 #define __host__
@@ -38,7 +36,8 @@
 struct Dim3 {
   unsigned x, y, z;
 };
-thread_local Dim3 threadIdx, blockIdx;
+// Set by the scheduler for the fiber it runs.
+inline Dim3 threadIdx, blockIdx;
 Dim3 blockDim, gridDim;
 
 // Half types: the bits, converted through float.
@@ -200,22 +199,63 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   return r;
 }
 
+// The fibers of the block being run: each thread's context and stack, whether it has ended,
+// and whether it now lags (NV_EMU_JITTER). `nv_emu_progress` counts every arrival at a
+// barrier and every fiber's end: a round of the scheduler in which it does not move while
+// fibers remain is a deadlock.
+struct NvEmuFiber {
+  ucontext_t ctx;
+  std::vector<unsigned char> stack;
+  bool done = false;
+};
+inline std::vector<NvEmuFiber> nv_emu_fibers;
+inline ucontext_t nv_emu_sched;
+inline unsigned nv_emu_cur = 0;
+inline unsigned long nv_emu_progress = 0;
+inline const std::function<void()>* nv_emu_body = nullptr;
+// Gives the scheduler back control; this fiber resumes after every other live one has run.
+inline void nv_emu_yield() { swapcontext(&nv_emu_fibers[nv_emu_cur].ctx, &nv_emu_sched); }
+// A barrier of `n` threads (std::barrier's arrive_and_wait and arrive, for fibers).
+struct NvEmuBarrier {
+  unsigned n, arrived = 0, phase = 0;
+  explicit NvEmuBarrier(unsigned count) : n(count) {}
+  unsigned arrive() {
+    const unsigned at = phase;
+    ++nv_emu_progress;
+    if (++arrived == n) {
+      arrived = 0;
+      ++phase;
+    }
+    return at;
+  }
+  void arrive_and_wait() {
+    const unsigned at = arrive();
+    while (phase == at) nv_emu_yield();
+  }
+};
 // The block's barrier and one per warp, with the warps' exchange buffers.
-inline std::unique_ptr<std::barrier<>> nv_emu_block;
-inline std::unique_ptr<std::barrier<>> nv_emu_warp[32];
-inline std::unique_ptr<std::barrier<>> nv_emu_wg[8];
+inline std::unique_ptr<NvEmuBarrier> nv_emu_block;
+inline std::unique_ptr<NvEmuBarrier> nv_emu_warp[32];
+inline std::unique_ptr<NvEmuBarrier> nv_emu_wg[8];
 // Named barriers 1 to 15 of 256 threads (two warpgroups: one waits, one arrives).
-inline std::unique_ptr<std::barrier<>> nv_emu_named[16];
+inline std::unique_ptr<NvEmuBarrier> nv_emu_named[16];
 inline float nv_emu_xf[32][32];
-// With NV_EMU_JITTER, whole warps leaving a block barrier sleep now and then (about one
-// barrier in four, 5 ms: every lane of a warp draws the same), so that a warp still to read
-// a shared buffer lags well behind one that goes on to write it again; a missing barrier then
-// shows in the results (without it the window is too small to hit).
+// With NV_EMU_JITTER, whole warps leaving a block barrier lag now and then (about one barrier
+// in four; every lane of a warp draws the same): they wait until no other fiber can move, so
+// that a warp still to read a shared buffer lags as far as it can behind one that goes on to
+// write it again; a missing barrier then shows in the results.
 #ifdef NV_EMU_JITTER
+inline unsigned nv_emu_passed[1024];
 inline void nv_emu_jitter() {
-  thread_local unsigned passed = 0;
-  const unsigned h = (unsigned)(threadIdx.x >> 5) * 2654435761u + ++passed * 40503u;
-  if (((h >> 7) & 3) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const unsigned h =
+      (unsigned)(threadIdx.x >> 5) * 2654435761u + ++nv_emu_passed[threadIdx.x] * 40503u;
+  if (((h >> 7) & 3) != 0) return;
+  unsigned long seen;
+  do {
+    seen = nv_emu_progress;
+    nv_emu_yield();
+  } while (nv_emu_progress != seen);
+  ++nv_emu_progress;
 }
 #else
 inline void nv_emu_jitter() {}
@@ -270,27 +310,65 @@ inline unsigned __ballot_sync(unsigned, int pred) {
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 inline int __ffs(int v) { return __builtin_ffs(v); }
 
-// Runs `body` for every thread of every block of `grid`, one block at a time.
+// A fiber's start: the kernel's body, then its end.
+inline void nv_emu_fiber_main() {
+  (*nv_emu_body)();
+  nv_emu_fibers[nv_emu_cur].done = true;
+  ++nv_emu_progress;
+  swapcontext(&nv_emu_fibers[nv_emu_cur].ctx, &nv_emu_sched);
+}
+// Fiber stacks: the kernels' register arrays and the stand-ins' locals live there.
+constexpr size_t NV_EMU_STACK = 1 << 19;
+
+// Runs `body` for every thread of every block of `grid`, one block at a time, its threads as
+// fibers in turn.
 inline void nv_emu_launch(Dim3 grid, unsigned threads, const std::function<void()>& body) {
   gridDim = grid;
   blockDim = {threads, 1, 1};
+  nv_emu_body = &body;
+  if (nv_emu_fibers.size() < threads) nv_emu_fibers.resize(threads);
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
-        nv_emu_block = std::make_unique<std::barrier<>>(threads);
+        nv_emu_block = std::make_unique<NvEmuBarrier>(threads);
         for (unsigned w = 0; w < threads / 32; ++w)
-          nv_emu_warp[w] = std::make_unique<std::barrier<>>(32);
+          nv_emu_warp[w] = std::make_unique<NvEmuBarrier>(32);
         for (unsigned w = 0; w < threads / 128; ++w)
-          nv_emu_wg[w] = std::make_unique<std::barrier<>>(128);
-        for (int i = 1; i < 16; ++i) nv_emu_named[i] = std::make_unique<std::barrier<>>(256);
-        std::vector<std::thread> ts;
-        for (unsigned t = 0; t < threads; ++t)
-          ts.emplace_back([&, t, x, y, z] {
+          nv_emu_wg[w] = std::make_unique<NvEmuBarrier>(128);
+        for (int i = 1; i < 16; ++i) nv_emu_named[i] = std::make_unique<NvEmuBarrier>(256);
+#ifdef NV_EMU_JITTER
+        std::memset(nv_emu_passed, 0, sizeof nv_emu_passed);
+#endif
+        blockIdx = {x, y, z};
+        for (unsigned t = 0; t < threads; ++t) {
+          NvEmuFiber& f = nv_emu_fibers[t];
+          f.stack.resize(NV_EMU_STACK);
+          f.done = false;
+          getcontext(&f.ctx);
+          f.ctx.uc_stack.ss_sp = f.stack.data();
+          f.ctx.uc_stack.ss_size = f.stack.size();
+          f.ctx.uc_link = nullptr;
+          makecontext(&f.ctx, nv_emu_fiber_main, 0);
+        }
+        // Rounds in a row in which nothing moved: two (a lagging warp's last look counts one)
+        // are a deadlock.
+        for (unsigned live = threads, still = 0; live > 0;) {
+          const unsigned long before = nv_emu_progress;
+          live = 0;
+          for (unsigned t = 0; t < threads; ++t) {
+            if (nv_emu_fibers[t].done) continue;
+            nv_emu_cur = t;
             threadIdx = {t, 0, 0};
-            blockIdx = {x, y, z};
-            body();
-          });
-        for (auto& t : ts) t.join();
+            swapcontext(&nv_emu_sched, &nv_emu_fibers[t].ctx);
+            live += !nv_emu_fibers[t].done;
+          }
+          still = nv_emu_progress == before ? still + 1 : 0;
+          if (live > 0 && still == 2) {
+            std::fprintf(stderr, "deadlock: block (%u, %u, %u), %u of %u threads wait on barriers "
+                         "that no thread will reach\n", x, y, z, live, threads);
+            std::abort();
+          }
+        }
       }
 }
 

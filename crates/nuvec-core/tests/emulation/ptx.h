@@ -348,36 +348,30 @@ struct NvEmuMbar {
   long tx = 0;
   unsigned phase = 0;
 };
-inline std::mutex nv_emu_mbar_mu;
-inline std::condition_variable nv_emu_mbar_cv;
 inline std::map<u32, NvEmuMbar> nv_emu_mbars;
 inline void nv_emu_mbar_done(NvEmuMbar& m) {
+  ++nv_emu_progress;
   if (m.pending == 0 && m.tx == 0) {
     ++m.phase;
     m.pending = m.count;
-    nv_emu_mbar_cv.notify_all();
   }
 }
 inline void nv_bar_init(u32 bar, u32 count) {
-  std::lock_guard<std::mutex> g(nv_emu_mbar_mu);
   nv_emu_mbars[bar] = NvEmuMbar{(int)count, (int)count, 0, 0};
 }
 inline void nv_bar_arrive(u32 bar) {
-  std::lock_guard<std::mutex> g(nv_emu_mbar_mu);
   NvEmuMbar& m = nv_emu_mbars[bar];
   --m.pending;
   nv_emu_mbar_done(m);
 }
 inline void nv_bar_expect(u32 bar, u32 bytes) {
-  std::lock_guard<std::mutex> g(nv_emu_mbar_mu);
   NvEmuMbar& m = nv_emu_mbars[bar];
   m.tx += bytes;
   --m.pending;
   nv_emu_mbar_done(m);
 }
 inline void nv_bar_wait(u32 bar, u32 parity) {
-  std::unique_lock<std::mutex> g(nv_emu_mbar_mu);
-  nv_emu_mbar_cv.wait(g, [&] { return (nv_emu_mbars[bar].phase & 1u) != parity; });
+  while ((nv_emu_mbars[bar].phase & 1u) == parity) nv_emu_yield();
 }
 inline void nv_bar_init_fence() {}
 // (Templates, so that the tensor map's type, defined later in bulk.cuh, is complete where they
@@ -395,7 +389,6 @@ inline void nv_tma4(u32 dst, const Map* map, int c0, int c1, int c2, int c3, u32
       else
         std::memset(to, 0, 16);
     }
-  std::lock_guard<std::mutex> g(nv_emu_mbar_mu);
   NvEmuMbar& m = nv_emu_mbars[bar];
   m.tx -= 128l * rows;
   nv_emu_mbar_done(m);
@@ -433,7 +426,6 @@ inline void nv_tma2(u32 dst, const Map* map, int c0, int c1, u32 bar) {
       else
         std::memset(to, 0, 16);
     }
-  std::lock_guard<std::mutex> g(nv_emu_mbar_mu);
   NvEmuMbar& m = nv_emu_mbars[bar];
   m.tx -= (long)row_bytes * box_rows;
   nv_emu_mbar_done(m);
