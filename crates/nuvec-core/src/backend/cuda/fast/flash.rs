@@ -289,17 +289,19 @@ fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, family: &str
         "flashf32" => {
             format!("{COMMON}\n{FLASH}\n{FLASH_F32}\nNV_FLASH_F32({d}, {dv}, {mask}, {c}, {s})\n")
         }
-        "flashtma" => format!(
-            "#define NV_T_STAGES {}\n#define NV_T_PINGPONG {}\n#define NV_T_CONSUMERS {}\n\
-             #define NV_T_PERSISTENT {}\n#define NV_H_ORDER {}\n#define NV_H_BN {}\n\
-             {COMMON}\n{FLASH}\n{FLASH_SM90}\n{BULK}\n{FLASH_TMA}\nNV_FLASH_TMA{args}\n",
-            tma_stages(d, dv, tma_keys(d, dv, form)),
-            u32::from(pingpong()),
-            consumers(d, dv),
-            u32::from(persistent()),
-            u32::from(grouped_order()),
-            tma_keys(d, dv, form)
-        ),
+        "flashtma" => {
+            let bn = tma_keys(d, dv, form);
+            format!(
+                "#define NV_T_STAGES {}\n#define NV_T_PINGPONG {}\n#define NV_T_CONSUMERS {}\n\
+                 #define NV_T_PERSISTENT {}\n#define NV_H_ORDER {}\n#define NV_H_BN {bn}\n\
+                 {COMMON}\n{FLASH}\n{FLASH_SM90}\n{BULK}\n{FLASH_TMA}\nNV_FLASH_TMA{args}\n",
+                tma_stages(d, dv, bn),
+                u32::from(pingpong()),
+                consumers(d, dv),
+                u32::from(persistent()),
+                u32::from(grouped_order()),
+            )
+        }
         "flash90" => format!(
             "#define NV_H_ORDER {}\n{COMMON}\n{FLASH}\n{FLASH_SM90}\nNV_FLASH_SM90{args}\n",
             u32::from(grouped_order())
