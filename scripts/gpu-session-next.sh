@@ -48,8 +48,9 @@
 # another part in one call. Parts 38, 27 and 37 ran on an H100 on 2026-12-06, fourteenth
 # session, and 38 again in the fifteenth (BENCHMARKS.md). Part 39: the prefill's 176-key tiles
 # (any card; `gpu_flash` in GPU_TESTS), ran on an H100 in the fifteenth session with knob runs
-# beside it (BENCHMARKS.md). Part 40: the H200's headline figures in four minutes. Next, on
-# an H200 (with `gpu_flash` packed): 26, 39 and 27, then 37, 24, 17, 22.
+# beside it (BENCHMARKS.md). Part 40: the H200's headline figures in four minutes. Part 42:
+# part 27's MLX run alone. Next, on an H200 (with `gpu_flash` packed): 26, 39 and 27, then 42
+# (MLX), 37, 24, 17, 22.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -411,6 +412,21 @@ echo "== torch"; timeout 80 python3 bench/peers/torch_bench.py $R $S qmv_14336x4
   decode_b1_8k 2>&1 | tail -15
 echo "== liger"; timeout 40 python3 bench/peers/liger_bench.py $R 2>&1 | tail -9
 echo "== fla"; timeout 40 python3 bench/peers/fla_bench.py gated_delta_decode 2>&1 | tail -1
+exit 0
+fi
+if [ "$part" = 42 ]; then
+# Part 27's MLX run alone, for a call of its own where the pack, the wheels and MLX's build do
+# not fit one carry: `.gpu` holding only nuvec-bench (a bins.tar.xz of `bin/nuvec-bench`) and
+# `.gpu/peers` from `peers-pack`, with `cute.tar.xz` beside them (MLX's `mlx/include/cute` and
+# `mlx/include/cutlass` from the mlx-cuda-13 wheel, which its quantized kernels compile with;
+# peers-pack leaves them out). nuvec and MLX's CUDA build on the headline cases, same call.
+R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
+S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k"
+Q="qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
+echo "== nuvec"; timeout 120 $B --device gpu --budget 0.3 $R $S $Q 2>&1 | tail -23
+.gpu/peers/setup "$PWD/.gpu/peers" > /dev/null 2>&1 && tar -C /tmp/site -xJf .gpu/peers/cute.tar.xz
+echo "== mlx"; PYTHONPATH=/tmp/site timeout 200 python3 bench/peers/mlx_bench.py --device gpu \
+  --json $OUT/mlx.json $R $S $Q 2>&1 | tail -24
 exit 0
 fi
 if [ "$part" = 37 ]; then
