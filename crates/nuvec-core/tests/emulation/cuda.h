@@ -199,10 +199,10 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   return r;
 }
 
-// The fibers of the block being run: each thread's context and stack, whether it has ended,
-// and whether it now lags (NV_EMU_JITTER). `nv_emu_progress` counts every arrival at a
-// barrier and every fiber's end: a round of the scheduler in which it does not move while
-// fibers remain is a deadlock.
+// The fibers of the block being run: each thread's context and stack, and whether it has
+// ended. `nv_emu_progress` counts every arrival at a barrier, every phase an mbarrier
+// completes and every fiber's end: two rounds of the scheduler in a row in which it does not
+// move while fibers remain are a deadlock.
 struct NvEmuFiber {
   ucontext_t ctx;
   std::vector<unsigned char> stack;
