@@ -328,6 +328,19 @@ echo "== fla"; timeout 90 python3 bench/peers/fla_bench.py --json $OUT/fla.json 
   gated_delta_prefill 2>&1 | tail -2
 exit 0
 fi
+# MLX's CUDA build (`.gpu/peers` and its `cute.tar.xz`) on the headline cases, after nuvec in
+# the same call when $1 is `nuvec` (parts 27 and 42).
+mlx_headline() {
+  local R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
+  local S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k"
+  local Q="qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
+  if [ "${1:-}" = nuvec ]; then
+    echo "== nuvec"; timeout 120 $B --device gpu --budget 0.3 $R $S $Q 2>&1 | tail -23
+  fi
+  .gpu/peers/setup "$PWD/.gpu/peers" > /dev/null 2>&1 && tar -C /tmp/site -xJf .gpu/peers/cute.tar.xz
+  echo "== mlx"; PYTHONPATH=/tmp/site timeout 200 python3 bench/peers/mlx_bench.py --device gpu \
+    --json $OUT/mlx.json $R $S $Q 2>&1 | tail -24
+}
 # nuvec, PyTorch, Liger and flash-linear-attention on the headline cases, nuvec with budget $1
 # and a limit of $2 seconds (parts 26 and 38).
 survey() {
@@ -369,14 +382,9 @@ t gather timeout 200 $T/gpu_gather_qmm-* --test-threads=2 &
 wait
 results fast_ops gpu_norms gpu_rows gpu_attention gd quant wg gather
 grep -h -A3 panicked $OUT/*.log | head -12
-R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
-S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k"
-Q="qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
 # Off the H200 the tests alone (MLX ran on an H100 in the sixth session).
 nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200 || exit 0
-.gpu/peers/setup "$PWD/.gpu/peers" > /dev/null 2>&1 && tar -C /tmp/site -xJf .gpu/peers/cute.tar.xz
-echo "== mlx"; PYTHONPATH=/tmp/site timeout 200 python3 bench/peers/mlx_bench.py --device gpu \
-  --json $OUT/mlx.json $R $S $Q 2>&1 | tail -24
+mlx_headline
 exit 0
 fi
 if [ "$part" = 39 ]; then
@@ -420,13 +428,7 @@ if [ "$part" = 42 ]; then
 # `.gpu/peers` from `peers-pack`, with `cute.tar.xz` beside them (MLX's `mlx/include/cute` and
 # `mlx/include/cutlass` from the mlx-cuda-13 wheel, which its quantized kernels compile with;
 # peers-pack leaves them out). nuvec and MLX's CUDA build on the headline cases, same call.
-R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
-S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k"
-Q="qmv_14336x4096 qmm_512x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
-echo "== nuvec"; timeout 120 $B --device gpu --budget 0.3 $R $S $Q 2>&1 | tail -23
-.gpu/peers/setup "$PWD/.gpu/peers" > /dev/null 2>&1 && tar -C /tmp/site -xJf .gpu/peers/cute.tar.xz
-echo "== mlx"; PYTHONPATH=/tmp/site timeout 200 python3 bench/peers/mlx_bench.py --device gpu \
-  --json $OUT/mlx.json $R $S $Q 2>&1 | tail -24
+mlx_headline nuvec
 exit 0
 fi
 if [ "$part" = 37 ]; then
