@@ -36,19 +36,17 @@
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, OnceLock};
 
-use cudarc::driver::result as driver_result;
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
 use super::{CudaKernel, Place, flash, nested, with_copies};
 use crate::array::ArrayData;
-use crate::backend::cuda::alloc::DeviceBuffer;
 use crate::backend::cuda::elementwise::type_names;
 use crate::backend::cuda::launch::{Kernel, KernelKey, symbol};
 use crate::fast::attention::Attention;
 use crate::fast::paged::PagedAttention;
 use crate::fast::{Arg, kernel_sized};
 use crate::primitive::OutputSpec;
-use crate::{DType, Error, Result};
+use crate::{DType, Result};
 
 impl CudaKernel for Attention {
     /// The shapes MLX sends to its kernels (its `has_fused_kernel` and `use_fallback` rules,
@@ -389,35 +387,6 @@ fn forced_splits() -> Option<usize> {
     })
 }
 
-/// Zeroed counters for the in-block merge, `n` at least, kept per (device, stream): the
-/// kernel's last block of a chunk sets its counter back to zero, so they are zeroed once, when
-/// allocated (on the stream, before the launch that uses them).
-fn counters(place: &Place, n: usize) -> Result<u64> {
-    /// Per (device ordinal, stream id): the block and the counters it holds.
-    type Counters = HashMap<(usize, usize), (DeviceBuffer, usize)>;
-    static COUNTERS: LazyLock<Mutex<Counters>> = LazyLock::new(|| Mutex::new(HashMap::new()));
-    let mut map = COUNTERS
-        .lock()
-        .map_err(|_| Error::Device("cuda: attention: the counters' lock is poisoned".into()))?;
-    let key = (place.gpu.ordinal, place.stream_id);
-    if let Some((buffer, len)) = map.get(&key)
-        && *len >= n
-    {
-        return Ok(buffer.ptr());
-    }
-    let len = n.next_power_of_two().max(1024);
-    let buffer = place.gpu.alloc.alloc(len * 4, place.stream_id)?;
-    // SAFETY: the block was just allocated with `len · 4` bytes for this stream; the memset is
-    // queued on it before any launch that reads the counters.
-    unsafe { driver_result::memset_d8_async(buffer.ptr(), 0, len * 4, place.stream.cu_stream()) }
-        .map_err(|e| Error::Device(format!("cuda: attention: zeroing counters: {e}")))?;
-    let ptr = buffer.ptr();
-    // A smaller block this replaces goes back to the allocator's cache for this stream, after
-    // the work queued on it.
-    map.insert(key, (buffer, len));
-    Ok(ptr)
-}
-
 /// What both entry points hand to [`launch`].
 struct Job {
     dtype: DType,
@@ -638,7 +607,11 @@ fn launch(
         None
     };
     let (po, pml) = parts.as_ref().map_or((0, 0), |(o, m)| (o.ptr(), m.ptr()));
-    let counts = if merge { counters(place, units)? } else { 0 };
+    let counts = if merge {
+        place.zeroed_counters(units)?
+    } else {
+        0
+    };
     let [q, k, v, table, lengths] = job.ptrs;
     let config = LaunchConfig {
         // Row chunks fastest: the chunks of one head and split run side by side and share
