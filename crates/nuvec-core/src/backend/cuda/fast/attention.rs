@@ -31,7 +31,9 @@
 //! splits (no second kernel; counters kept per stream, set back to zero by the kernel), and
 //! `NUVEC_ATTN_SPLITS=n` forces the splits of long sequences. Through
 //! `NUVEC_KERNEL_DEFINES`, `NV_ATTN_MMA_BLOCKS=4` has the half types' kernel aim at four
-//! blocks a multiprocessor (three by default; the splits follow its occupancy).
+//! blocks a multiprocessor (three by default; the splits follow its occupancy), and
+//! `NV_ATTN_L2_AHEAD=n` has each of its warps ask L2 (Hopper's bulk prefetch) for its key and
+//! value rows `n` steps ahead of its loads (off by default until timed).
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, OnceLock};

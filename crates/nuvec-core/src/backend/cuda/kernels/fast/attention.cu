@@ -48,6 +48,12 @@
 #ifndef NV_ATTN_PREFETCH
 #define NV_ATTN_PREFETCH 1
 #endif
+// Tunable: how many of its steps ahead a tensor-core warp asks L2 for its key and value rows
+// (Hopper's bulk prefetch, 16-byte forms only; 0: none). The registers hold one step in flight
+// a warp; at batch 1 a warp's few steps each wait a full memory latency without this.
+#ifndef NV_ATTN_L2_AHEAD
+#define NV_ATTN_L2_AHEAD 0
+#endif
 
 // Mirrors `AttnArgs` in `attention.rs` (repr(C)): all 64-bit fields first.
 struct NvAttn {
@@ -639,6 +645,22 @@ __device__ __forceinline__ void nv_attn_mma_fetch(uint4 (&into)[KH][CI], const T
   }
 }
 
+// Asks L2 for the key and value rows of the warp step from key st (lane l < KS: key st + l,
+// when before the split's end); rows start 16-byte aligned in the 16-byte forms.
+template <typename T, int D, int KS, bool PAGED>
+__device__ __forceinline__ void nv_attn_l2_step(const T* __restrict__ k, const T* __restrict__ v,
+                                                i64 st, i64 end, const i32* entries, i64 k_head,
+                                                i64 v_head, const NvAttn& a) {
+  const int lane = threadIdx.x & 31;
+  const i64 j = st + lane;
+  if (lane < KS && j < end) {
+    i64 kr, vr;
+    nv_attn_rows<PAGED>(j, entries, k_head, v_head, a, kr, vr);
+    nv_l2_prefetch(k + kr, D * (u32)sizeof(T));
+    nv_l2_prefetch(v + vr, D * (u32)sizeof(T));
+  }
+}
+
 // The start of a tensor-core warp's work on its block: the chunk's query rows as B fragments
 // (features from f0), the rows' last keys capped at the split's end, and an empty softmax
 // state and accumulators.
@@ -800,7 +822,19 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
     fetch(first, true, kc);
     fetch(first, false, vc);
   }
+  // With NV_ATTN_L2_AHEAD, each step asks L2 for the warp's step that many ahead (the first
+  // ones before the loop): the register loads then find most rows there.
+  constexpr bool L2 = NV_ATTN_L2_AHEAD > 0 && VEC;
+  if (L2) {
+#pragma unroll 1
+    for (int i = 1; i < NV_ATTN_L2_AHEAD; ++i)
+      nv_attn_l2_step<T, D, KS, PAGED>(k, v, first + (i64)i * STEP, end, entries, k_head, v_head,
+                                       a);
+  }
   for (i64 step = first; step < end; step += STEP) {
+    if (L2)
+      nv_attn_l2_step<T, D, KS, PAGED>(k, v, step + (i64)NV_ATTN_L2_AHEAD * STEP, end, entries,
+                                       k_head, v_head, a);
     if (!NV_ATTN_PREFETCH) {
       fetch(step, true, kc);
       fetch(step, false, vc);
