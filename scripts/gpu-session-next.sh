@@ -448,31 +448,18 @@ echo "== mlx"; PYTHONPATH=/tmp/site timeout 200 python3 bench/peers/mlx_bench.py
 exit 0
 fi
 if [ "$part" = 43 ]; then
-# Hopper's bulk L2 prefetch in the streaming kernels, off by default until timed (any card;
-# the H200 is where the registers' loads in flight fall furthest short of the bandwidth): the
-# decoding attention asking L2 for its warps' steps NV_ATTN_L2_AHEAD ahead, the gated delta
-# decode's looping form for its units NV_GD_L2_AHEAD ahead, the decoding quantized products
-# (plain and gathered) for all of a block's rows first (NVQM_L2=1). The tests with each knob
-# on, then each case with and without it in alternation, the copy in the same call.
-t attn env NUVEC_KERNEL_DEFINES="NV_ATTN_L2_AHEAD=3" timeout 200 $T/gpu_attention-* --test-threads=2 &
-t gd env NUVEC_KERNEL_DEFINES="NV_GD_L2_AHEAD=2" NUVEC_GD_RESIDENT=1 timeout 200 \
-  $T/gpu_gated_delta-* --test-threads=2 &
-t qmv env NUVEC_KERNEL_DEFINES="NVQM_L2=1" timeout 200 $T/gpu_quantized-* --test-threads=2 decoding &
-t gather env NUVEC_KERNEL_DEFINES="NVQM_L2=1" timeout 200 $T/gpu_gather_qmm-* --test-threads=2 &
+# The decoding attention's warps with at most four steps asking L2 for their later ones at
+# their start (the default; `NUVEC_ATTN_L2=0` without), on any card: the attention tests and
+# the seeds' with it, then the decoding cases by form in alternation, the copy in the call.
+t attn timeout 200 $T/gpu_attention-* --test-threads=2 &
+t fast timeout 200 $T/fast_ops-* --test-threads=4 attention &
 wait
-results attn gd qmv gather
-grep -h -A3 panicked $OUT/*.log | head -12
-A="decode_b1_8k decode_b8_8k decode_b1_128k paged_decode_b1_8k"
-Q="qmv_14336x4096 moe_qmv_1 moe_qmv_64"
+results attn fast
+grep -h -A3 panicked $OUT/*.log | head -8
+A="decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k"
 for i in 1 2; do
-  echo "== default"; timeout 70 $B --device gpu --budget 0.3 copy_32mib $A gated_delta_decode $Q \
-    2>&1 | tail -9
-  for n in 2 4; do echo "== attention, L2 $n steps ahead"; NUVEC_KERNEL_DEFINES="NV_ATTN_L2_AHEAD=$n" \
-    timeout 50 $B --device gpu --budget 0.3 $A 2>&1 | tail -4; done
-  for n in 1 2 3; do echo "== gated delta, L2 $n units ahead"; NUVEC_KERNEL_DEFINES="NV_GD_L2_AHEAD=$n" \
-    timeout 40 $B --device gpu --budget 0.3 gated_delta_decode 2>&1 | tail -1; done
-  echo "== quantized, L2 rows first"; NUVEC_KERNEL_DEFINES="NVQM_L2=1" timeout 50 $B --device gpu \
-    --budget 0.3 $Q 2>&1 | tail -3
+  echo "== L2 requests"; timeout 60 $B --device gpu --budget 0.3 copy_32mib $A 2>&1 | tail -6
+  echo "== none"; NUVEC_ATTN_L2=0 timeout 60 $B --device gpu --budget 0.3 $A 2>&1 | tail -5
 done
 exit 0
 fi

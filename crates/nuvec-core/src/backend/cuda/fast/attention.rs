@@ -31,9 +31,15 @@
 //! splits (no second kernel; counters kept per stream, set back to zero by the kernel), and
 //! `NUVEC_ATTN_SPLITS=n` forces the splits of long sequences. Through
 //! `NUVEC_KERNEL_DEFINES`, `NV_ATTN_MMA_BLOCKS=4` has the half types' kernel aim at four
-//! blocks a multiprocessor (three by default; the splits follow its occupancy), and
-//! `NV_ATTN_L2_AHEAD=n` has each of its warps ask L2 (Hopper's bulk prefetch) for its key and
-//! value rows `n` steps ahead of its loads (off by default until timed).
+//! blocks a multiprocessor (three by default; the splits follow its occupancy).
+//!
+//! Where the splits leave a warp of the half types' kernel at most [`L2_STEPS`] steps (keys
+//! not paged, 16-byte loads, Hopper on), the warp first asks L2 for all of its later steps' rows
+//! (`cp.async.bulk.prefetch`): each step would otherwise wait a whole memory latency for its
+//! loads (`decode_b1_8k` 17.1-17.5 µs against 19.6-20.0 on an H100). Asking a few steps ahead
+//! of longer walks slowed the cases that already stream at the copy's speed (`decode_b8_8k`
+//! by 12%, `decode_b1_128k` by 28%), so they do not. `NUVEC_ATTN_L2=0` turns the requests
+//! off.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, OnceLock};
@@ -207,6 +213,11 @@ const COMBINE_THREADS: usize = 256;
 const MIN_SPLIT_KEYS: usize = 128;
 /// The most splits of one sequence.
 const MAX_SPLITS: usize = 256;
+/// The most steps a warp of the half types' kernel may have for its later ones to be asked of
+/// L2 at its start (see the module's documentation).
+const L2_STEPS: usize = 4;
+/// Warps a block (`NV_ATTN_WARPS`).
+const WARPS: usize = THREADS as usize / 32;
 /// The types with a kernel.
 const TYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 /// The head sizes with a kernel (key and value rows alike).
@@ -239,6 +250,8 @@ struct AttnArgs {
     nchunks: i32,
     merge: i32,
     scale: f32,
+    l2_steps: i32,
+    pad: i32,
 }
 
 // SAFETY: `AttnArgs` is `repr(C)` plain data with the field order, types and alignment of
@@ -387,6 +400,13 @@ fn forced_splits() -> Option<usize> {
             .and_then(|v| v.parse().ok())
             .map(|n: usize| n.clamp(1, MAX_SPLITS))
     })
+}
+
+/// Whether a warp with few steps asks L2 for its later ones (`NUVEC_ATTN_L2=0` turns it off,
+/// for the comparison).
+fn l2_requests() -> bool {
+    static L2: OnceLock<bool> = OnceLock::new();
+    *L2.get_or_init(|| !std::env::var("NUVEC_ATTN_L2").is_ok_and(|v| v == "0"))
 }
 
 /// What both entry points hand to [`launch`].
@@ -596,6 +616,19 @@ fn launch(
     job.args.nsplit = nsplit as i32;
     job.args.nchunks = nchunks as i32;
     job.args.merge = i32::from(merge);
+    // A warp's steps: its share of the split's, which the block's warps take in turn.
+    let warp_steps = keys
+        .div_ceil(warp_keys(dtype, d))
+        .div_ceil(nsplit)
+        .div_ceil(WARPS);
+    let l2 = dtype != DType::F32
+        && d <= 256
+        && !job.paged
+        && job.vec
+        && place.gpu.props.arch.major >= 9
+        && warp_steps <= L2_STEPS
+        && l2_requests();
+    job.args.l2_steps = if l2 { warp_steps as i32 } else { 0 };
     let (out, out_ptr) = place.output(dtype, &outputs[0].0)?;
     let out_rows = job.batch * job.hq * lq;
     // Per row and split: the accumulator, then (max, sum).

@@ -15,9 +15,7 @@
 //! unit, loading the next one's rows into a second set of registers during this one's steps;
 //! same bits). Tuning knobs:
 //! `NUVEC_GD_ROWS` forces `R`; `NUVEC_GD_RESIDENT=k` sets the looping form's blocks a
-//! multiprocessor (0: a block a unit); through `NUVEC_KERNEL_DEFINES`, `NV_GD_L2_AHEAD=n` has
-//! the looping form ask L2 (Hopper's bulk prefetch) for the state rows of its unit `n` ahead
-//! (off by default until timed).
+//! multiprocessor (0: a block a unit).
 //!
 //! q, k, v, g and β are read through their strides, in any of the kernel types (their type
 //! is a kernel argument: their loads are few next to the state's). The state must be

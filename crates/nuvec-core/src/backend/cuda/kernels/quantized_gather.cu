@@ -384,15 +384,6 @@ __device__ __forceinline__ void nvqm_gqmv_by_matrix(
   for (int z = blockIdx.z; z < chunks; z += gridDim.z) {
     const int e = z / per;
     const int rows = nvqg_find(rhs, e, a, list, counts) * mrows;
-    // With NVQM_L2, a block with rows to take first asks L2 for all of its rows of matrix e
-    // (quantized_mv_mma.cu says why; a matrix nobody picks is never asked for).
-    if (NVQM_L2 && threadIdx.x == 0 && (z - e * per) * 8 < rows) {
-      const i64 first = (i64)blockIdx.x * (NVQM_WARPS / S) * 16 * R;
-      const i64 last = min(first + (NVQM_WARPS / S) * 16 * R, a.n);
-      if (first < last)
-        nvqm_l2_rows(w + e * a.w_batch, scales + e * a.s_batch, biases + e * a.s_batch, first,
-                     last, a.packs, a.groups);
-    }
     // Row r of the matrix's rows as a row of the product: row r % mrows of its position's.
     auto product_row = [&](int r) -> i64 {
       const int i = r / mrows;

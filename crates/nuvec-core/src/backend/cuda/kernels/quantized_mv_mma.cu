@@ -38,12 +38,6 @@
 #ifndef NVQM_MINB
 #define NVQM_MINB 2
 #endif
-// Tunable: whether a block first asks L2 for all of its rows of w, their scales and biases
-// (Hopper's bulk prefetch): every block's bytes are then on their way from the start, where
-// the warps' registers keep NVQM_UNROLL chunks in flight. 0: off.
-#ifndef NVQM_L2
-#define NVQM_L2 0
-#endif
 #define NVQM_STR(x) #x
 #define NVQM_PRAGMA(x) _Pragma(NVQM_STR(x))
 
@@ -219,21 +213,6 @@ __device__ __forceinline__ void nvqm_meet(float (*sums)[R][4][32], const float (
   __syncthreads();
 }
 
-// Asks L2 for rows [first, last) of w (16-byte packs) and of its scales and biases (2-byte
-// values, the request widened to whole 16-byte lines).
-template <typename T>
-__device__ __forceinline__ void nvqm_l2_rows(const u32* w, const T* scales, const T* biases,
-                                             i64 first, i64 last, int packs, int groups) {
-  nv_l2_prefetch(w + first * packs * 4, (u32)((last - first) * packs * 16));
-  const auto lines = [&](const T* p) {
-    const u64 from = reinterpret_cast<u64>(p + first * groups) & ~(u64)15;
-    const u64 to = (reinterpret_cast<u64>(p + last * groups) + 15) & ~(u64)15;
-    nv_l2_prefetch(reinterpret_cast<const void*>(from), (u32)(to - from));
-  };
-  lines(scales);
-  lines(biases);
-}
-
 template <typename T, int R, int S>
 __device__ __forceinline__ void nvqm_qmv(const T* __restrict__ x, const u32* __restrict__ w,
                                          const T* __restrict__ scales, const T* __restrict__ biases,
@@ -246,11 +225,6 @@ __device__ __forceinline__ void nvqm_qmv(const T* __restrict__ x, const u32* __r
   // The lane's column of the product: row m0 + g of x.
   const uint4* xr =
       m0 + g < a.m ? reinterpret_cast<const uint4*>(x + (m0 + g) * (i64)a.packs * 32) : nullptr;
-  if (NVQM_L2 && threadIdx.x == 0) {
-    const i64 first = (i64)blockIdx.x * (NVQM_WARPS / S) * 16 * R;
-    const i64 last = min(first + (NVQM_WARPS / S) * 16 * R, a.n);
-    if (first < last) nvqm_l2_rows(w, scales, biases, first, last, a.packs, a.groups);
-  }
   float c[R][4];
   nvqm_sums<T, R, S>(reinterpret_cast<const uint4*>(w), reinterpret_cast<const u16*>(scales),
                      reinterpret_cast<const u16*>(biases), xr, a.n, n0, a.packs, a.groups,

@@ -29,9 +29,7 @@
 //! - `NUVEC_QMV_MMA_SHAPE=R,S` picks the instantiated tiles of 16 rows a warp (`R`) and slices
 //!   of the inner axis a block of 8 warps (`S`) among [`SHAPES`] (by default `2,4`), and
 //!   `NUVEC_GQMV_MMA_SHAPE` the gathered form's (by default [`gathered_shape`]'s choice);
-//! - `NUVEC_KERNEL_DEFINES` sets the kernel's `NVQM_UNROLL` and `NVQM_MINB`, and `NVQM_L2=1`
-//!   has each block (the gathered form's too) first ask L2 for all of its rows of w, their
-//!   scales and biases (Hopper's bulk prefetch; off by default until timed).
+//! - `NUVEC_KERNEL_DEFINES` sets the kernel's `NVQM_UNROLL` and `NVQM_MINB`.
 
 use std::sync::OnceLock;
 

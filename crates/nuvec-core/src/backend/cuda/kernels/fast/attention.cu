@@ -48,12 +48,6 @@
 #ifndef NV_ATTN_PREFETCH
 #define NV_ATTN_PREFETCH 1
 #endif
-// Tunable: how many of its steps ahead a tensor-core warp asks L2 for its key and value rows
-// (Hopper's bulk prefetch, 16-byte forms only; 0: none). The registers hold one step in flight
-// a warp; at batch 1 a warp's few steps each wait a full memory latency without this.
-#ifndef NV_ATTN_L2_AHEAD
-#define NV_ATTN_L2_AHEAD 0
-#endif
 
 // Mirrors `AttnArgs` in `attention.rs` (repr(C)): all 64-bit fields first.
 struct NvAttn {
@@ -80,6 +74,8 @@ struct NvAttn {
   i32 nchunks;       // row chunks per key head
   i32 merge;         // 1: the last split block of a chunk merges the splits (no second kernel)
   float scale;       // the score scale times log2(e)
+  i32 l2_steps;      // tensor-core forms: a warp's first steps asked of L2 at its start (0, 1: none)
+  i32 pad;
 };
 
 // The sequence's key count.
@@ -822,19 +818,16 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
     fetch(first, true, kc);
     fetch(first, false, vc);
   }
-  // With NV_ATTN_L2_AHEAD, each step asks L2 for the warp's step that many ahead (the first
-  // ones before the loop): the register loads then find most rows there.
-  constexpr bool L2 = NV_ATTN_L2_AHEAD > 0 && VEC;
-  if (L2) {
+  // Where a warp has only a few steps (the host's choice: batch-1 splits), each would wait a
+  // full memory latency for its registers' loads: its later steps are asked of L2 at once
+  // (Hopper's bulk prefetch), so that their rows stream in behind the first's.
+  if (VEC) {
 #pragma unroll 1
-    for (int i = 1; i < NV_ATTN_L2_AHEAD; ++i)
+    for (int i = 1; i < a.l2_steps; ++i)
       nv_attn_l2_step<T, D, KS, PAGED>(k, v, first + (i64)i * STEP, end, entries, k_head, v_head,
                                        a);
   }
   for (i64 step = first; step < end; step += STEP) {
-    if (L2)
-      nv_attn_l2_step<T, D, KS, PAGED>(k, v, step + (i64)NV_ATTN_L2_AHEAD * STEP, end, entries,
-                                       k_head, v_head, a);
     if (!NV_ATTN_PREFETCH) {
       fetch(step, true, kc);
       fetch(step, false, vc);

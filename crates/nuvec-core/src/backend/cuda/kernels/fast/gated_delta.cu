@@ -326,26 +326,6 @@ __device__ __forceinline__ void nv_gated_delta(
   nv_gd_unit<S, E, R>(q, k, v, g, beta, out, y, a, p, st, [] {});
 }
 
-// Tunable: how many of its units ahead a block of the looping form asks L2 for the state rows
-// (Hopper's bulk prefetch; 0: none). The second set of registers keeps one unit in flight a
-// block, from the end of its staging on.
-#ifndef NV_GD_L2_AHEAD
-#define NV_GD_L2_AHEAD 0
-#endif
-
-// Asks L2 for unit `unit`'s state rows (one request, from thread 0; nothing past the units).
-template <typename S, int E, int R>
-__device__ __forceinline__ void nv_gd_l2_unit(const S* state, const i32* __restrict__ slots,
-                                              const NvGd& a, i64 unit, int rows) {
-  constexpr int DK = 32 * E;
-  if (threadIdx.x != 0 || unit >= a.units) return;
-  const NvGdPlace p = nv_gd_place(a, slots, unit, rows, R);
-  const i64 n = a.dv - p.first < rows ? a.dv - p.first : rows;
-  // Rows of 32 E elements of at least 2 bytes: whole multiples of 16 bytes from an aligned start.
-  nv_l2_prefetch(state + ((p.from * a.hv + p.h) * a.dv + p.first) * DK,
-                 (u32)(n * DK * (i64)sizeof(S)));
-}
-
 // The looping form (decoding, few steps): a grid of fewer blocks than units, each block
 // taking units blockIdx.x, + gridDim.x, ...; the next unit's state rows are asked for as soon
 // as this unit's steps are staged, so they are in flight while this unit computes and writes.
@@ -363,15 +343,10 @@ __device__ __forceinline__ void nv_gated_delta_units(
   if (unit >= a.units) return;
   float even[R][E], odd[R][E];
   nv_gd_rows<S, E, R>(state, nv_gd_place(a, slots, unit, rows, R), a, even);
-#pragma unroll 1
-  for (int i = 1; i < NV_GD_L2_AHEAD; ++i)
-    nv_gd_l2_unit<S, E, R>(state, slots, a, unit + (i64)i * gridDim.x, rows);
   // One unit from the rows in `st`, the next unit's asked for into `sn`; false after the last.
   auto step = [&](float (&st)[R][E], float (&sn)[R][E]) {
     const NvGdPlace p = nv_gd_place(a, slots, unit, rows, R);
     const i64 next = unit + gridDim.x;
-    if (NV_GD_L2_AHEAD > 0)
-      nv_gd_l2_unit<S, E, R>(state, slots, a, unit + (i64)NV_GD_L2_AHEAD * gridDim.x, rows);
     nv_gd_unit<S, E, R>(q, k, v, g, beta, out, y, a, p, st, [&] {
       if (next < a.units) nv_gd_rows<S, E, R>(state, nv_gd_place(a, slots, next, rows, R), a, sn);
     });
@@ -384,24 +359,15 @@ __device__ __forceinline__ void nv_gated_delta_units(
   }
 }
 
-// With the L2 requests the looping form asks for up to 151 registers unbounded (128 without
-// them); bounded to the four blocks a multiprocessor the host asks for, ptxas (sm_90) spills
-// nothing but 24 bytes in bf16 e4 r8.
-#if NV_GD_L2_AHEAD > 0
-#define NV_GD_UNITS_BOUNDS __launch_bounds__(128, 4)
-#else
-#define NV_GD_UNITS_BOUNDS
-#endif
-
 // `gated_delta_<state type>_e<E>_r<R>`: Dk = 32 E, R rows a warp, at most 4 warps a block.
-// No __launch_bounds__ on the plain form: with one, ptxas spilled a few bytes in several
-// instantiations while using fewer registers than it does without (at most 96, none spilled).
+// No __launch_bounds__: with one, ptxas spilled a few bytes in several instantiations while
+// using fewer registers than it does without (at most 96, none spilled).
 #define NV_GATED_DELTA(S, sn, E, R) \
   extern "C" __global__ void gated_delta_##sn##_e##E##_r##R( \
       const void* q, const void* k, const void* v, const void* g, const void* beta, \
       const S* state, S* out, void* y, const i32* slots, NvGd a) { \
     nv_gated_delta<S, E, R>(q, k, v, g, beta, state, out, y, slots, a); } \
-  extern "C" __global__ void NV_GD_UNITS_BOUNDS gated_delta_units_##sn##_e##E##_r##R( \
+  extern "C" __global__ void gated_delta_units_##sn##_e##E##_r##R( \
       const void* q, const void* k, const void* v, const void* g, const void* beta, \
       const S* state, S* out, void* y, const i32* slots, NvGd a) { \
     nv_gated_delta_units<S, E, R>(q, k, v, g, beta, state, out, y, slots, a); }
