@@ -48,9 +48,10 @@
 # another part in one call. Parts 38, 27 and 37 ran on an H100 on 2026-12-06, fourteenth
 # session, and 38 again in the fifteenth (BENCHMARKS.md). Part 39: the prefill's 176-key tiles
 # (any card; `gpu_flash` in GPU_TESTS), ran on an H100 in the fifteenth session with knob runs
-# beside it (BENCHMARKS.md). Part 40: the H200's headline figures in four minutes. Part 42:
-# part 27's MLX run alone. Next, on an H200 (with `gpu_flash` packed): 26, 39 and 27, then 42
-# (MLX), 37, 24, 17, 22.
+# beside it (BENCHMARKS.md). Part 40: the H200's headline figures in four minutes. Part 41
+# (branch pending-gpu-16): the kept counting sequences and the stream-K flags cleared by their
+# kernel, on any card. Part 42: part 27's MLX run alone. Next, on an H200 (with `gpu_flash`
+# and `gpu_index` packed): 26, 39, 41 and 27, then 42 (MLX), 37, 24, 17, 22.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -422,6 +423,23 @@ echo "== liger"; timeout 40 python3 bench/peers/liger_bench.py $R 2>&1 | tail -9
 echo "== fla"; timeout 40 python3 bench/peers/fla_bench.py gated_delta_decode 2>&1 | tail -1
 exit 0
 fi
+if [ "$part" = 41 ]; then
+# The counting sequences kept on the device (`arange(0, n, 1)` of u32 and i32 with no launch:
+# `gather_qmm`'s lhs when none is given) and the stream-K flags set back to zero by the
+# quantized product itself (no memset a call), on any card (with `gpu_index` in GPU_TESTS):
+# their tests and the decoding attention's (whose in-block merge shares the counters), then
+# the cases they touch.
+t index timeout 200 $T/gpu_index-* --test-threads=4 &
+t wg timeout 200 $T/gpu_qmm_wgmma-* --test-threads=2 &
+t gather timeout 200 $T/gpu_gather_qmm-* --test-threads=2 &
+t attn env NUVEC_ATTN_MERGE=block timeout 200 $T/gpu_attention-* --test-threads=2 &
+wait
+results index wg gather attn
+grep -h -A3 panicked $OUT/*.log | head -12
+echo "== nuvec"; timeout 60 $B --device gpu --budget 0.4 copy_32mib moe_qmv_1 moe_qmv_64 \
+  moe_mm_64 qmm_512x14336x4096 2>&1 | tail -5
+exit 0
+fi
 if [ "$part" = 42 ]; then
 # Part 27's MLX run alone, for a call of its own where the pack, the wheels and MLX's build do
 # not fit one carry: `.gpu` holding only nuvec-bench (a bins.tar.xz of `bin/nuvec-bench`) and
@@ -429,6 +447,22 @@ if [ "$part" = 42 ]; then
 # `mlx/include/cutlass` from the mlx-cuda-13 wheel, which its quantized kernels compile with;
 # peers-pack leaves them out). nuvec and MLX's CUDA build on the headline cases, same call.
 mlx_headline nuvec
+exit 0
+fi
+if [ "$part" = 43 ]; then
+# The decoding attention's warps with at most four steps asking L2 for their later ones at
+# their start (the default; `NUVEC_ATTN_L2=0` without), on any card: the attention tests and
+# the seeds' with it, then the decoding cases by form in alternation, the copy in the call.
+t attn timeout 200 $T/gpu_attention-* --test-threads=2 &
+t fast timeout 200 $T/fast_ops-* --test-threads=4 attention &
+wait
+results attn fast
+grep -h -A3 panicked $OUT/*.log | head -8
+A="decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k"
+for i in 1 2; do
+  echo "== L2 requests"; timeout 60 $B --device gpu --budget 0.3 copy_32mib $A 2>&1 | tail -6
+  echo "== none"; NUVEC_ATTN_L2=0 timeout 60 $B --device gpu --budget 0.3 $A 2>&1 | tail -5
+done
 exit 0
 fi
 if [ "$part" = 37 ]; then

@@ -518,6 +518,53 @@ fn arange_matches_the_cpu_exactly() {
     }
 }
 
+/// `arange(0, n, 1)` of u32 and i32 is a view of a sequence the device keeps: each length
+/// counts from zero, growing the kept one leaves earlier views whole, and outputs and updates
+/// of such a view (whose buffer looks free to reuse) never write into the kept sequence.
+#[test]
+fn kept_counting_sequences_count_and_are_never_written() {
+    if !gpu_available() {
+        return;
+    }
+    let counting = |n: usize| (0..n).map(|i| i as f64).collect::<Vec<f64>>();
+    on(Device::gpu(0), || {
+        for dtype in [DType::U32, DType::I32] {
+            let short = arange(0.0, 7.0, 1.0, dtype).unwrap();
+            short.eval().unwrap();
+            for n in [1, 7, 4096, 4097, 70_000, 3] {
+                let a = arange(0.0, n as f64, 1.0, dtype).unwrap();
+                assert_eq!(values(&a), counting(n), "arange {n} {dtype}");
+            }
+            assert_eq!(
+                values(&short),
+                counting(7),
+                "{dtype}: a view from before the growth"
+            );
+            // Each would take its input's buffer if nothing else held it.
+            let plus = add(arange(0.0, 16.0, 1.0, dtype).unwrap(), 5).unwrap();
+            let want: Vec<f64> = (5..21).map(f64::from).collect();
+            assert_eq!(values(&plus), want, "{dtype}: arange + 5");
+            let updated = slice_update(
+                &arange(0.0, 16.0, 1.0, dtype).unwrap(),
+                &full(&[4], 100, dtype).unwrap(),
+                &[SliceArg::new(Some(2), Some(6), 1)],
+            )
+            .unwrap();
+            let mut want = counting(16);
+            want[2..6].fill(100.0);
+            assert_eq!(values(&updated), want, "{dtype}: slice_update");
+            for n in [16, 70_000] {
+                let a = arange(0.0, n as f64, 1.0, dtype).unwrap();
+                assert_eq!(
+                    values(&a),
+                    counting(n),
+                    "{dtype}: arange {n} after the writes"
+                );
+            }
+        }
+    });
+}
+
 #[test]
 fn concatenate_and_pad_match_the_cpu() {
     if !gpu_available() {

@@ -443,6 +443,7 @@ inline void nvqw_flag_wait(const u32* f) {
     std::abort();
   }
 }
+inline void nvqw_flag_clear(u32* f) { __atomic_store_n(f, 0u, __ATOMIC_RELAXED); }
 inline void nvqw_fence_gpu() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 // The knob flash_tma.cu reads (the command line may set it first).
 #ifndef NV_T_PINGPONG

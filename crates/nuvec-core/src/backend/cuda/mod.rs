@@ -45,7 +45,8 @@ mod tensor_map;
 pub(crate) mod timing;
 mod transfer;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, Mutex};
 
 use cudarc::driver::{CudaStream, result};
 
@@ -187,6 +188,36 @@ impl Place {
         data.buffer.device::<DeviceCopy>().is_some_and(|copy| {
             copy.ordinal == self.gpu.ordinal && copy.stream_id == self.stream_id
         })
+    }
+
+    /// At least `n` u32 counters kept for this stream, zero between launches: each is
+    /// cleared once, when allocated (queued on the stream before the launch that asks for
+    /// them), and every kernel that takes them sets each counter it moves back to zero before
+    /// it ends (the decoding attention's in-block merge, the quantized product's stream-K
+    /// flags). Kernels on one stream run one after the other, so they share them.
+    pub(crate) fn zeroed_counters(&self, n: usize) -> Result<u64> {
+        /// Per stream (the allocator's id, unique across devices): the block and its length.
+        type Counters = HashMap<usize, (alloc::DeviceBuffer, usize)>;
+        static COUNTERS: LazyLock<Mutex<Counters>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+        let mut map = COUNTERS
+            .lock()
+            .map_err(|_| Error::Device("cuda: the counters' lock is poisoned".into()))?;
+        if let Some((buffer, len)) = map.get(&self.stream_id)
+            && *len >= n
+        {
+            return Ok(buffer.ptr());
+        }
+        let len = n.next_power_of_two().max(1024);
+        let buffer = self.gpu.alloc.alloc(len * 4, self.stream_id)?;
+        // SAFETY: the block was just allocated with `len · 4` bytes for this stream; the memset
+        // is queued on it before any launch that reads the counters.
+        unsafe { result::memset_d8_async(buffer.ptr(), 0, len * 4, self.stream.cu_stream()) }
+            .map_err(|e| Error::Device(format!("cuda: zeroing counters: {e}")))?;
+        let ptr = buffer.ptr();
+        // A smaller block this replaces goes back to the allocator's cache for this stream,
+        // after the work queued on it.
+        map.insert(self.stream_id, (buffer, len));
+        Ok(ptr)
     }
 
     /// A new row-major output of `shape` and `dtype` on this device, and its address.

@@ -32,23 +32,29 @@
 //! `NUVEC_ATTN_SPLITS=n` forces the splits of long sequences. Through
 //! `NUVEC_KERNEL_DEFINES`, `NV_ATTN_MMA_BLOCKS=4` has the half types' kernel aim at four
 //! blocks a multiprocessor (three by default; the splits follow its occupancy).
+//!
+//! Where the splits leave a warp of the half types' kernel at most [`L2_STEPS`] steps (keys
+//! not paged, 16-byte loads, Hopper on), the warp first asks L2 for all of its later steps' rows
+//! (`cp.async.bulk.prefetch`): each step would otherwise wait a whole memory latency for its
+//! loads (`decode_b1_8k` 17.1-17.5 µs against 19.6-20.0 on an H100). Asking a few steps ahead
+//! of longer walks slowed the cases that already stream at the copy's speed (`decode_b8_8k`
+//! by 12%, `decode_b1_128k` by 28%), so they do not. `NUVEC_ATTN_L2=0` turns the requests
+//! off.
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, OnceLock};
 
-use cudarc::driver::result as driver_result;
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 
 use super::{CudaKernel, Place, flash, nested, with_copies};
 use crate::array::ArrayData;
-use crate::backend::cuda::alloc::DeviceBuffer;
 use crate::backend::cuda::elementwise::type_names;
 use crate::backend::cuda::launch::{Kernel, KernelKey, symbol};
 use crate::fast::attention::Attention;
 use crate::fast::paged::PagedAttention;
 use crate::fast::{Arg, kernel_sized};
 use crate::primitive::OutputSpec;
-use crate::{DType, Error, Result};
+use crate::{DType, Result};
 
 impl CudaKernel for Attention {
     /// The shapes MLX sends to its kernels (its `has_fused_kernel` and `use_fallback` rules,
@@ -207,6 +213,11 @@ const COMBINE_THREADS: usize = 256;
 const MIN_SPLIT_KEYS: usize = 128;
 /// The most splits of one sequence.
 const MAX_SPLITS: usize = 256;
+/// The most steps a warp of the half types' kernel may have for its later ones to be asked of
+/// L2 at its start (see the module's documentation).
+const L2_STEPS: usize = 4;
+/// Warps a block (`NV_ATTN_WARPS`).
+const WARPS: usize = THREADS as usize / 32;
 /// The types with a kernel.
 const TYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 /// The head sizes with a kernel (key and value rows alike).
@@ -239,6 +250,8 @@ struct AttnArgs {
     nchunks: i32,
     merge: i32,
     scale: f32,
+    l2_steps: i32,
+    pad: i32,
 }
 
 // SAFETY: `AttnArgs` is `repr(C)` plain data with the field order, types and alignment of
@@ -389,33 +402,11 @@ fn forced_splits() -> Option<usize> {
     })
 }
 
-/// Zeroed counters for the in-block merge, `n` at least, kept per (device, stream): the
-/// kernel's last block of a chunk sets its counter back to zero, so they are zeroed once, when
-/// allocated (on the stream, before the launch that uses them).
-fn counters(place: &Place, n: usize) -> Result<u64> {
-    /// Per (device ordinal, stream id): the block and the counters it holds.
-    type Counters = HashMap<(usize, usize), (DeviceBuffer, usize)>;
-    static COUNTERS: LazyLock<Mutex<Counters>> = LazyLock::new(|| Mutex::new(HashMap::new()));
-    let mut map = COUNTERS
-        .lock()
-        .map_err(|_| Error::Device("cuda: attention: the counters' lock is poisoned".into()))?;
-    let key = (place.gpu.ordinal, place.stream_id);
-    if let Some((buffer, len)) = map.get(&key)
-        && *len >= n
-    {
-        return Ok(buffer.ptr());
-    }
-    let len = n.next_power_of_two().max(1024);
-    let buffer = place.gpu.alloc.alloc(len * 4, place.stream_id)?;
-    // SAFETY: the block was just allocated with `len · 4` bytes for this stream; the memset is
-    // queued on it before any launch that reads the counters.
-    unsafe { driver_result::memset_d8_async(buffer.ptr(), 0, len * 4, place.stream.cu_stream()) }
-        .map_err(|e| Error::Device(format!("cuda: attention: zeroing counters: {e}")))?;
-    let ptr = buffer.ptr();
-    // A smaller block this replaces goes back to the allocator's cache for this stream, after
-    // the work queued on it.
-    map.insert(key, (buffer, len));
-    Ok(ptr)
+/// Whether a warp with few steps asks L2 for its later ones (`NUVEC_ATTN_L2=0` turns it off,
+/// for the comparison).
+fn l2_requests() -> bool {
+    static L2: OnceLock<bool> = OnceLock::new();
+    *L2.get_or_init(|| !std::env::var("NUVEC_ATTN_L2").is_ok_and(|v| v == "0"))
 }
 
 /// What both entry points hand to [`launch`].
@@ -625,6 +616,19 @@ fn launch(
     job.args.nsplit = nsplit as i32;
     job.args.nchunks = nchunks as i32;
     job.args.merge = i32::from(merge);
+    // A warp's steps: its share of the split's, which the block's warps take in turn.
+    let warp_steps = keys
+        .div_ceil(warp_keys(dtype, d))
+        .div_ceil(nsplit)
+        .div_ceil(WARPS);
+    let l2 = dtype != DType::F32
+        && d <= 256
+        && !job.paged
+        && job.vec
+        && place.gpu.props.arch.major >= 9
+        && warp_steps <= L2_STEPS
+        && l2_requests();
+    job.args.l2_steps = if l2 { warp_steps as i32 } else { 0 };
     let (out, out_ptr) = place.output(dtype, &outputs[0].0)?;
     let out_rows = job.batch * job.hq * lq;
     // Per row and split: the accumulator, then (max, sum).
@@ -638,7 +642,11 @@ fn launch(
         None
     };
     let (po, pml) = parts.as_ref().map_or((0, 0), |(o, m)| (o.ptr(), m.ptr()));
-    let counts = if merge { counters(place, units)? } else { 0 };
+    let counts = if merge {
+        place.zeroed_counters(units)?
+    } else {
+        0
+    };
     let [q, k, v, table, lengths] = job.ptrs;
     let config = LaunchConfig {
         // Row chunks fastest: the chunks of one head and split run side by side and share

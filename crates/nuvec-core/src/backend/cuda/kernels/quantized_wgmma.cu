@@ -38,7 +38,8 @@
 //   The owner waits on those flags and adds the slots in block order (no float atomics: the
 //   same result on every run), then stores. A block waits only on blocks before it, which
 //   start before it does, so the walk cannot wait on a block that never starts. The flags
-//   start at zero (the host clears them). Without SK, a block takes its own tile whole.
+//   (the stream's counters, `Place::zeroed_counters`) are zero at the launch, and the owner
+//   sets each it waited on back to zero. Without SK, a block takes its own tile whole.
 //
 // History, on an H100 at `qmm_512x14336x4096` (cuBLAS's bf16 product: 637-664 TFLOP/s):
 // - A first form had every thread load (cp.async) and multiply, with a block barrier a step:
@@ -188,6 +189,9 @@ __device__ __forceinline__ void nvqw_flag_wait(const u32* f) {
   do {
     asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(f) : "memory");
   } while (v == 0);
+}
+__device__ __forceinline__ void nvqw_flag_clear(u32* f) {
+  asm volatile("st.relaxed.gpu.global.u32 [%0], %1;\n" ::"l"(f), "r"(0u) : "memory");
 }
 __device__ __forceinline__ void nvqw_fence_gpu() { __threadfence(); }
 // } nuvec-emulation
@@ -519,6 +523,8 @@ __device__ __forceinline__ void nvqw_qmm(const NvTmap* xm, const NvTmap* wm, con
         const float* slot = a.part + c * ACC * 256;
 #pragma unroll
         for (int i = 0; i < ACC; ++i) acc[i] += nvqw_part_load(slot + i * 256 + tid);
+        // This block alone waits on flag c: back to zero for the stream's next launch.
+        if (tid == 0) nvqw_flag_clear(a.flags + c);
       }
     }
     // No copy is in flight over the staging: without SK every load has been waited for, with

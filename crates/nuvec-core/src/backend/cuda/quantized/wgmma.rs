@@ -37,7 +37,7 @@ use super::super::tensor_map::{self, Swizzle, TensorMap};
 use super::{COMMON, aligned_operands, group_shift};
 use crate::array::ArrayData;
 use crate::primitive::OutputSpec;
-use crate::{DType, Error, Result};
+use crate::{DType, Result};
 
 const WGMMA: &str = include_str!("../kernels/quantized_wgmma.cu");
 const BULK: &str = include_str!("../kernels/fast/bulk.cuh");
@@ -242,7 +242,7 @@ pub(super) fn matmul(
         flags: 0,
     };
     let mut grid = (gx as u32, gy as u32);
-    // The walk's slots and flags, held until the launch is queued.
+    // The walk's slots, held until the launch is queued.
     let mut _scratch = None;
     if walk {
         let (blocks, scratch) = stream_k_scratch(place, &mut args, gx * gy, k, bx)?;
@@ -270,27 +270,22 @@ pub(super) fn matmul(
 
 /// The stream-K walk's blocks (one a multiprocessor, or one a unit where there are fewer
 /// units: pairs of steps of 64 values, `tiles` times) and scratch: a slot of `bx / 2` f32
-/// sums a consumer thread and a flag a block, cleared on the stream. Fills in `args`.
+/// sums a consumer thread, and a flag a block from the stream's zeroed counters (the owner of
+/// each cut tile sets the flags it waited on back to zero). Fills in `args`.
 fn stream_k_scratch(
     place: &Place,
     args: &mut WgArgs,
     tiles: usize,
     k: usize,
     bx: usize,
-) -> Result<(u32, [ArrayData; 2])> {
+) -> Result<(u32, ArrayData)> {
     let units = tiles * k.div_ceil(64).div_ceil(2);
     let blocks = units.min(place.gpu.props.sms as usize).max(1);
     let (part, part_at) = place.output(DType::F32, &[blocks * bx / 2 * 256])?;
-    let (flags, flags_at) = place.output(DType::U32, &[blocks])?;
-    // SAFETY: `flags` was just allocated with `blocks` u32 on this stream.
-    unsafe {
-        cudarc::driver::result::memset_d8_async(flags_at, 0, blocks * 4, place.stream.cu_stream())
-    }
-    .map_err(|e| Error::Device(format!("cuda: quantized: clearing flags: {e}")))?;
     args.units = units as i64;
     args.part = part_at;
-    args.flags = flags_at;
-    Ok((blocks as u32, [part, flags]))
+    args.flags = place.zeroed_counters(blocks)?;
+    Ok((blocks as u32, part))
 }
 
 /// The launch: the tensor maps of x and w, the addresses of the scales, the biases and y.
@@ -310,10 +305,10 @@ fn launch(
     // kernel reads scales of rows below `n` and packs below `k`, writes outputs below `m` and
     // `n`, and takes the shared memory `matmul` sized for its shape and walk, allowed by the
     // caller. With the stream-K walk, block c of the grid writes only slot c of `args.part`
-    // (`bx / 2` sums of 256 threads) and flag c of `args.flags`, cleared before on this
-    // stream, and waits only on earlier blocks' flags. The arguments match `qmmwg_*`. The
-    // caller holds the arrays until the work is queued and the allocator keeps their blocks
-    // for this stream.
+    // (`bx / 2` sums of 256 threads) and raises only flag c of `args.flags` (the stream's
+    // counters, zero at the launch), and waits only on earlier blocks' flags, each of which
+    // it sets back to zero once read. The arguments match `qmmwg_*`. The caller holds the
+    // arrays until the work is queued and the allocator keeps their blocks for this stream.
     unsafe { f.launch(&place.stream, cfg, &params) }
 }
 

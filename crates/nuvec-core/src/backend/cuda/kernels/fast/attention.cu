@@ -74,6 +74,8 @@ struct NvAttn {
   i32 nchunks;       // row chunks per key head
   i32 merge;         // 1: the last split block of a chunk merges the splits (no second kernel)
   float scale;       // the score scale times log2(e)
+  i32 l2_steps;      // tensor-core forms: a warp's first steps asked of L2 at its start (0, 1: none)
+  i32 pad;
 };
 
 // The sequence's key count.
@@ -639,6 +641,22 @@ __device__ __forceinline__ void nv_attn_mma_fetch(uint4 (&into)[KH][CI], const T
   }
 }
 
+// Asks L2 for the key and value rows of the warp step from key st (lane l < KS: key st + l,
+// when before the split's end); rows start 16-byte aligned in the 16-byte forms.
+template <typename T, int D, int KS, bool PAGED>
+__device__ __forceinline__ void nv_attn_l2_step(const T* __restrict__ k, const T* __restrict__ v,
+                                                i64 st, i64 end, const i32* entries, i64 k_head,
+                                                i64 v_head, const NvAttn& a) {
+  const int lane = threadIdx.x & 31;
+  const i64 j = st + lane;
+  if (lane < KS && j < end) {
+    i64 kr, vr;
+    nv_attn_rows<PAGED>(j, entries, k_head, v_head, a, kr, vr);
+    nv_l2_prefetch(k + kr, D * (u32)sizeof(T));
+    nv_l2_prefetch(v + vr, D * (u32)sizeof(T));
+  }
+}
+
 // The start of a tensor-core warp's work on its block: the chunk's query rows as B fragments
 // (features from f0), the rows' last keys capped at the split's end, and an empty softmax
 // state and accumulators.
@@ -799,6 +817,15 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
   if (NV_ATTN_PREFETCH && first < end) {
     fetch(first, true, kc);
     fetch(first, false, vc);
+  }
+  // Where a warp has only a few steps (the host's choice: batch-1 splits), each would wait a
+  // full memory latency for its registers' loads: its later steps are asked of L2 at once
+  // (Hopper's bulk prefetch), so that their rows stream in behind the first's.
+  if (VEC) {
+#pragma unroll 1
+    for (int i = 1; i < a.l2_steps; ++i)
+      nv_attn_l2_step<T, D, KS, PAGED>(k, v, first + (i64)i * STEP, end, entries, k_head, v_head,
+                                       a);
   }
   for (i64 step = first; step < end; step += STEP) {
     if (!NV_ATTN_PREFETCH) {
