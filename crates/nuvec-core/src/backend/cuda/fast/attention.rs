@@ -33,13 +33,14 @@
 //! `NUVEC_KERNEL_DEFINES`, `NV_ATTN_MMA_BLOCKS=4` has the half types' kernel aim at four
 //! blocks a multiprocessor (three by default; the splits follow its occupancy).
 //!
-//! Where the splits leave a warp of the half types' kernel at most [`L2_STEPS`] steps (keys
-//! not paged, 16-byte loads, Hopper on), the warp first asks L2 for all of its later steps' rows
-//! (`cp.async.bulk.prefetch`): each step would otherwise wait a whole memory latency for its
-//! loads (`decode_b1_8k` 17.1-17.5 µs against 19.6-20.0 on an H100). Asking a few steps ahead
-//! of longer walks slowed the cases that already stream at the copy's speed (`decode_b8_8k`
-//! by 12%, `decode_b1_128k` by 28%), so they do not. `NUVEC_ATTN_L2=0` turns the requests
-//! off.
+//! `NUVEC_ATTN_L2=1` has a warp of the half types' kernel that the splits leave at most
+//! [`L2_STEPS`] steps (keys not paged, 16-byte loads, Hopper on) first ask L2 for all of its
+//! later steps' rows (`cp.async.bulk.prefetch`, a request a run of rows), so that each step
+//! does not wait a whole memory latency for its loads. It is off by default: `decode_b1_8k`
+//! took 17.1-17.5 µs with it on two H100s, against 19.6-20.0 without on the first and
+//! 15.4-16.4 on the second (seventeenth session). Asking a few steps ahead of longer walks
+//! slowed the cases that already stream at the copy's speed (`decode_b8_8k` by 9-12%,
+//! `decode_b1_128k` by 18-28%).
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, OnceLock};
@@ -214,7 +215,7 @@ const MIN_SPLIT_KEYS: usize = 128;
 /// The most splits of one sequence.
 const MAX_SPLITS: usize = 256;
 /// The most steps a warp of the half types' kernel may have for its later ones to be asked of
-/// L2 at its start (see the module's documentation).
+/// L2 at its start, when asked (see the module's documentation).
 const L2_STEPS: usize = 4;
 /// Warps a block (`NV_ATTN_WARPS`).
 const WARPS: usize = THREADS as usize / 32;
@@ -402,11 +403,11 @@ fn forced_splits() -> Option<usize> {
     })
 }
 
-/// Whether a warp with few steps asks L2 for its later ones (`NUVEC_ATTN_L2=0` turns it off,
-/// for the comparison).
+/// Whether a warp with few steps asks L2 for its later ones (`NUVEC_ATTN_L2=1`; see the
+/// module's documentation).
 fn l2_requests() -> bool {
     static L2: OnceLock<bool> = OnceLock::new();
-    *L2.get_or_init(|| !std::env::var("NUVEC_ATTN_L2").is_ok_and(|v| v == "0"))
+    *L2.get_or_init(|| std::env::var("NUVEC_ATTN_L2").is_ok_and(|v| v == "1"))
 }
 
 /// What both entry points hand to [`launch`].

@@ -74,7 +74,7 @@ struct NvAttn {
   i32 nchunks;       // row chunks per key head
   i32 merge;         // 1: the last split block of a chunk merges the splits (no second kernel)
   float scale;       // the score scale times log2(e)
-  i32 l2_steps;      // tensor-core forms: a warp's first steps asked of L2 at its start (0, 1: none)
+  i32 l2_steps;      // half types: a warp's first steps asked of L2 at its start (0, 1: none)
   i32 pad;
 };
 
@@ -641,13 +641,22 @@ __device__ __forceinline__ void nv_attn_mma_fetch(uint4 (&into)[KH][CI], const T
   }
 }
 
-// Asks L2 for the key and value rows of the warp step from key st (lane l < KS: key st + l,
-// when before the split's end); rows start 16-byte aligned in the 16-byte forms.
+// Asks L2 for the key and value rows of the warp step from key st (those before the split's
+// end; rows start 16-byte aligned in the 16-byte forms): where a head's rows follow each other
+// (not paged), lane 0 asks for each run at once; else lane l < KS asks for key st + l's rows.
 template <typename T, int D, int KS, bool PAGED>
 __device__ __forceinline__ void nv_attn_l2_step(const T* __restrict__ k, const T* __restrict__ v,
                                                 i64 st, i64 end, const i32* entries, i64 k_head,
                                                 i64 v_head, const NvAttn& a) {
   const int lane = threadIdx.x & 31;
+  if (!PAGED && a.k_strides[2] == D && a.v_strides[2] == D) {
+    const i64 n = end - st < KS ? end - st : KS;
+    if (lane == 0 && n > 0) {
+      nv_l2_prefetch(k + k_head + st * D, (u32)(n * D * (i64)sizeof(T)));
+      nv_l2_prefetch(v + v_head + st * D, (u32)(n * D * (i64)sizeof(T)));
+    }
+    return;
+  }
   const i64 j = st + lane;
   if (lane < KS && j < end) {
     i64 kr, vr;
@@ -818,9 +827,9 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
     fetch(first, true, kc);
     fetch(first, false, vc);
   }
-  // Where a warp has only a few steps (the host's choice: batch-1 splits), each would wait a
-  // full memory latency for its registers' loads: its later steps are asked of L2 at once
-  // (Hopper's bulk prefetch), so that their rows stream in behind the first's.
+  // Where the host asks (`NUVEC_ATTN_L2=1`, a warp of a few steps), its later steps are asked
+  // of L2 at once (Hopper's bulk prefetch), so that their rows stream in behind the first's
+  // rather than each step waiting a full memory latency for its registers' loads.
   if (VEC) {
 #pragma unroll 1
     for (int i = 1; i < a.l2_steps; ++i)
