@@ -369,6 +369,15 @@ fn splits(keys: usize, units: usize, wave: usize, step: usize) -> usize {
     best
 }
 
+/// The most warp steps (of `step` keys) a warp of a block takes when a sequence of `keys` keys
+/// is cut into `nsplit` splits: a split's share of the steps (`nv_attn_bounds`), which the
+/// block's [`WARPS`] warps take in turn.
+fn warp_steps(keys: usize, step: usize, nsplit: usize) -> usize {
+    keys.div_ceil(step.max(1))
+        .div_ceil(nsplit.max(1))
+        .div_ceil(WARPS)
+}
+
 /// Blocks of `f` (of [`THREADS`] threads) one multiprocessor holds at once, asked of the
 /// driver once per kernel.
 fn resident(key: &KernelKey, f: &Kernel) -> Result<usize> {
@@ -617,11 +626,7 @@ fn launch(
     job.args.nsplit = nsplit as i32;
     job.args.nchunks = nchunks as i32;
     job.args.merge = i32::from(merge);
-    // A warp's steps: its share of the split's, which the block's warps take in turn.
-    let warp_steps = keys
-        .div_ceil(warp_keys(dtype, d))
-        .div_ceil(nsplit)
-        .div_ceil(WARPS);
+    let warp_steps = warp_steps(keys, warp_keys(dtype, d), nsplit);
     let l2 = dtype != DType::F32
         && d <= 256
         && !job.paged
@@ -761,6 +766,34 @@ mod tests {
             assert!((n - 1) * per < steps, "{keys} keys: split {n} empty");
             assert!(n == 1 || keys / n >= MIN_SPLIT_KEYS / 2);
         }
+    }
+
+    #[test]
+    fn warp_steps_count_the_kernels_walk() {
+        // The kernel's walk, step by step: split s takes keys [s·per·step, ...) up to the
+        // sequence's end, and warp w its steps w, w + WARPS, ...
+        let walked = |keys: usize, step: usize, nsplit: usize| {
+            let per = keys.div_ceil(step).div_ceil(nsplit) * step;
+            let mut most = 0;
+            for s in 0..nsplit {
+                let (start, end) = ((s * per).min(keys), ((s + 1) * per).min(keys));
+                for w in 0..WARPS {
+                    let n = (start + w * step..end).step_by(WARPS * step).count();
+                    most = most.max(n);
+                }
+            }
+            most
+        };
+        for (keys, step, nsplit) in [
+            (8192, 16, 48),
+            (8192, 16, 6),
+            (1000, 16, 1),
+            (131_072, 8, 77),
+        ] {
+            assert_eq!(warp_steps(keys, step, nsplit), walked(keys, step, nsplit));
+        }
+        // One sequence of 8k keys over 48 splits: three steps a warp.
+        assert_eq!(warp_steps(8192, 16, 48), 3);
     }
 
     #[test]
