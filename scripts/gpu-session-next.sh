@@ -351,13 +351,13 @@ survey() {
   local Q="qmv_14336x4096 qmm_512x14336x4096 qmm_1024x14336x4096 qmm_4096x14336x4096 moe_qmv_1 moe_qmv_64"
   local R="copy rms_norm add_rms_norm layer_norm rms_norm_vjp softmax logsumexp cross_entropy rope"
   local S="sdpa_causal_4k sdpa_full_4k sdpa_causal_8k_d64 sdpa_causal_16k"
-  local D="copy_32mib decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k paged_decode_b8_8k paged_decode_b64_4k gated_delta_decode gated_delta_prefill"
-  echo "== nuvec"; timeout "$2" $B --device gpu --budget "$1" --json $OUT/nuvec.json $R $S $D $Q 2>&1 | tail -36
+  local D="copy_32mib decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k paged_decode_b8_8k paged_decode_b64_4k gated_delta_decode gated_delta_prefill gated_delta_prefill_16k"
+  echo "== nuvec"; timeout "$2" $B --device gpu --budget "$1" --json $OUT/nuvec.json $R $S $D $Q 2>&1 | tail -37
   echo "== torch"; timeout 110 python3 bench/peers/torch_bench.py --json $OUT/torch.json $R $S \
     decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k $Q 2>&1 | tail -24
   echo "== liger"; timeout 60 python3 bench/peers/liger_bench.py --json $OUT/liger.json $R 2>&1 | tail -9
   echo "== fla"; timeout 60 python3 bench/peers/fla_bench.py --json $OUT/fla.json gated_delta_decode \
-    gated_delta_prefill 2>&1 | tail -2
+    gated_delta_prefill gated_delta_prefill_16k 2>&1 | tail -3
 }
 if [ "$part" = 26 ]; then
 # The H200's survey of every headline case against every peer but MLX, in one call (with

@@ -1,10 +1,10 @@
 """The gated delta rule cases of BENCH-CASES.md in flash-linear-attention (`fla-core`: Triton
 kernels, pure Python): `gated_delta_decode` through `fused_recurrent_gated_delta_rule` (one
-step of 64 sequences) and `gated_delta_prefill` through `chunk_gated_delta_rule` (4096 steps of
-one), on the shapes nuvec-bench uses: q and k `[B, T, 16, 128]`, v `[B, T, 32, 128]` in bf16,
-the gates and the state in f32, the state `[B, Hv, Dk, Dv]` as fla lays it out, `scale=1.0`
-(nuvec's rule does not scale the queries). The other cases report "unavailable". See
-harness.py for the command line and JSON.
+step of 64 sequences), `gated_delta_prefill` and `gated_delta_prefill_16k` through
+`chunk_gated_delta_rule` (4,096 and 16,384 steps of one), on the shapes nuvec-bench uses: q
+and k `[B, T, 16, 128]`, v `[B, T, 32, 128]` in bf16, the gates and the state in f32, the
+state `[B, Hv, Dk, Dv]` as fla lays it out, `scale=1.0` (nuvec's rule does not scale the
+queries). The other cases report "unavailable". See harness.py for the command line and JSON.
 
     python3 bench/peers/fla_bench.py [--json FILE] [--repeat N] [CASE...]
 
@@ -46,13 +46,17 @@ def decode():
         q, k, v, g=g, beta=beta, scale=1.0, initial_state=state, output_final_state=True)
 
 
-def prefill():
-    q, k, v, g, beta, state = inputs(1, 4096)
+def prefill(t):
+    q, k, v, g, beta, state = inputs(1, t)
     return lambda: chunk_gated_delta_rule(
         q, k, v, g, beta, scale=1.0, initial_state=state, output_final_state=True)
 
 
-SETUPS = {"gated_delta_decode": decode, "gated_delta_prefill": prefill}
+SETUPS = {
+    "gated_delta_decode": decode,
+    "gated_delta_prefill": lambda: prefill(4096),
+    "gated_delta_prefill_16k": lambda: prefill(16384),
+}
 
 
 if __name__ == "__main__":

@@ -183,6 +183,7 @@ GPU_SPECS = [
     ("gated_delta_decode", "B64 T1 Hk16 Hv32 D128, f32 state", "bf16", "GB/s",
      2 * 64 * 32 * 128 * 128 * 4, 100, 5),
     ("gated_delta_prefill", "B1 T4096 Hk16 Hv32 D128", "bf16", "tokens/s", 4096, 20, 3),
+    ("gated_delta_prefill_16k", "B1 T16384 Hk16 Hv32 D128", "bf16", "tokens/s", 16384, 20, 3),
     ("tiny_op_chain", "1000 x ([1] + [1])", "f32", "us/op", CHAIN, 50, 5),
     # one training step (forward, backward, AdamW) of nuvec-nn's `train` example, its model and
     # default batch (crates/nuvec-bench/src/cases/train.rs); the work is the input tokens

@@ -1,7 +1,8 @@
 //! Attention on the GPU: `sdpa_*` (prefill, bf16, causal or not), `decode_*` (one query
 //! token against a cache, grouped-query), `paged_decode_*` (the same from a paged cache of
 //! blocks of 16 in shuffled order) and the gated delta rule (`gated_delta_decode`, one
-//! step for 64 sequences; `gated_delta_prefill`, 4096 steps of one).
+//! step for 64 sequences; `gated_delta_prefill` and `gated_delta_prefill_16k`, 4,096 and
+//! 16,384 steps of one).
 
 use nuvec_core::DType;
 use nuvec_core::fast::{self, AttentionMask};
@@ -374,4 +375,8 @@ pub(super) fn gated_delta_decode() -> Result<Prepared, Skip> {
 
 pub(super) fn gated_delta_prefill() -> Result<Prepared, Skip> {
     gated_delta(1, 4096, false)
+}
+
+pub(super) fn gated_delta_prefill_16k() -> Result<Prepared, Skip> {
+    gated_delta(1, 16384, false)
 }

@@ -27,7 +27,8 @@ pub(crate) const BF16: usize = 2;
 /// Bytes of an f32.
 pub(crate) const F32: usize = 4;
 
-/// Every GPU case, in the order of BENCH-CASES.md's GPU table.
+/// Every GPU case, in the order of BENCH-CASES.md's GPU table, with the issues' own cases
+/// beside their kin (`copy_32mib`, `gated_delta_prefill_16k`, the quantized products).
 pub fn gpu() -> Vec<Case> {
     use Unit::{GBps, TFlops, TokensPerS, Us, UsPerOp};
     type Row = (
@@ -445,6 +446,15 @@ pub fn gpu() -> Vec<Case> {
             20,
             3,
             attention::gated_delta_prefill,
+        ),
+        (
+            "gated_delta_prefill_16k",
+            "B1 T16384 Hk16 Hv32 D128",
+            "bf16",
+            TokensPerS,
+            20,
+            3,
+            attention::gated_delta_prefill_16k,
         ),
         (
             "tiny_op_chain",
