@@ -53,8 +53,10 @@
 # on an H100 on 2026-12-07, seventeenth session, as did part 43's first forms (L2 requests by
 # knob) and part 44 (the requests by form; both removed, their results in BENCHMARKS.md). Part
 # 42: part 27's MLX run alone. Part 43: the decoding attention's L2 requests against none.
-# Next, on an H200 (with `gpu_flash` and `gpu_index` packed): 26, 43, 39 and 27, then 42
-# (MLX), 37, 24, 17, 22.
+# Part 45: L1 requests ahead of the decoding products' and the decoding attention's loads, by
+# distance (any card).
+# Next, on an H200 (with `gpu_flash` and `gpu_index` packed): 26, 45, 43, 39 and 27, then 42
+# (MLX), 37, 24, 17, 22; on an H100, 45.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -464,6 +466,30 @@ A="decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k"
 for i in 1 2 3; do
   echo "== none"; timeout 60 $B --device gpu --budget 0.2 copy_32mib $A 2>&1 | tail -5
   echo "== L2 requests"; NUVEC_ATTN_L2=1 timeout 60 $B --device gpu --budget 0.2 $A 2>&1 | tail -4
+done
+exit 0
+fi
+if [ "$part" = 45 ]; then
+# L1 requests ahead of a warp's loads (kernel defines, off by default), on any card: the
+# decoding quantized products' chunks (`NVQM_AHEAD`: registers hold one to two chunks of a
+# warp's rows in flight, SASS) and the decoding attention's steps (`NV_ATTN_L1_AHEAD`); the
+# gathered products' and the attention tests with them on, then the cases by distance in
+# alternation, the copy in the call.
+K="NVQM_AHEAD=2 NV_ATTN_L1_AHEAD=2"
+t gather env NUVEC_KERNEL_DEFINES="$K" timeout 150 $T/gpu_gather_qmm-* --test-threads=2 &
+t attn env NUVEC_KERNEL_DEFINES="$K" timeout 150 $T/gpu_attention-* --test-threads=3 &
+t quant env NUVEC_KERNEL_DEFINES="$K" timeout 150 $T/gpu_quantized-* --test-threads=3 decoding &
+wait
+results gather attn quant
+grep -h -A3 panicked $OUT/*.log | head -8
+Q="qmv_14336x4096 moe_qmv_64 moe_qmv_1"
+A="decode_b1_8k decode_b8_8k decode_b1_128k"
+for i in 1 2; do
+  echo "== none"; timeout 60 $B --device gpu --budget 0.2 copy_32mib $Q $A 2>&1 | tail -7
+  for d in 1 2 4; do
+    echo "== ahead $d"; NUVEC_KERNEL_DEFINES="NVQM_AHEAD=$d NV_ATTN_L1_AHEAD=$d" timeout 60 $B \
+      --device gpu --budget 0.2 $Q $A 2>&1 | tail -6
+  done
 done
 exit 0
 fi

@@ -276,7 +276,7 @@ fn decoding_kernel_matches_attention_and_reads_paged_caches_alike() {
             ("attention_wide.cu", ATTENTION_WIDE),
         ],
         include_str!("emulation/attention.cpp"),
-        &[&[], &["NV_ATTN_PREFETCH=0"]],
+        &[&[], &["NV_ATTN_PREFETCH=0"], &["NV_ATTN_L1_AHEAD=2"]],
     );
 }
 
@@ -296,7 +296,7 @@ fn quantized_mv_mma_kernel_matches_the_product_in_double() {
         "quantized_mv_mma",
         &[("quantized_mv_mma.cu", QUANTIZED_MV_MMA)],
         include_str!("emulation/quantized_mv_mma.cpp"),
-        &[&[], &["NVQM_UNROLL=1"]],
+        &[&[], &["NVQM_UNROLL=1"], &["NVQM_AHEAD=2"]],
     );
 }
 
@@ -311,7 +311,7 @@ fn gathered_quantized_kernels_match_gather_qmm_in_double() {
             ("quantized_tiled.cu", QUANTIZED_TILED),
         ],
         include_str!("emulation/quantized_gather.cpp"),
-        &[&[]],
+        &[&[], &["NVQM_AHEAD=3"]],
     );
 }
 

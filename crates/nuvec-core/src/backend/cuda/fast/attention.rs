@@ -31,7 +31,9 @@
 //! splits (no second kernel; counters kept per stream, set back to zero by the kernel), and
 //! `NUVEC_ATTN_SPLITS=n` forces the splits of long sequences. Through
 //! `NUVEC_KERNEL_DEFINES`, `NV_ATTN_MMA_BLOCKS=4` has the half types' kernel aim at four
-//! blocks a multiprocessor (three by default; the splits follow its occupancy).
+//! blocks a multiprocessor (three by default; the splits follow its occupancy), and
+//! `NV_ATTN_L1_AHEAD=d` has its warps ask L1 for their key and value rows `d` steps ahead of
+//! their loads (keys not paged; 0, off, by default until timed).
 //!
 //! `NUVEC_ATTN_L2=1` has a warp of the half types' kernel that the splits leave at most
 //! [`L2_STEPS`] steps (keys not paged, 16-byte loads, Hopper on) first ask L2 for all of its

@@ -172,3 +172,15 @@ __device__ __forceinline__ void nv_l2_prefetch(const void* p, u32 bytes) {
   (void)p;
   (void)bytes;
 }
+
+// Asks L1 for the line holding `p` without waiting (`prefetch.global.L1`), so that a later
+// load of it finds it there: bytes on their way for a streaming loop without registers held
+// for them. A hint.
+__device__ __forceinline__ void nv_l1_prefetch(const void* p) {
+#if defined(__CUDA_ARCH__)
+// nuvec-emulation: device only (a hint, nothing to stand in for) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+// } nuvec-emulation
+#endif
+  (void)p;
+}

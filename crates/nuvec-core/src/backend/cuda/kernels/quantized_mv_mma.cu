@@ -29,7 +29,15 @@
 //
 // Knobs (`NUVEC_KERNEL_DEFINES`): NVQM_UNROLL (chunks a warp's loop unrolls, so that their
 // loads are in flight together: 4 read `qmv_14336x4096` at 2,368 GB/s on the H200, 2 at
-// 2,306) and NVQM_MINB (blocks a multiprocessor the register budget aims at).
+// 2,306), NVQM_MINB (blocks a multiprocessor the register budget aims at) and NVQM_AHEAD
+// (below).
+//
+// Loads in flight: at 128 registers a thread ptxas issues a chunk's loads while the chunk
+// before finishes its products (SASS), so a warp keeps one to two chunks of its rows (2 to 3
+// KB) on their way; at the H200's bandwidth and latency a multiprocessor needs about 50 KB in
+// flight, its 16 warps hold half that. NVQM_AHEAD = d > 0 has each warp ask L1 for its rows'
+// packs d chunks ahead of the one it loads (a prefetch a row from the lane that reads the
+// row's first pack: no register waits on it), so d more chunks a warp are on their way.
 
 #define NVQM_WARPS 8
 #ifndef NVQM_UNROLL
@@ -37,6 +45,9 @@
 #endif
 #ifndef NVQM_MINB
 #define NVQM_MINB 2
+#endif
+#ifndef NVQM_AHEAD
+#define NVQM_AHEAD 0
 #endif
 #define NVQM_STR(x) #x
 #define NVQM_PRAGMA(x) _Pragma(NVQM_STR(x))
@@ -149,8 +160,18 @@ __device__ __forceinline__ void nvqm_sums(const uint4* __restrict__ w,
 #pragma unroll
     for (int e = 0; e < 4; ++e) c[r][e] = 0.0f;
   const int chunks = (packs + 3) >> 2;
+  // The L1 requests (NVQM_AHEAD): chunk c's pack of each row, from lane t = 0 of each row.
+  auto ask = [&](int c) {
+    if (NVQM_AHEAD > 0 && t == 0 && c < chunks) {
+#pragma unroll
+      for (int h = 0; h < 2 * R; ++h) nv_l1_prefetch(wr[h] + 4 * c);
+    }
+  };
+#pragma unroll
+  for (int d = 1; d < NVQM_AHEAD; ++d) ask(slice + d * S);
   NVQM_PRAGMA(unroll NVQM_UNROLL)
   for (int ch = slice; ch < chunks; ch += S) {
+    ask(ch + NVQM_AHEAD * S);
     const int p = 4 * ch + t;
     const bool pin = p < packs;
     const int pc = pin ? p : packs - 1;

@@ -29,7 +29,9 @@
 //! - `NUVEC_QMV_MMA_SHAPE=R,S` picks the instantiated tiles of 16 rows a warp (`R`) and slices
 //!   of the inner axis a block of 8 warps (`S`) among [`SHAPES`] (by default `2,4`), and
 //!   `NUVEC_GQMV_MMA_SHAPE` the gathered form's (by default [`gathered_shape`]'s choice);
-//! - `NUVEC_KERNEL_DEFINES` sets the kernel's `NVQM_UNROLL` and `NVQM_MINB`.
+//! - `NUVEC_KERNEL_DEFINES` sets the kernel's `NVQM_UNROLL`, `NVQM_MINB` and `NVQM_AHEAD`
+//!   (each warp asks L1 for its rows' packs that many chunks ahead of its loads; 0, off, by
+//!   default until timed: the kernel's header says why).
 
 use std::sync::OnceLock;
 

@@ -48,6 +48,12 @@
 #ifndef NV_ATTN_PREFETCH
 #define NV_ATTN_PREFETCH 1
 #endif
+// Tunable: steps ahead of its loads that a warp of the tensor-core kernel asks L1 for its key
+// and value rows (0: none; keys not paged). Its registers hold one step's rows in flight
+// beside the step it multiplies; the requests put more on their way with no register waiting.
+#ifndef NV_ATTN_L1_AHEAD
+#define NV_ATTN_L1_AHEAD 0
+#endif
 
 // Mirrors `AttnArgs` in `attention.rs` (repr(C)): all 64-bit fields first.
 struct NvAttn {
@@ -666,6 +672,25 @@ __device__ __forceinline__ void nv_attn_l2_step(const T* __restrict__ k, const T
   }
 }
 
+// Asks L1 for the key and value rows of the warp step from key st (NV_ATTN_L1_AHEAD; keys not
+// paged): lane l takes line l % L of key st + l / L (L lines a row), up to the split's end.
+template <typename T, int D, int KS>
+__device__ __forceinline__ void nv_attn_l1_step(const T* __restrict__ k, const T* __restrict__ v,
+                                                i64 st, i64 end, i64 k_head, i64 v_head,
+                                                const NvAttn& a) {
+  constexpr int L = (D * (int)sizeof(T) + 127) / 128;
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = lane; i < KS * L; i += 32) {
+    const i64 j = st + i / L;
+    if (j < end) {
+      const int off = (i % L) * (128 / (int)sizeof(T));
+      nv_l1_prefetch(k + k_head + j * a.k_strides[2] + off);
+      nv_l1_prefetch(v + v_head + j * a.v_strides[2] + off);
+    }
+  }
+}
+
 // The start of a tensor-core warp's work on its block: the chunk's query rows as B fragments
 // (features from f0), the rows' last keys capped at the split's end, and an empty softmax
 // state and accumulators.
@@ -836,7 +861,15 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
       nv_attn_l2_step<T, D, KS, PAGED>(k, v, first + (i64)i * STEP, end, entries, k_head, v_head,
                                        a);
   }
+  if (!PAGED && NV_ATTN_L1_AHEAD > 0) {
+#pragma unroll
+    for (int i = 1; i < NV_ATTN_L1_AHEAD; ++i)
+      nv_attn_l1_step<T, D, KS>(k, v, first + (i64)i * STEP, end, k_head, v_head, a);
+  }
   for (i64 step = first; step < end; step += STEP) {
+    if (!PAGED && NV_ATTN_L1_AHEAD > 0)
+      nv_attn_l1_step<T, D, KS>(k, v, step + (i64)NV_ATTN_L1_AHEAD * STEP, end, k_head, v_head,
+                                a);
     if (!NV_ATTN_PREFETCH) {
       fetch(step, true, kc);
       fetch(step, false, vc);
