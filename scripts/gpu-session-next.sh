@@ -54,7 +54,7 @@
 # knob) and part 44 (the requests by form; both removed, their results in BENCHMARKS.md). Part
 # 42: part 27's MLX run alone. Part 43: the decoding attention's L2 requests against none.
 # Part 45: L1 requests ahead of the decoding products' and the decoding attention's loads, by
-# distance (any card).
+# distance (any card); part 46 its timings alone, one round.
 # Next, on an H200 (with `gpu_flash` and `gpu_index` packed): 26, 45, 43, 39 and 27, then 42
 # (MLX), 37, 24, 17, 22; on an H100, 45.
 set -u
@@ -491,6 +491,18 @@ for i in 1 2; do
       --device gpu --budget 0.2 $Q $A 2>&1 | tail -6
   done
 done
+exit 0
+fi
+if [ "$part" = 46 ]; then
+# Part 45's timings alone, one round (for the tail of a short lease): none, then the L1
+# requests 2 and 4 chunks or steps ahead, then none again.
+Q="copy_32mib qmv_14336x4096 moe_qmv_64 decode_b1_8k decode_b8_8k"
+echo "== none"; timeout 40 $B --device gpu --budget 0.2 $Q 2>&1 | tail -5
+for d in 2 4; do
+  echo "== ahead $d"; NUVEC_KERNEL_DEFINES="NVQM_AHEAD=$d NV_ATTN_L1_AHEAD=$d" timeout 40 $B \
+    --device gpu --budget 0.2 $Q 2>&1 | tail -5
+done
+echo "== none again"; timeout 40 $B --device gpu --budget 0.2 $Q 2>&1 | tail -5
 exit 0
 fi
 if [ "$part" = 37 ]; then
