@@ -684,9 +684,11 @@ __device__ __forceinline__ void nv_attn_l1_step(const T* __restrict__ k, const T
   for (int i = lane; i < KS * L; i += 32) {
     const i64 j = st + i / L;
     if (j < end) {
+      i64 kr, vr;
+      nv_attn_rows<false>(j, nullptr, k_head, v_head, a, kr, vr);
       const int off = (i % L) * (128 / (int)sizeof(T));
-      nv_l1_prefetch(k + k_head + j * a.k_strides[2] + off);
-      nv_l1_prefetch(v + v_head + j * a.v_strides[2] + off);
+      nv_l1_prefetch(k + kr + off);
+      nv_l1_prefetch(v + vr + off);
     }
   }
 }
