@@ -54,7 +54,8 @@
 # knob) and part 44 (the requests by form; both removed, their results in BENCHMARKS.md). Part
 # 42: part 27's MLX run alone. Part 43: the decoding attention's L2 requests against none.
 # Part 45: L1 requests ahead of the decoding products' and the decoding attention's loads, by
-# distance (any card); part 46 its timings alone, one round.
+# distance (any card); part 46 its timings alone, one round. Part 48: ncu's memory and stall
+# sections on the decoding product and the decoding split kernel (any card).
 # Next, on an H200 (with `gpu_flash` and `gpu_index` packed): 26, 45, 43, 39 and 27, then 42
 # (MLX), 37, 24, 17, 22; on an H100, 45.
 set -u
@@ -503,6 +504,21 @@ for d in 2 4; do
     --device gpu --budget 0.2 $Q 2>&1 | tail -5
 done
 echo "== none again"; timeout 40 $B --device gpu --budget 0.2 $Q 2>&1 | tail -5
+exit 0
+fi
+if [ "$part" = 48 ]; then
+# What holds the decoding product and the decoding split kernel below the copy (any card, the
+# H200 first): ncu's speed of light, memory, warp stall and occupancy sections of one launch
+# of each (whole reports under $OUT), the kernels' durations by ncu beside the copy's.
+for c in "qmv_mma qmv_14336x4096" "attention_bf16_d128 decode_b1_8k" "copy copy_32mib"; do
+  set -- $c
+  timeout 120 ncu --section SpeedOfLight --section MemoryWorkloadAnalysis \
+    --section WarpStateStats --section Occupancy --section LaunchStats -k regex:$1 -c 1 \
+    $B --device gpu --budget 0.01 $2 > $OUT/ncu_$2.txt 2>&1
+  echo "== ncu $2 (rc=$?)"
+  grep -E "Duration|DRAM Throughput|Memory Throughput|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth|Issue|Eligible|Active Warps|Achieved Occupancy|Registers Per|Waves Per|Stall|Warp Cycles Per" \
+    $OUT/ncu_$2.txt | head -24
+done
 exit 0
 fi
 if [ "$part" = 37 ]; then
