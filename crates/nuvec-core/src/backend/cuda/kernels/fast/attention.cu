@@ -831,11 +831,6 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
   nv_attn_bounds<KS>(len, split, a, direct, start, end);
   if (direct && split != 0) return;
 
-  u32 qb[CI][4];
-  i64 lim[2];
-  float m[2], l[2], acc[2 * CI][4];
-  nv_attn_mma_begin<T, CI>(qb, lim, m, l, acc, q, chunk, kvh, b, 0, len, end, a);
-
   i64 k_head, v_head;
   const i32* entries;
   nv_attn_heads<PAGED>(table, b, kvh, a, k_head, v_head, entries);
@@ -854,6 +849,13 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
     fetch(first, true, kc);
     fetch(first, false, vc);
   }
+  // The query rows after the first step's loads: packing them waits on their loads, and a
+  // warp of a few steps (one sequence split over the machine) would otherwise wait a memory
+  // latency for them before asking for its keys.
+  u32 qb[CI][4];
+  i64 lim[2];
+  float m[2], l[2], acc[2 * CI][4];
+  nv_attn_mma_begin<T, CI>(qb, lim, m, l, acc, q, chunk, kvh, b, 0, len, end, a);
   // Where the host asks (`NUVEC_ATTN_L2=1`, a warp of a few steps), its later steps are asked
   // of L2 at once (Hopper's bulk prefetch), so that their rows stream in behind the first's
   // rather than each step waiting a full memory latency for its registers' loads.

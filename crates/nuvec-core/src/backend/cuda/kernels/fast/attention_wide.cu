@@ -38,11 +38,6 @@ __device__ __forceinline__ void nv_attention_mma_wide(
   nv_attn_bounds<KS>(len, split, a, direct, start, end);
   if (direct && split != 0) return;
 
-  u32 qb[CI][4];
-  i64 lim[2];
-  float m[2], l[2], acc[2 * CI][4];
-  nv_attn_mma_begin<T, CI>(qb, lim, m, l, acc, q, chunk, kvh, b, f0, len, end, a);
-
   i64 k_head, v_head;
   const i32* entries;
   nv_attn_heads<PAGED>(table, b, kvh, a, k_head, v_head, entries);
@@ -59,6 +54,11 @@ __device__ __forceinline__ void nv_attention_mma_wide(
     fetch(start, true, kc);
     fetch(start, false, vc);
   }
+  // The query rows after the first step's loads (as in nv_attention_mma).
+  u32 qb[CI][4];
+  i64 lim[2];
+  float m[2], l[2], acc[2 * CI][4];
+  nv_attn_mma_begin<T, CI>(qb, lim, m, l, acc, q, chunk, kvh, b, f0, len, end, a);
   int buf = 0;
   // Uniform over the block: every warp takes every step (the barrier needs them all).
   for (i64 step = start; step < end; step += KS, buf ^= 1) {
