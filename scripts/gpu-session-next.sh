@@ -55,9 +55,11 @@
 # 42: part 27's MLX run alone. Part 43: the decoding attention's L2 requests against none.
 # Part 45: L1 requests ahead of the decoding products' and the decoding attention's loads, by
 # distance (any card); part 46 its timings alone, one round. Part 48: ncu's memory and stall
-# sections on the decoding product and the decoding split kernel (any card).
-# Next, on an H200 (with `gpu_flash` and `gpu_index` packed): 26, 45, 43, 39 and 27, then 42
-# (MLX), 37, 24, 17, 22; on an H100, 45.
+# sections on the decoding product and the decoding split kernel (any card). Part 49: the
+# decoding attention's first loads before its query rows, against the order before (any card).
+# Parts 45 and 48 ran on an H100 in the nineteenth session (BENCHMARKS.md).
+# Next, on an H200 (with `gpu_flash` and `gpu_index` packed): 26, 49, 45, 43, 39 and 27, then
+# 42 (MLX), 37, 24, 17, 22; on an H100, 49.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -518,6 +520,24 @@ for c in "qmv_mma qmv_14336x4096" "attention_bf16_d128 decode_b1_8k" "copy copy_
   echo "== ncu $2 (rc=$?)"
   grep -E "Duration|DRAM Throughput|Memory Throughput|L1/TEX Hit|L2 Hit|Mem Busy|Max Bandwidth|Issue|Eligible|Active Warps|Achieved Occupancy|Registers Per|Waves Per|Stall|Warp Cycles Per" \
     $OUT/ncu_$2.txt | head -24
+done
+exit 0
+fi
+if [ "$part" = 49 ]; then
+# The decoding attention's first keys and values asked for before its query rows (the
+# default now) against the order before (`NV_ATTN_QUERY_FIRST=1`), on any card: the attention
+# tests and the seeds' with the new order, then the decoding cases in alternation, the copy in
+# the call.
+t attn timeout 200 $T/gpu_attention-* --test-threads=4 &
+t seeds timeout 200 $T/fast_ops-* --test-threads=4 attention &
+wait
+results attn seeds
+grep -h -A3 panicked $OUT/*.log | head -8
+A="decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k"
+for i in 1 2 3; do
+  echo "== loads first"; timeout 60 $B --device gpu --budget 0.2 copy_32mib $A 2>&1 | tail -6
+  echo "== query first"; NUVEC_KERNEL_DEFINES="NV_ATTN_QUERY_FIRST=1" timeout 60 $B --device gpu \
+    --budget 0.2 $A 2>&1 | tail -5
 done
 exit 0
 fi

@@ -54,6 +54,11 @@
 #ifndef NV_ATTN_L1_AHEAD
 #define NV_ATTN_L1_AHEAD 0
 #endif
+// Tunable: 1 reads the query rows before asking for the first step's keys and values (the
+// order before the loads came first; for timing the two).
+#ifndef NV_ATTN_QUERY_FIRST
+#define NV_ATTN_QUERY_FIRST 0
+#endif
 
 // Mirrors `AttnArgs` in `attention.rs` (repr(C)): all 64-bit fields first.
 struct NvAttn {
@@ -831,6 +836,14 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
   nv_attn_bounds<KS>(len, split, a, direct, start, end);
   if (direct && split != 0) return;
 
+  u32 qb[CI][4];
+  i64 lim[2];
+  float m[2], l[2], acc[2 * CI][4];
+  auto begin = [&] {
+    nv_attn_mma_begin<T, CI>(qb, lim, m, l, acc, q, chunk, kvh, b, 0, len, end, a);
+  };
+  if (NV_ATTN_QUERY_FIRST) begin();
+
   i64 k_head, v_head;
   const i32* entries;
   nv_attn_heads<PAGED>(table, b, kvh, a, k_head, v_head, entries);
@@ -849,13 +862,6 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
     fetch(first, true, kc);
     fetch(first, false, vc);
   }
-  // The query rows after the first step's loads: packing them waits on their loads, and a
-  // warp of a few steps (one sequence split over the machine) would otherwise wait a memory
-  // latency for them before asking for its keys.
-  u32 qb[CI][4];
-  i64 lim[2];
-  float m[2], l[2], acc[2 * CI][4];
-  nv_attn_mma_begin<T, CI>(qb, lim, m, l, acc, q, chunk, kvh, b, 0, len, end, a);
   // Where the host asks (`NUVEC_ATTN_L2=1`, a warp of a few steps), its later steps are asked
   // of L2 at once (Hopper's bulk prefetch), so that their rows stream in behind the first's
   // rather than each step waiting a full memory latency for its registers' loads.
@@ -870,6 +876,10 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
     for (int i = 1; i < NV_ATTN_L1_AHEAD; ++i)
       nv_attn_l1_step<T, D, KS>(k, v, first + (i64)i * STEP, end, k_head, v_head, a);
   }
+  // The query rows once the first step's loads and requests are on their way: packing them
+  // waits on their loads, and a warp of a few steps (one sequence split over the machine)
+  // would otherwise wait a memory latency for them before asking for its keys.
+  if (!NV_ATTN_QUERY_FIRST) begin();
   for (i64 step = first; step < end; step += STEP) {
     if (!PAGED && NV_ATTN_L1_AHEAD > 0)
       nv_attn_l1_step<T, D, KS>(k, v, step + (i64)NV_ATTN_L1_AHEAD * STEP, end, k_head, v_head,
