@@ -56,7 +56,7 @@
 # Part 45: L1 requests ahead of the decoding products' and the decoding attention's loads, by
 # distance (any card); part 46 its timings alone, one round. Part 48: ncu's memory and stall
 # sections on the decoding product and the decoding split kernel (any card). Part 49: the
-# decoding attention's first loads before its query rows, against the order before (any card).
+# decoding attention's splits interleaved against contiguous (any card).
 # Parts 45 and 48 ran on an H100 in the nineteenth session (BENCHMARKS.md).
 # Next, on an H200 (with `gpu_flash` and `gpu_index` packed): 26, 49, 45, 43, 39 and 27, then
 # 42 (MLX), 37, 24, 17, 22; on an H100, 49.
@@ -524,20 +524,25 @@ done
 exit 0
 fi
 if [ "$part" = 49 ]; then
-# The decoding attention's first keys and values asked for before its query rows (the
-# default now) against the order before (`NV_ATTN_QUERY_FIRST=1`), on any card: the attention
-# tests and the seeds' with the new order, then the decoding cases in alternation, the copy in
-# the call.
-t attn timeout 200 $T/gpu_attention-* --test-threads=4 &
-t seeds timeout 200 $T/fast_ops-* --test-threads=4 attention &
+# The decoding attention's splits taking a sequence's warp steps in turn
+# (`NV_ATTN_INTERLEAVE=1`) against contiguous runs (the default), on any card: the attention
+# tests and the seeds' with them interleaved, then the decoding cases by form, each as a
+# process's first case and after a copy in the same process (`decode_b1_8k` ran 16.0-16.3 µs
+# on an H100 the first way and 19.2-20.2 the second with contiguous splits).
+I="NV_ATTN_INTERLEAVE=1"
+t attn env NUVEC_KERNEL_DEFINES="$I" timeout 200 $T/gpu_attention-* --test-threads=4 &
+t seeds env NUVEC_KERNEL_DEFINES="$I" timeout 200 $T/fast_ops-* --test-threads=4 attention &
 wait
 results attn seeds
 grep -h -A3 panicked $OUT/*.log | head -8
 A="decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k"
-for i in 1 2 3; do
-  echo "== loads first"; timeout 60 $B --device gpu --budget 0.2 copy_32mib $A 2>&1 | tail -6
-  echo "== query first"; NUVEC_KERNEL_DEFINES="NV_ATTN_QUERY_FIRST=1" timeout 60 $B --device gpu \
-    --budget 0.2 $A 2>&1 | tail -5
+for i in 1 2; do
+  for K in "NV_ATTN_INTERLEAVE=0" "$I"; do
+    echo "== $K, first"; NUVEC_KERNEL_DEFINES="$K" timeout 40 $B --device gpu --budget 0.2 \
+      decode_b1_8k paged_decode_b1_8k 2>&1 | tail -2
+    echo "== $K, after a copy"; NUVEC_KERNEL_DEFINES="$K" timeout 60 $B --device gpu \
+      --budget 0.2 copy_32mib $A 2>&1 | tail -6
+  done
 done
 exit 0
 fi

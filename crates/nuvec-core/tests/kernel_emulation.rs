@@ -280,7 +280,7 @@ fn decoding_kernel_matches_attention_and_reads_paged_caches_alike() {
             &[],
             &["NV_ATTN_PREFETCH=0"],
             &["NV_ATTN_L1_AHEAD=2"],
-            &["NV_ATTN_QUERY_FIRST=1"],
+            &["NV_ATTN_INTERLEAVE=1"],
         ],
     );
 }

@@ -34,9 +34,9 @@
 //! blocks a multiprocessor (three by default; the splits follow its occupancy), and
 //! `NV_ATTN_L1_AHEAD=d` has its warps ask L1 for their key and value rows `d` steps ahead of
 //! their loads (keys not paged; 0, off, by default: it helped `decode_b1_8k` by 10-13% on an
-//! H100 and slowed the longer walks, nineteenth session), and `NV_ATTN_QUERY_FIRST=1` has a
-//! warp read its query rows before asking for its first keys and values (the order before
-//! the loads came first, kept for timing the two).
+//! H100 and slowed the longer walks, nineteenth session), and `NV_ATTN_INTERLEAVE=1` has the
+//! splits of a sequence take its warp steps in turn rather than in contiguous runs (off until
+//! timed on the H200).
 //!
 //! `NUVEC_ATTN_L2=1` has a warp of the half types' kernel that the splits leave at most
 //! [`L2_STEPS`] steps (keys not paged, 16-byte loads, Hopper on) first ask L2 for all of its
