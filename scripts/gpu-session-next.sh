@@ -543,6 +543,10 @@ for i in 1 2; do
     echo "== $K, after a copy"; NUVEC_KERNEL_DEFINES="$K" timeout 60 $B --device gpu \
       --budget 0.2 copy_32mib $A 2>&1 | tail -6
   done
+  # Whether the decoding products have two speeds too: first in a process, then after a copy.
+  echo "== products, first"; timeout 40 $B --device gpu --budget 0.2 qmv_14336x4096 2>&1 | tail -1
+  echo "== products, after a copy"; timeout 40 $B --device gpu --budget 0.2 copy_32mib \
+    qmv_14336x4096 moe_qmv_64 2>&1 | tail -3
 done
 exit 0
 fi
