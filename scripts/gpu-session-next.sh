@@ -55,8 +55,8 @@
 # 42: part 27's MLX run alone. Part 43: the decoding attention's L2 requests against none.
 # Part 45: L1 requests ahead of the decoding products' and the decoding attention's loads, by
 # distance (any card); part 46 its timings alone, one round. Part 48: ncu's memory and stall
-# sections on the decoding product and the decoding split kernel (any card). Part 49: the
-# decoding attention's splits interleaved against contiguous (any card).
+# sections on the decoding product and the decoding split kernel (any card). Part 49:
+# `decode_b1_8k`'s two speeds, first in a process and after a copy, by L1 requests (any card).
 # Parts 45 and 48 ran on an H100 in the nineteenth session (BENCHMARKS.md).
 # Next, on an H200 (with `gpu_flash` and `gpu_index` packed): 26, 49, 45, 43, 39 and 27, then
 # 42 (MLX), 37, 24, 17, 22; on an H100, 49.
@@ -524,26 +524,17 @@ done
 exit 0
 fi
 if [ "$part" = 49 ]; then
-# The decoding attention's splits taking a sequence's warp steps in turn
-# (`NV_ATTN_INTERLEAVE=1`) against contiguous runs (the default), on any card: the attention
-# tests and the seeds' with them interleaved, then the decoding cases by form, each as a
-# process's first case and after a copy in the same process (`decode_b1_8k` ran 16.0-16.3 µs
-# on an H100 the first way and 19.2-20.2 the second with contiguous splits).
-I="NV_ATTN_INTERLEAVE=1"
-t attn env NUVEC_KERNEL_DEFINES="$I" timeout 200 $T/gpu_attention-* --test-threads=4 &
-t seeds env NUVEC_KERNEL_DEFINES="$I" timeout 200 $T/fast_ops-* --test-threads=4 attention &
-wait
-results attn seeds
-grep -h -A3 panicked $OUT/*.log | head -8
-A="decode_b1_8k decode_b8_8k decode_b64_4k decode_b1_128k paged_decode_b1_8k"
+# `decode_b1_8k`'s two speeds (any card): on an H100 it ran 15.3-16.5 µs as a process's first
+# case and 19.2-20.2 after `copy_32mib` in the same process, whatever its order of loads or
+# its splits' walk (nineteenth session). Each way with the L1 requests 0, 2 and 4 steps ahead,
+# then the decoding product each way.
 for i in 1 2; do
-  for K in "NV_ATTN_INTERLEAVE=0" "$I"; do
-    echo "== $K, first"; NUVEC_KERNEL_DEFINES="$K" timeout 40 $B --device gpu --budget 0.2 \
-      decode_b1_8k paged_decode_b1_8k 2>&1 | tail -2
-    echo "== $K, after a copy"; NUVEC_KERNEL_DEFINES="$K" timeout 60 $B --device gpu \
-      --budget 0.2 copy_32mib $A 2>&1 | tail -6
+  for d in 0 2 4; do
+    echo "== ahead $d, first"; NUVEC_KERNEL_DEFINES="NV_ATTN_L1_AHEAD=$d" timeout 40 $B \
+      --device gpu --budget 0.2 decode_b1_8k paged_decode_b1_8k 2>&1 | tail -2
+    echo "== ahead $d, after a copy"; NUVEC_KERNEL_DEFINES="NV_ATTN_L1_AHEAD=$d" timeout 40 $B \
+      --device gpu --budget 0.2 copy_32mib decode_b1_8k decode_b8_8k 2>&1 | tail -3
   done
-  # Whether the decoding products have two speeds too: first in a process, then after a copy.
   echo "== products, first"; timeout 40 $B --device gpu --budget 0.2 qmv_14336x4096 2>&1 | tail -1
   echo "== products, after a copy"; timeout 40 $B --device gpu --budget 0.2 copy_32mib \
     qmv_14336x4096 moe_qmv_64 2>&1 | tail -3

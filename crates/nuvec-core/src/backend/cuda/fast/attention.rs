@@ -33,10 +33,9 @@
 //! `NUVEC_KERNEL_DEFINES`, `NV_ATTN_MMA_BLOCKS=4` has the half types' kernel aim at four
 //! blocks a multiprocessor (three by default; the splits follow its occupancy), and
 //! `NV_ATTN_L1_AHEAD=d` has its warps ask L1 for their key and value rows `d` steps ahead of
-//! their loads (keys not paged; 0, off, by default: it helped `decode_b1_8k` by 10-13% on an
-//! H100 and slowed the longer walks, nineteenth session), and `NV_ATTN_INTERLEAVE=1` has the
-//! splits of a sequence take its warp steps in turn rather than in contiguous runs (off until
-//! timed on the H200).
+//! their loads (keys not paged; 0, off, by default: on an H100 it took `decode_b1_8k` from
+//! 19.3-20.2 µs to 17.4-17.9 in runs after a copy, where the kernel alone runs at 16.0-16.5
+//! as a process's first case, and slowed the longer walks; nineteenth session).
 //!
 //! `NUVEC_ATTN_L2=1` has a warp of the half types' kernel that the splits leave at most
 //! [`L2_STEPS`] steps (keys not paged, 16-byte loads, Hopper on) first ask L2 for all of its

@@ -54,13 +54,6 @@
 #ifndef NV_ATTN_L1_AHEAD
 #define NV_ATTN_L1_AHEAD 0
 #endif
-// Tunable: 1 has the splits of a sequence take the tensor-core kernel's block steps in turn
-// (split s steps s, s + nsplit, ...) rather than each a contiguous run of them, so that the
-// blocks at work sweep one contiguous stretch of each head's keys together instead of
-// nsplit streams a split's length apart (see nv_attention_mma).
-#ifndef NV_ATTN_INTERLEAVE
-#define NV_ATTN_INTERLEAVE 0
-#endif
 
 // Mirrors `AttnArgs` in `attention.rs` (repr(C)): all 64-bit fields first.
 struct NvAttn {
@@ -838,18 +831,6 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
   nv_attn_bounds<KS>(len, split, a, direct, start, end);
   if (direct && split != 0) return;
 
-  // The block's steps: from `start`, `stride` keys apart, before `end`. Interleaved, the
-  // sequence's blocks read neighbouring steps at once. With contiguous splits `decode_b1_8k`
-  // took 16.0-16.3 µs on an H100 as a process's first case and 19.2-20.2 after a copy had
-  // run in it (so, it seems, by where its keys and values lay); the paged case, whose blocks
-  // are shuffled, took 17.1-17.7 either way (nineteenth session).
-  i64 stride = STEP;
-  if (NV_ATTN_INTERLEAVE && !direct) {
-    start = (i64)split * STEP;
-    end = len;
-    stride = (i64)a.nsplit * STEP;
-  }
-
   i64 k_head, v_head;
   const i32* entries;
   nv_attn_heads<PAGED>(table, b, kvh, a, k_head, v_head, entries);
@@ -874,13 +855,13 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
   if (VEC) {
 #pragma unroll 1
     for (int i = 1; i < a.l2_steps; ++i)
-      nv_attn_l2_step<T, D, KS, PAGED>(k, v, first + (i64)i * stride, end, entries, k_head,
-                                       v_head, a);
+      nv_attn_l2_step<T, D, KS, PAGED>(k, v, first + (i64)i * STEP, end, entries, k_head, v_head,
+                                       a);
   }
   if (!PAGED && NV_ATTN_L1_AHEAD > 0) {
 #pragma unroll
     for (int i = 1; i < NV_ATTN_L1_AHEAD; ++i)
-      nv_attn_l1_step<T, D, KS>(k, v, first + (i64)i * stride, end, k_head, v_head, a);
+      nv_attn_l1_step<T, D, KS>(k, v, first + (i64)i * STEP, end, k_head, v_head, a);
   }
   // The query rows once the first step's loads and requests are on their way: packing them
   // waits on their loads, and a warp of a few steps (one sequence split over the machine)
@@ -889,9 +870,9 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
   i64 lim[2];
   float m[2], l[2], acc[2 * CI][4];
   nv_attn_mma_begin<T, CI>(qb, lim, m, l, acc, q, chunk, kvh, b, 0, len, end, a);
-  for (i64 step = first; step < end; step += stride) {
+  for (i64 step = first; step < end; step += STEP) {
     if (!PAGED && NV_ATTN_L1_AHEAD > 0)
-      nv_attn_l1_step<T, D, KS>(k, v, step + (i64)NV_ATTN_L1_AHEAD * stride, end, k_head, v_head,
+      nv_attn_l1_step<T, D, KS>(k, v, step + (i64)NV_ATTN_L1_AHEAD * STEP, end, k_head, v_head,
                                 a);
     if (!NV_ATTN_PREFETCH) {
       fetch(step, true, kc);
@@ -900,10 +881,10 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
 
     float s[4];
     nv_attn_mma_scores<T, KH, CI>(s, kc, qb);
-    if (NV_ATTN_PREFETCH && step + stride < end) fetch(step + stride, true, kc);
+    if (NV_ATTN_PREFETCH && step + STEP < end) fetch(step + STEP, true, kc);
     nv_attn_mma_softmax<KH, 2 * CI>(s, step, g, lim, a.scale, m, l, acc);
     nv_attn_mma_values<T, KH, CI>(acc, s, vc);
-    if (NV_ATTN_PREFETCH && step + stride < end) fetch(step + stride, false, vc);
+    if (NV_ATTN_PREFETCH && step + STEP < end) fetch(step + STEP, false, vc);
   }
 
   nv_attn_mma_park<D, CI>(sh_o, sh_ml, m, l, acc);
