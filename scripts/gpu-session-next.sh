@@ -475,12 +475,12 @@ fi
 if [ "$part" = 45 ]; then
 # L1 requests ahead of a warp's loads (kernel defines, off by default), on any card: the
 # decoding quantized products' chunks (`NVQM_AHEAD`: registers hold one to two chunks of a
-# warp's rows in flight, SASS) and the decoding attention's steps (`NV_ATTN_L1_AHEAD`); the
+# warp's rows in flight, SASS) and the decoding attention's steps (`NUVEC_ATTN_L1`); the
 # gathered products' and the attention tests with them on, then the cases by distance in
 # alternation, the copy in the call.
-K="NVQM_AHEAD=2 NV_ATTN_L1_AHEAD=2"
+K="NVQM_AHEAD=2"
 t gather env NUVEC_KERNEL_DEFINES="$K" timeout 150 $T/gpu_gather_qmm-* --test-threads=2 &
-t attn env NUVEC_KERNEL_DEFINES="$K" timeout 150 $T/gpu_attention-* --test-threads=3 &
+t attn env NUVEC_ATTN_L1=2 timeout 150 $T/gpu_attention-* --test-threads=3 &
 t quant env NUVEC_KERNEL_DEFINES="$K" timeout 150 $T/gpu_quantized-* --test-threads=3 decoding &
 wait
 results gather attn quant
@@ -490,7 +490,7 @@ A="decode_b1_8k decode_b8_8k decode_b1_128k"
 for i in 1 2; do
   echo "== none"; timeout 60 $B --device gpu --budget 0.2 copy_32mib $Q $A 2>&1 | tail -7
   for d in 1 2 4; do
-    echo "== ahead $d"; NUVEC_KERNEL_DEFINES="NVQM_AHEAD=$d NV_ATTN_L1_AHEAD=$d" timeout 60 $B \
+    echo "== ahead $d"; NUVEC_KERNEL_DEFINES="NVQM_AHEAD=$d" NUVEC_ATTN_L1=$d timeout 60 $B \
       --device gpu --budget 0.2 $Q $A 2>&1 | tail -6
   done
 done
@@ -502,7 +502,7 @@ if [ "$part" = 46 ]; then
 Q="copy_32mib qmv_14336x4096 moe_qmv_64 decode_b1_8k decode_b8_8k"
 echo "== none"; timeout 40 $B --device gpu --budget 0.2 $Q 2>&1 | tail -5
 for d in 2 4; do
-  echo "== ahead $d"; NUVEC_KERNEL_DEFINES="NVQM_AHEAD=$d NV_ATTN_L1_AHEAD=$d" timeout 40 $B \
+  echo "== ahead $d"; NUVEC_KERNEL_DEFINES="NVQM_AHEAD=$d" NUVEC_ATTN_L1=$d timeout 40 $B \
     --device gpu --budget 0.2 $Q 2>&1 | tail -5
 done
 echo "== none again"; timeout 40 $B --device gpu --budget 0.2 $Q 2>&1 | tail -5
@@ -524,15 +524,15 @@ done
 exit 0
 fi
 if [ "$part" = 49 ]; then
-# `decode_b1_8k`'s two speeds (any card): on an H100 it ran 15.3-16.5 µs as a process's first
+# `decode_b1_8k`'s two speeds (any card): on an H100 it ran 15.1-16.5 µs as a process's first
 # case and 19.2-20.2 after `copy_32mib` in the same process, whatever its order of loads or
-# its splits' walk (nineteenth session). Each way with the L1 requests 0, 2 and 4 steps ahead,
-# then the decoding product each way.
+# its splits' walk (nineteenth session). Each way with the L1 requests 0, 2 and 4 steps ahead
+# (4 the default now, for warps of at most 4 steps), then the decoding product each way.
 for i in 1 2; do
   for d in 0 2 4; do
-    echo "== ahead $d, first"; NUVEC_KERNEL_DEFINES="NV_ATTN_L1_AHEAD=$d" timeout 40 $B \
+    echo "== ahead $d, first"; NUVEC_ATTN_L1=$d timeout 40 $B \
       --device gpu --budget 0.2 decode_b1_8k paged_decode_b1_8k 2>&1 | tail -2
-    echo "== ahead $d, after a copy"; NUVEC_KERNEL_DEFINES="NV_ATTN_L1_AHEAD=$d" timeout 40 $B \
+    echo "== ahead $d, after a copy"; NUVEC_ATTN_L1=$d timeout 40 $B \
       --device gpu --budget 0.2 copy_32mib decode_b1_8k decode_b8_8k 2>&1 | tail -3
   done
   echo "== products, first"; timeout 40 $B --device gpu --budget 0.2 qmv_14336x4096 2>&1 | tail -1

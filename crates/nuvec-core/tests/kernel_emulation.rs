@@ -276,7 +276,7 @@ fn decoding_kernel_matches_attention_and_reads_paged_caches_alike() {
             ("attention_wide.cu", ATTENTION_WIDE),
         ],
         include_str!("emulation/attention.cpp"),
-        &[&[], &["NV_ATTN_PREFETCH=0"], &["NV_ATTN_L1_AHEAD=2"]],
+        &[&[], &["NV_ATTN_PREFETCH=0"], &["NV_EMU_L1_AHEAD=2"]],
     );
 }
 

@@ -61,6 +61,10 @@ static int decode_case(int B, int hkv, int group, int lq, int lk, bool causal, i
   // The L2 requests of a warp's later steps (a hint: nothing here) walk the rows they name,
   // paged ones through the table: they must stay inside the split.
   a.l2_steps = 3;
+  // The L1 requests ahead of the loads, likewise (hints), when the build asks for them.
+#ifdef NV_EMU_L1_AHEAD
+  a.l1_ahead = NV_EMU_L1_AHEAD;
+#endif
   const float scale = 1.0f / std::sqrt((float)D);
   a.scale = scale * 1.4426950408889634f;
   const size_t outs = (size_t)B * hq * lq;

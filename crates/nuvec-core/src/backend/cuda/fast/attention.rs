@@ -31,11 +31,16 @@
 //! splits (no second kernel; counters kept per stream, set back to zero by the kernel), and
 //! `NUVEC_ATTN_SPLITS=n` forces the splits of long sequences. Through
 //! `NUVEC_KERNEL_DEFINES`, `NV_ATTN_MMA_BLOCKS=4` has the half types' kernel aim at four
-//! blocks a multiprocessor (three by default; the splits follow its occupancy), and
-//! `NV_ATTN_L1_AHEAD=d` has its warps ask L1 for their key and value rows `d` steps ahead of
-//! their loads (keys not paged; 0, off, by default: on an H100 it took `decode_b1_8k` from
-//! 19.3-20.2 µs to 17.4-17.9 in runs after a copy, where the kernel alone runs at 16.0-16.5
-//! as a process's first case, and slowed the longer walks; nineteenth session).
+//! blocks a multiprocessor (three by default; the splits follow its occupancy).
+//!
+//! A warp of the half types' kernel that the splits leave at most [`L1_STEPS`] steps (keys
+//! not paged) asks L1 for its key and value rows [`L1_AHEAD`] steps ahead of its loads, so
+//! that they are on their way with no register held for them (`NUVEC_ATTN_L1=d` sets the
+//! distance, 0 turns the requests off). On an H100 `decode_b1_8k` (three steps a warp) took
+//! 16.4-17.3 µs with them, whatever ran before it; without, it took 15.1-16.5 in most runs as
+//! a process's first case but 19.2-19.4 after a copy in the same process (and once as a fresh
+//! machine's first process). On the long walks, which stream at the copy's speed and keep no
+//! requests, they slowed `decode_b8_8k` by 12-30% (nineteenth session).
 //!
 //! `NUVEC_ATTN_L2=1` has a warp of the half types' kernel that the splits leave at most
 //! [`L2_STEPS`] steps (keys not paged, 16-byte loads, Hopper on) first ask L2 for all of its
@@ -221,6 +226,10 @@ const MAX_SPLITS: usize = 256;
 /// The most steps a warp of the half types' kernel may have for its later ones to be asked of
 /// L2 at its start, when asked (see the module's documentation).
 const L2_STEPS: usize = 4;
+/// The most steps a warp of the half types' kernel may have for L1 to be asked for its rows
+/// ahead of its loads, and how many steps ahead (see the module's documentation).
+const L1_STEPS: usize = 4;
+const L1_AHEAD: usize = 4;
 /// Warps a block (`NV_ATTN_WARPS`).
 const WARPS: usize = THREADS as usize / 32;
 /// The types with a kernel.
@@ -256,7 +265,7 @@ struct AttnArgs {
     merge: i32,
     scale: f32,
     l2_steps: i32,
-    pad: i32,
+    l1_ahead: i32,
 }
 
 // SAFETY: `AttnArgs` is `repr(C)` plain data with the field order, types and alignment of
@@ -421,6 +430,26 @@ fn forced_splits() -> Option<usize> {
 fn l2_requests() -> bool {
     static L2: OnceLock<bool> = OnceLock::new();
     *L2.get_or_init(|| std::env::var("NUVEC_ATTN_L2").is_ok_and(|v| v == "1"))
+}
+
+/// Steps ahead of its loads a warp with few steps asks L1 for its rows (`NUVEC_ATTN_L1`, else
+/// [`L1_AHEAD`]; 0: none).
+fn l1_ahead() -> usize {
+    static AHEAD: OnceLock<usize> = OnceLock::new();
+    *AHEAD.get_or_init(|| {
+        std::env::var("NUVEC_ATTN_L1")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .map_or(L1_AHEAD, |d: usize| d.min(64))
+    })
+}
+
+/// The steps ahead of its loads a warp of `warp_steps` steps asks L1 for its rows, `ahead`
+/// where the half types' kernel reads contiguous keys and the warp has at most [`L1_STEPS`]
+/// steps, else none.
+fn l1_distance(dtype: DType, d: usize, paged: bool, warp_steps: usize, ahead: usize) -> usize {
+    let few = dtype != DType::F32 && d <= 256 && !paged && warp_steps <= L1_STEPS;
+    if few { ahead } else { 0 }
 }
 
 /// What both entry points hand to [`launch`].
@@ -639,6 +668,7 @@ fn launch(
         && warp_steps <= L2_STEPS
         && l2_requests();
     job.args.l2_steps = if l2 { warp_steps as i32 } else { 0 };
+    job.args.l1_ahead = l1_distance(dtype, d, job.paged, warp_steps, l1_ahead()) as i32;
     let (out, out_ptr) = place.output(dtype, &outputs[0].0)?;
     let out_rows = job.batch * job.hq * lq;
     // Per row and split: the accumulator, then (max, sum).
@@ -798,6 +828,23 @@ mod tests {
         }
         // One sequence of 8k keys over 48 splits: three steps a warp.
         assert_eq!(warp_steps(8192, 16, 48), 3);
+    }
+
+    #[test]
+    fn l1_requests_go_to_warps_of_few_steps_over_contiguous_half_keys() {
+        // One sequence of 8k keys over 48 splits: three steps a warp.
+        let b1 = warp_steps(8192, 16, 48);
+        assert_eq!(l1_distance(DType::BF16, 128, false, b1, L1_AHEAD), L1_AHEAD);
+        assert_eq!(l1_distance(DType::F16, 64, false, b1, 2), 2);
+        assert_eq!(l1_distance(DType::BF16, 128, false, b1, 0), 0);
+        // Long walks, paged keys, f32 and the wide heads keep none.
+        assert_eq!(
+            l1_distance(DType::BF16, 128, false, warp_steps(8192, 16, 6), 4),
+            0
+        );
+        assert_eq!(l1_distance(DType::BF16, 128, true, b1, 4), 0);
+        assert_eq!(l1_distance(DType::F32, 128, false, b1, 4), 0);
+        assert_eq!(l1_distance(DType::BF16, 512, false, b1, 4), 0);
     }
 
     #[test]

@@ -48,12 +48,6 @@
 #ifndef NV_ATTN_PREFETCH
 #define NV_ATTN_PREFETCH 1
 #endif
-// Tunable: steps ahead of its loads that a warp of the tensor-core kernel asks L1 for its key
-// and value rows (0: none; keys not paged). Its registers hold one step's rows in flight
-// beside the step it multiplies; the requests put more on their way with no register waiting.
-#ifndef NV_ATTN_L1_AHEAD
-#define NV_ATTN_L1_AHEAD 0
-#endif
 
 // Mirrors `AttnArgs` in `attention.rs` (repr(C)): all 64-bit fields first.
 struct NvAttn {
@@ -81,7 +75,8 @@ struct NvAttn {
   i32 merge;         // 1: the last split block of a chunk merges the splits (no second kernel)
   float scale;       // the score scale times log2(e)
   i32 l2_steps;      // half types: a warp's first steps asked of L2 at its start (0, 1: none)
-  i32 pad;
+  i32 l1_ahead;      // half types, keys not paged: steps ahead of its loads a warp asks L1 for
+                     // its rows (0: none)
 };
 
 // The sequence's key count.
@@ -672,7 +667,7 @@ __device__ __forceinline__ void nv_attn_l2_step(const T* __restrict__ k, const T
   }
 }
 
-// Asks L1 for the key and value rows of the warp step from key st (NV_ATTN_L1_AHEAD; keys not
+// Asks L1 for the key and value rows of the warp step from key st (`l1_ahead`; keys not
 // paged): lane l takes line l % L of key st + l / L (L lines a row), up to the split's end.
 template <typename T, int D, int KS>
 __device__ __forceinline__ void nv_attn_l1_step(const T* __restrict__ k, const T* __restrict__ v,
@@ -858,9 +853,11 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
       nv_attn_l2_step<T, D, KS, PAGED>(k, v, first + (i64)i * STEP, end, entries, k_head, v_head,
                                        a);
   }
-  if (!PAGED && NV_ATTN_L1_AHEAD > 0) {
-#pragma unroll
-    for (int i = 1; i < NV_ATTN_L1_AHEAD; ++i)
+  // Where the host asks (a warp of a few steps), L1 is asked for the rows `l1_ahead` steps
+  // ahead of each step's loads: bytes on their way with no register waiting on them.
+  if (!PAGED && a.l1_ahead > 0) {
+#pragma unroll 1
+    for (int i = 1; i < a.l1_ahead; ++i)
       nv_attn_l1_step<T, D, KS>(k, v, first + (i64)i * STEP, end, k_head, v_head, a);
   }
   // The query rows once the first step's loads and requests are on their way: packing them
@@ -871,9 +868,8 @@ __device__ __forceinline__ void nv_attention_mma(const T* __restrict__ q, const 
   float m[2], l[2], acc[2 * CI][4];
   nv_attn_mma_begin<T, CI>(qb, lim, m, l, acc, q, chunk, kvh, b, 0, len, end, a);
   for (i64 step = first; step < end; step += STEP) {
-    if (!PAGED && NV_ATTN_L1_AHEAD > 0)
-      nv_attn_l1_step<T, D, KS>(k, v, step + (i64)NV_ATTN_L1_AHEAD * STEP, end, k_head, v_head,
-                                a);
+    if (!PAGED && a.l1_ahead > 0)
+      nv_attn_l1_step<T, D, KS>(k, v, step + (i64)a.l1_ahead * STEP, end, k_head, v_head, a);
     if (!NV_ATTN_PREFETCH) {
       fetch(step, true, kc);
       fetch(step, false, vc);
