@@ -227,8 +227,9 @@ const MAX_SPLITS: usize = 256;
 /// L2 at its start, when asked (see the module's documentation).
 const L2_STEPS: usize = 4;
 /// The most steps a warp of the half types' kernel may have for L1 to be asked for its rows
-/// ahead of its loads, and how many steps ahead (see the module's documentation).
+/// ahead of its loads (see the module's documentation).
 const L1_STEPS: usize = 4;
+/// How many steps ahead of its loads such a warp asks, unless `NUVEC_ATTN_L1` says.
 const L1_AHEAD: usize = 4;
 /// Warps a block (`NV_ATTN_WARPS`).
 const WARPS: usize = THREADS as usize / 32;
