@@ -57,7 +57,7 @@
 # distance (any card); part 46 its timings alone, one round. Part 48: ncu's memory and stall
 # sections on the decoding product and the decoding split kernel (any card). Part 49:
 # `decode_b1_8k`'s two speeds, first in a process and after a copy, by L1 requests (any card).
-# Parts 45 and 48 ran on an H100 in the nineteenth session (BENCHMARKS.md).
+# Parts 45, 48 and 49 ran on an H100 in the nineteenth session (BENCHMARKS.md).
 # Next, on an H200 (with `gpu_flash` and `gpu_index` packed): 26, 49, 45, 43, 39 and 27, then
 # 42 (MLX), 37, 24, 17, 22; on an H100, 49.
 set -u
@@ -473,9 +473,10 @@ done
 exit 0
 fi
 if [ "$part" = 45 ]; then
-# L1 requests ahead of a warp's loads (kernel defines, off by default), on any card: the
-# decoding quantized products' chunks (`NVQM_AHEAD`: registers hold one to two chunks of a
-# warp's rows in flight, SASS) and the decoding attention's steps (`NUVEC_ATTN_L1`); the
+# L1 requests ahead of a warp's loads, on any card: the decoding quantized products' chunks
+# (`NVQM_AHEAD`, a kernel define, off by default: registers hold one to two chunks of a warp's
+# rows in flight, SASS) and the decoding attention's steps (`NUVEC_ATTN_L1`: since the
+# nineteenth session 4 by default for warps of at most 4 steps, others none); the
 # gathered products' and the attention tests with them on, then the cases by distance in
 # alternation, the copy in the call.
 K="NVQM_AHEAD=2"
