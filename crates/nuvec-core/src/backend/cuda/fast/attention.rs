@@ -33,7 +33,7 @@
 //! `NUVEC_KERNEL_DEFINES`, `NV_ATTN_MMA_BLOCKS=4` has the half types' kernel aim at four
 //! blocks a multiprocessor (three by default; the splits follow its occupancy).
 //!
-//! A warp of the half types' kernel that the splits leave at most [`L1_STEPS`] steps (keys
+//! A warp of the half types' kernel that the splits leave at most [`FEW_STEPS`] steps (keys
 //! not paged) asks L1 for its key and value rows [`L1_AHEAD`] steps ahead of its loads, so
 //! that they are on their way with no register held for them (`NUVEC_ATTN_L1=d` sets the
 //! distance, 0 turns the requests off). On an H100 `decode_b1_8k` (three steps a warp) took
@@ -43,7 +43,7 @@
 //! requests, they slowed `decode_b8_8k` by 12-30% (nineteenth session).
 //!
 //! `NUVEC_ATTN_L2=1` has a warp of the half types' kernel that the splits leave at most
-//! [`L2_STEPS`] steps (keys not paged, 16-byte loads, Hopper on) first ask L2 for all of its
+//! [`FEW_STEPS`] steps (keys not paged, 16-byte loads, Hopper on) first ask L2 for all of its
 //! later steps' rows (`cp.async.bulk.prefetch`, a request a run of rows), so that each step
 //! does not wait a whole memory latency for its loads. It is off by default: `decode_b1_8k`
 //! took 17.1-17.5 µs with it on two H100s, against 19.6-20.0 without on the first and
@@ -223,12 +223,9 @@ const COMBINE_THREADS: usize = 256;
 const MIN_SPLIT_KEYS: usize = 128;
 /// The most splits of one sequence.
 const MAX_SPLITS: usize = 256;
-/// The most steps a warp of the half types' kernel may have for its later ones to be asked of
-/// L2 at its start, when asked (see the module's documentation).
-const L2_STEPS: usize = 4;
-/// The most steps a warp of the half types' kernel may have for L1 to be asked for its rows
-/// ahead of its loads (see the module's documentation).
-const L1_STEPS: usize = 4;
+/// The most steps a warp of the half types' kernel may have for its rows to be asked of L1
+/// ahead of its loads, or (when asked) of L2 at its start (see the module's documentation).
+const FEW_STEPS: usize = 4;
 /// How many steps ahead of its loads such a warp asks, unless `NUVEC_ATTN_L1` says.
 const L1_AHEAD: usize = 4;
 /// Warps a block (`NV_ATTN_WARPS`).
@@ -445,12 +442,20 @@ fn l1_ahead() -> usize {
     })
 }
 
-/// The steps ahead of its loads a warp of `warp_steps` steps asks L1 for its rows, `ahead`
-/// where the half types' kernel reads contiguous keys and the warp has at most [`L1_STEPS`]
-/// steps, else none.
+/// Whether a warp of `warp_steps` steps is one the L1 and L2 requests are for: the half types'
+/// kernel (head sizes up to 256) over contiguous keys, at most [`FEW_STEPS`] steps.
+fn few_steps(dtype: DType, d: usize, paged: bool, warp_steps: usize) -> bool {
+    dtype != DType::F32 && d <= 256 && !paged && warp_steps <= FEW_STEPS
+}
+
+/// The steps ahead of its loads a warp of `warp_steps` steps asks L1 for its rows: `ahead`
+/// where [`few_steps`] holds, else none.
 fn l1_distance(dtype: DType, d: usize, paged: bool, warp_steps: usize, ahead: usize) -> usize {
-    let few = dtype != DType::F32 && d <= 256 && !paged && warp_steps <= L1_STEPS;
-    if few { ahead } else { 0 }
+    if few_steps(dtype, d, paged, warp_steps) {
+        ahead
+    } else {
+        0
+    }
 }
 
 /// What both entry points hand to [`launch`].
@@ -661,12 +666,9 @@ fn launch(
     job.args.nchunks = nchunks as i32;
     job.args.merge = i32::from(merge);
     let warp_steps = warp_steps(keys, warp_keys(dtype, d), nsplit);
-    let l2 = dtype != DType::F32
-        && d <= 256
-        && !job.paged
+    let l2 = few_steps(dtype, d, job.paged, warp_steps)
         && job.vec
         && place.gpu.props.arch.major >= 9
-        && warp_steps <= L2_STEPS
         && l2_requests();
     job.args.l2_steps = if l2 { warp_steps as i32 } else { 0 };
     job.args.l1_ahead = l1_distance(dtype, d, job.paged, warp_steps, l1_ahead()) as i32;
