@@ -542,6 +542,37 @@ for i in 1 2; do
 done
 exit 0
 fi
+if [ "$part" = 50 ]; then
+# The prefill's persistent blocks (any card, with `gpu_flash` in GPU_TESTS): fixed shares
+# (`NUVEC_FLASH_PERSISTENT=1`, 2-11% slower than a block an item on an H100 in the fifteenth
+# session, full attention as well as causal) and each block taking its next item from a
+# counter (`=2`, FlashAttention-3's dynamic scheduler): the prefill and attention tests with
+# the second, then `sdpa_full_4k`, `sdpa_causal_4k` and `sdpa_causal_8k_d64` by walk in
+# alternation, PyTorch's SDPA in the call, and ncu's issue, stall and scheduler sections of one
+# launch of each walk (reports under $OUT).
+t flash env NUVEC_FLASH_PERSISTENT=2 timeout 200 $T/gpu_flash-* --test-threads=4 &
+t fast env NUVEC_FLASH_PERSISTENT=2 timeout 200 $T/fast_ops-* --test-threads=4 attention &
+wait
+results flash fast
+grep -h -A3 panicked $OUT/*.log | head -8
+C="sdpa_full_4k sdpa_causal_4k sdpa_causal_8k_d64"
+for i in 1 2; do
+  for p in 0 2 1; do
+    echo "== persistent $p"; NUVEC_FLASH_PERSISTENT=$p timeout 60 $B --device gpu --budget 0.4 \
+      $C 2>&1 | tail -3
+  done
+done
+echo "== torch"; timeout 60 python3 bench/peers/torch_bench.py $C 2>&1 | tail -3
+for p in 0 2 1; do
+  NUVEC_FLASH_PERSISTENT=$p timeout 100 ncu --section SpeedOfLight --section WarpStateStats \
+    --section SchedulerStats --section LaunchStats -k regex:flashtma -c 1 \
+    $B --device gpu --budget 0.01 sdpa_causal_4k > $OUT/ncu_p$p.txt 2>&1
+  echo "== ncu, persistent $p, sdpa_causal_4k (rc=$?)"
+  grep -E "Duration|Compute \(SM\) Throughput|Issue Slots|Eligible Warps|No Eligible|Warp Cycles Per|Registers Per|Grid Size" \
+    $OUT/ncu_p$p.txt | head -10
+done
+exit 0
+fi
 if [ "$part" = 37 ]; then
 # torch.compile on the row cases, attention and decoding, beside nuvec in the same call (the
 # strongest PyTorch peer; no earlier part ran it). Its first run of a case compiles it.

@@ -352,6 +352,8 @@ fn hopper_tma_prefill_matches_attention_in_double() {
             &["NV_T_PINGPONG=1", "NV_FLASH_FOLD=1", "NV_FLASH_POLY=4"],
             &["NV_CASE_NEGATIVE_SCALE=1"],
             &["NV_T_PINGPONG=1", "NV_T_PERSISTENT=1", "NV_FLASH_FOLD=1"],
+            &["NV_T_PINGPONG=1", "NV_T_PERSISTENT=2", "NV_H_ORDER=1"],
+            &["NV_T_PERSISTENT=2", "NV_T_STAGES=3", "NV_FLASH_FOLD=1"],
             &["NV_T_PINGPONG=1", "NV_H_BN=176", "NV_FLASH_FOLD=1"],
             &["NV_H_BN=176", "NV_H_ORDER=1", "NV_H_L2_BYTES=100000"],
             &[

@@ -7,7 +7,8 @@
 // turns (NV_T_PINGPONG=1), the second time over three stages in that block order (the defaults
 // on Hopper for head size 64); then with the scale folded into the exponentials (as the host
 // compiles it for a positive scale), with some exponentials by the polynomial, with a
-// negative scale, with three persistent blocks walking every item (NV_T_PERSISTENT), and over
+// negative scale, with three persistent blocks walking every item (NV_T_PERSISTENT 1, fixed
+// shares; 2, each block's producer taking the next item from a counter), and over
 // FlashAttention-3's tiles of 176 keys (NV_H_BN=176), with the consumers taking turns and in
 // that block order.
 
@@ -42,14 +43,20 @@ static int tma_case(int B, int HQ, int HKV, int LQ, int LK, unsigned seed) {
         const unsigned mtiles = (LQ + BM - 1) / BM;
         NvFlash args = a;
         args.items = (int)(mtiles * HQ * B);
-        // Persistent: three blocks (or fewer, for fewer items) walk every item.
+        // Persistent: three blocks (or fewer, for fewer items) walk every item; the dynamic
+        // walk's counters start at zero and must be zero again at the end.
         const Dim3 grid = NV_T_PERSISTENT
                               ? Dim3{std::min(3u, (unsigned)args.items), 1, 1}
                               : Dim3{mtiles, (unsigned)HQ, (unsigned)B};
+        static u32 counters[2] = {0u, 0u};
         nv_emu_launch(grid, 128 * (NC + 1), [&] {
           nv_flash_tma<bf16, D, D, MASK, CAUSAL, SINKS, NC>(&qm, &km, &vm, mask, sinks, out,
-                                                            args);
+                                                            counters, args);
         });
+        if (counters[0] != 0u || counters[1] != 0u) {
+          std::printf("the dynamic walk left its counters at %u and %u\n", counters[0], counters[1]);
+          std::exit(1);
+        }
       });
   std::printf(
       "tma D %d consumers %d mask %d causal %d sinks %d B %d HQ %d HKV %d LQ %d LK %d: rel err "

@@ -33,7 +33,9 @@
 //! keeps 128 (see [`keys_a_tile`]);
 //! `NUVEC_FLASH_PERSISTENT=1` runs the TMA form as FlashAttention-3's persistent blocks (one a
 //! multiprocessor, each walking its share of the work items, the next item's loads under the
-//! last one's products and stores; off by default until timed);
+//! last one's products and stores; 2-11% slower on an H100, off), `=2` as persistent blocks
+//! that each take their next item from a counter (FlashAttention-3's dynamic scheduler; off
+//! by default until timed);
 //! `NUVEC_KERNEL_DEFINES="NV_FLASH_POLY=n"` takes every n-th tile of 8 scores' exponentials
 //! by a cubic on the FMA pipes (FlashAttention-4's relief of the special-function unit, whose
 //! 16 results a clock bound the softmax of head size 64; off by default until timed).
@@ -107,18 +109,24 @@ fn tma_stages(d: usize, dv: usize, bn: usize) -> usize {
 const HOPPER_SHARED: usize = 227 * 1024;
 
 /// The TMA form's dynamic shared memory in bytes: queries (`bm` rows), the key and value
-/// stages (`bn` rows each), the 1,024-byte alignment of the swizzled tiles and the barriers.
+/// stages (`bn` rows each), the 1,024-byte alignment of the swizzled tiles, the barriers and
+/// the dynamic walk's item.
 fn tma_shared(bm: usize, bn: usize, d: usize, dv: usize, stages: usize) -> usize {
-    // The 1,024-aligned tiles, then 2 + 4 · stages barriers of 8 bytes.
-    (bm * d + stages * bn * (d + dv)) * 2 + 1024 + 8 * (2 + 4 * stages)
+    // The 1,024-aligned tiles, then 2 + 4 · stages barriers of 8 bytes, then the item.
+    (bm * d + stages * bn * (d + dv)) * 2 + 1024 + 8 * (2 + 4 * stages) + 8
 }
 
-/// Whether the TMA form runs persistent blocks, about one a multiprocessor, each walking many
-/// work items (`NUVEC_FLASH_PERSISTENT=1`; `NV_T_PERSISTENT` in `flash_tma.cu`), rather than a
-/// block an item (the default until timed).
-fn persistent() -> bool {
-    static PERSISTENT: OnceLock<bool> = OnceLock::new();
-    *PERSISTENT.get_or_init(|| std::env::var_os("NUVEC_FLASH_PERSISTENT").is_some_and(|v| v != "0"))
+/// How the TMA form's blocks take their work items (`NV_T_PERSISTENT` in `flash_tma.cu`): a
+/// block an item (0, the default), or persistent blocks, about one a multiprocessor, each
+/// walking a fixed share (1, `NUVEC_FLASH_PERSISTENT=1`) or taking the next item from a
+/// counter (2, `NUVEC_FLASH_PERSISTENT=2`).
+fn persistent() -> u32 {
+    static PERSISTENT: OnceLock<u32> = OnceLock::new();
+    *PERSISTENT.get_or_init(|| match std::env::var("NUVEC_FLASH_PERSISTENT").as_deref() {
+        Ok("1") => 1,
+        Ok("2") => 2,
+        _ => 0,
+    })
 }
 
 /// Whether causal blocks on Hopper start in FlashAttention-3's order (the default: heads in
@@ -298,7 +306,7 @@ fn source(dtype: DType, d: usize, dv: usize, mask: u32, form: Form, family: &str
                 tma_stages(d, dv, bn),
                 u32::from(pingpong()),
                 consumers(d, dv),
-                u32::from(persistent()),
+                persistent(),
                 u32::from(grouped_order()),
             )
         }
@@ -445,22 +453,36 @@ pub(super) fn attention(
     };
     if let Some((qm, km, vm)) = &maps {
         let mut config = config;
-        if persistent() {
-            // Every block walks its share of the items (the kernel is compiled for it:
-            // `source`); one a multiprocessor, as the shared memory allows.
+        let mut counters = 0u64;
+        if persistent() > 0 {
+            // Every block walks its share of the items or takes them one by one (the kernel
+            // is compiled for it: `source`); one a multiprocessor, as the shared memory allows.
             let items = lq.div_ceil(bm) * hq * batch;
             let sms = place.gpu.props.sms as usize;
             args.items = i32::try_from(items)
                 .map_err(|_| Error::Device(format!("cuda: attention: {items} blocks of work")))?;
             config.grid_dim = (items.min(sms) as u32, 1, 1);
+            if persistent() == 2 {
+                counters = place.zeroed_counters(2)?;
+            }
         }
-        let params: [&dyn DeviceRepr; 7] = [qm, km, vm, &mask_ptr, &sinks_ptr, &out_ptr, &args];
+        let params: [&dyn DeviceRepr; 8] = [
+            qm,
+            km,
+            vm,
+            &mask_ptr,
+            &sinks_ptr,
+            &out_ptr,
+            &counters,
+            &args,
+        ];
         // SAFETY: the tensor maps address q, k and v within their shapes (the copy engine fills
         // rows past them with zeros); the mask is read at its strides for query rows below Lq
         // and keys below Lk, the sinks at Hq indices; the output holds B·Hq·Lq·Dv elements; the
         // grid fits (B and Hq at most 65,535, checked by `covers`; a persistent grid walks
-        // exactly `items` work items, the module compiled for it) and the arguments match the
-        // kernel's signature.
+        // exactly `items` work items, the module compiled for it); the counters, read only by
+        // the dynamic walk, are two of the stream's, zero at the launch and set back to zero
+        // by the kernel; and the arguments match the kernel's signature.
         unsafe { f.launch(&place.stream, config, &params) }?;
         return Ok(Some(vec![out]));
     }

@@ -28,7 +28,11 @@
 #endif
 // Whether a grid of about one block a multiprocessor walks all the work items (FlashAttention-3's
 // persistent blocks: the producer loads an item's queries and first tiles while the consumers
-// finish the item before and write its rows), rather than a block an item.
+// finish the item before and write its rows), rather than a block an item (0). 1: each block
+// takes a fixed share (NvTItems); 2: each block's producer takes the next item from a counter
+// in global memory when it has issued the loads of its last (FlashAttention-3's dynamic
+// scheduler, for causal rows of unequal work), and passes it to the consumers through shared
+// memory.
 #ifndef NV_T_PERSISTENT
 #define NV_T_PERSISTENT 0
 #endif
@@ -71,10 +75,22 @@ struct NvTItems {
   }
 };
 
+// The dynamic walk's counters (NV_T_PERSISTENT 2; zero at the launch, zero again at the end):
+// [0] the next item to take, [1] the blocks whose producers have taken their last. The last
+// block to finish taking sets both back to zero, once no other block will touch them.
+__device__ __forceinline__ int nv_t_take(u32* counters) { return (int)atomicAdd(&counters[0], 1u); }
+__device__ __forceinline__ void nv_t_finish(u32* counters) {
+  __threadfence();
+  if (atomicAdd(&counters[1], 1u) == gridDim.x - 1) {
+    counters[0] = 0u;
+    counters[1] = 0u;
+  }
+}
+
 template <typename T, int D, int DV, int MASK, bool CAUSAL, bool SINKS, int NC>
 __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* vm,
                              const void* __restrict__ mask, const T* __restrict__ sinks,
-                             T* __restrict__ out, const NvFlash a) {
+                             T* __restrict__ out, u32* __restrict__ counters, const NvFlash a) {
   constexpr int BM = 64 * NC, BN = NV_H_BN, S = NV_T_STAGES;
   static_assert(BN == 128 || BN == 176, "the score products are written out for these");
   typedef NvHRows<T, D, DV, MASK, CAUSAL, SINKS, BN, BM> Rows;
@@ -88,6 +104,9 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
   const u32 bars = va + S * VT;
   // Barriers: queries in and free; a stage's keys in and free, its values in and free.
   const u32 q_full = bars, q_free = bars + 8 * (1 + 4 * S);
+  // The dynamic walk's item for the queries being loaded (-1: none left), written by the
+  // producer before it arrives on q_full, read by the consumers once that phase completes.
+  volatile int* const slot = reinterpret_cast<volatile int*>(qs + (bars - qa) + 8 * (2 + 4 * S));
   auto k_full = [&](int s) { return bars + 8 * (1 + s); };
   auto k_free = [&](int s) { return bars + 8 * (1 + S + s); };
   auto v_full = [&](int s) { return bars + 8 * (1 + 2 * S + s); };
@@ -100,6 +119,10 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
   auto place = [&](int j) {
     return NV_T_PERSISTENT ? NvTItems::item<CAUSAL, BN, BM>(a, ROW_BYTES, j)
                            : nv_flash_block<CAUSAL, BN, BM>(a, ROW_BYTES);
+  };
+  // The place of item `lin` of the dynamic walk.
+  auto taken = [&](int lin) {
+    return nv_flash_item<CAUSAL, BN, BM>(a, ROW_BYTES, lin, (a.lq + BM - 1) / BM);
   };
   const NvFlashBlock own = NV_T_PERSISTENT ? NvFlashBlock{} : place(0);
   const int wg = threadIdx.x >> 7;
@@ -126,12 +149,20 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
 // } nuvec-emulation
     if (threadIdx.x == 0) {
       u32 it = 0;
-      for (int j = 0; j < items.count; ++j) {
-        const NvFlashBlock blk = place(j);
-        const int b = (int)blk.b, h = (int)blk.h, kvh = (int)blk.kvh;
+      int item = NV_T_PERSISTENT == 2 ? nv_t_take(counters) : 0;
+      for (int j = 0; NV_T_PERSISTENT == 2 || j < items.count; ++j) {
         // The queries' buffer is free once the consumers' last scores of the item before
         // have landed (while they finish its products and write its rows).
         if (j > 0) nv_bar_wait(q_free, (u32)((j - 1) & 1));
+        if (NV_T_PERSISTENT == 2) {
+          *slot = item < a.items ? item : -1;
+          if (item >= a.items) {
+            nv_bar_arrive(q_full);  // no bytes: the consumers wake to find none
+            break;
+          }
+        }
+        const NvFlashBlock blk = NV_T_PERSISTENT == 2 ? taken(item) : place(j);
+        const int b = (int)blk.b, h = (int)blk.h, kvh = (int)blk.kvh;
         nv_bar_expect(q_full, BM * D * 2);
         for (int c = 0; c < D / 64; ++c) nv_tma4(qa + c * BM * 128, qm, c * 64, blk.m0, h, b, q_full);
         for (int t = 0; t < blk.ntiles; ++t, ++it) {
@@ -146,7 +177,9 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
           for (int c = 0; c < DV / 64; ++c)
             nv_tma4(va + s * VT + c * BN * 128, vm, c * 64, t * BN, kvh, b, v_full(s));
         }
+        if (NV_T_PERSISTENT == 2) item = nv_t_take(counters);
       }
+      if (NV_T_PERSISTENT == 2) nv_t_finish(counters);
     }
     return;
   }
@@ -165,17 +198,25 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
   const int me = wg - 1;
   // Each consumer takes ntiles + 1 turns an item (the first tile's scores alone, then scores
   // with the previous tile's product, the last product alone); the first consumer goes
-  // first, so the last one passes once before its first turn and not after its last.
+  // first, so the last one passes once before its first turn, and the first waits once
+  // after its last for the last one's final pass.
   if (me == NC - 1) nv_turn_pass(me, NC);
   u32 it = 0;
-  for (int j = 0; j < items.count; ++j) {
-    const NvFlashBlock blk = NV_T_PERSISTENT ? place(j) : own;
+  for (int j = 0; NV_T_PERSISTENT == 2 || j < items.count; ++j) {
+    int item = 0;
+    if (NV_T_PERSISTENT == 2) {
+      nv_bar_wait(q_full, (u32)(j & 1));
+      item = *slot;
+      if (item < 0) break;
+    }
+    const NvFlashBlock blk =
+        NV_T_PERSISTENT == 2 ? taken(item) : (NV_T_PERSISTENT ? place(j) : own);
     const int ntiles = blk.ntiles;
     Rows rows(a, mask, sinks, blk.b, blk.h, blk.m0, me, qa);
     typename Rows::Weights p;
     auto stage = [&](int t) { return (int)((it + t) % S); };
     auto phase = [&](int t) { return ((it + t) / S) & 1; };
-    nv_bar_wait(q_full, (u32)(j & 1));
+    if (NV_T_PERSISTENT != 2) nv_bar_wait(q_full, (u32)(j & 1));
     nv_bar_wait(k_full(stage(0)), phase(0));
     nv_turn_wait(me);
     rows.scores(ka + stage(0) * KT);
@@ -214,13 +255,14 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
     nv_bar_wait(v_full(sl), phase(ntiles - 1));
     nv_turn_wait(me);
     rows.product(p, va + sl * VT);
-    if (me != NC - 1 || j + 1 < items.count) nv_turn_pass(me, NC);
+    nv_turn_pass(me, NC);
     nv_wg_wait<0>();
     nv_wg_pin<Rows::OT * 4>(rows.o);
     if (lead) nv_bar_arrive(v_free(sl));
     rows.store(out, blk.b, blk.h, a.hq);
     it += ntiles;
   }
+  if (me == 0) nv_turn_wait(me);
 }
 
 #define NV_FLASH_TMA(T, TN, D, DV, MASK, CAUSAL, SINKS)                                        \
@@ -228,7 +270,7 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
       flashtma_##TN##_##D##_##DV##_m##MASK##_c##CAUSAL##_s##SINKS(                             \
           const __grid_constant__ NvTmap qm, const __grid_constant__ NvTmap km,                \
           const __grid_constant__ NvTmap vm, const void* mask, const T* sinks, T* out,         \
-          NvFlash a) {                                                                         \
-    nv_flash_tma<T, D, DV, MASK, (bool)CAUSAL, (bool)SINKS, NV_T_CONSUMERS>(&qm, &km, &vm, mask, \
-                                                                            sinks, out, a);    \
+          u32* counters, NvFlash a) {                                                          \
+    nv_flash_tma<T, D, DV, MASK, (bool)CAUSAL, (bool)SINKS, NV_T_CONSUMERS>(                   \
+        &qm, &km, &vm, mask, sinks, out, counters, a);                                         \
   }
