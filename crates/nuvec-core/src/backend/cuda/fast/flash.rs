@@ -122,11 +122,13 @@ fn tma_shared(bm: usize, bn: usize, d: usize, dv: usize, stages: usize) -> usize
 /// counter (2, `NUVEC_FLASH_PERSISTENT=2`).
 fn persistent() -> u32 {
     static PERSISTENT: OnceLock<u32> = OnceLock::new();
-    *PERSISTENT.get_or_init(|| match std::env::var("NUVEC_FLASH_PERSISTENT").as_deref() {
-        Ok("1") => 1,
-        Ok("2") => 2,
-        _ => 0,
-    })
+    *PERSISTENT.get_or_init(
+        || match std::env::var("NUVEC_FLASH_PERSISTENT").as_deref() {
+            Ok("1") => 1,
+            Ok("2") => 2,
+            _ => 0,
+        },
+    )
 }
 
 /// Whether causal blocks on Hopper start in FlashAttention-3's order (the default: heads in
@@ -467,14 +469,7 @@ pub(super) fn attention(
             }
         }
         let params: [&dyn DeviceRepr; 8] = [
-            qm,
-            km,
-            vm,
-            &mask_ptr,
-            &sinks_ptr,
-            &out_ptr,
-            &counters,
-            &args,
+            qm, km, vm, &mask_ptr, &sinks_ptr, &out_ptr, &counters, &args,
         ];
         // SAFETY: the tensor maps address q, k and v within their shapes (the copy engine fills
         // rows past them with zeros); the mask is read at its strides for query rows below Lq
