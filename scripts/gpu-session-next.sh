@@ -58,8 +58,11 @@
 # sections on the decoding product and the decoding split kernel (any card). Part 49:
 # `decode_b1_8k`'s two speeds, first in a process and after a copy, by L1 requests (any card).
 # Parts 45, 48 and 49 ran on an H100 in the nineteenth session (BENCHMARKS.md).
-# Next, on an H200 (with `gpu_flash` and `gpu_index` packed): 26, 49, 45, 43, 39 and 27, then
-# 42 (MLX), 37, 24, 17, 22; on an H100, 49.
+# Part 50: the prefill's persistent walks (fixed shares, and items taken from a counter), their
+# tests, timings and ncu (any card). Part 51: the decoding product's and attention's knobs in
+# one short call (for the H200).
+# Next, on an H200 (with `gpu_flash` and `gpu_index` packed): 26, 51, 27, 50, 49, 45, 43 and
+# 39, then 42 (MLX), 37, 24, 17, 22; on an H100, 50.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
@@ -571,6 +574,28 @@ for p in 0 2 1; do
   grep -E "Duration|Compute \(SM\) Throughput|Issue Slots|Eligible Warps|No Eligible|Warp Cycles Per|Registers Per|Grid Size" \
     $OUT/ncu_p$p.txt | head -10
 done
+exit 0
+fi
+if [ "$part" = 51 ]; then
+# The decoding product's and the decoding attention's knobs in one short call, for the H200
+# (on the H100 the product reads at 88-90% of the copy and every knob lost; on the H200 it
+# took as long as there, 14 us, 60% of its copy: bound by the loads a warp keeps in flight, not
+# by the bandwidth): tiles and slices, L1 requests ahead, the register budget, then the
+# attention's L1 distance; the copy and the defaults at the start and the end.
+Q="copy_32mib qmv_14336x4096 moe_qmv_64 decode_b1_8k"
+echo "== defaults"; timeout 40 $B --device gpu --budget 0.2 $Q 2>&1 | tail -4
+for sh in 2,8 1,4 2,2; do echo "== plain shape $sh"; NUVEC_QMV_MMA_SHAPE=$sh timeout 30 $B \
+  --device gpu --budget 0.2 qmv_14336x4096 2>&1 | tail -1; done
+for k in NVQM_AHEAD=1 NVQM_AHEAD=2 NVQM_AHEAD=4 NVQM_MINB=1 "NVQM_MINB=1 NVQM_UNROLL=8" \
+  NVQM_UNROLL=2; do
+  echo "== $k"; NUVEC_KERNEL_DEFINES="$k" timeout 30 $B --device gpu --budget 0.2 \
+    qmv_14336x4096 moe_qmv_64 2>&1 | tail -2
+done
+echo "== NVQM_AHEAD=2, shape 2,8"; NUVEC_KERNEL_DEFINES="NVQM_AHEAD=2" NUVEC_QMV_MMA_SHAPE=2,8 \
+  timeout 30 $B --device gpu --budget 0.2 qmv_14336x4096 2>&1 | tail -1
+for d in 0 2 8; do echo "== attention L1 $d"; NUVEC_ATTN_L1=$d timeout 30 $B --device gpu \
+  --budget 0.2 decode_b1_8k decode_b8_8k 2>&1 | tail -2; done
+echo "== defaults again"; timeout 40 $B --device gpu --budget 0.2 $Q 2>&1 | tail -4
 exit 0
 fi
 if [ "$part" = 37 ]; then
