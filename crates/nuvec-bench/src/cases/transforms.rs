@@ -2,7 +2,7 @@
 //! is prepared, as a median, and becomes the case's work):
 //!
 //! - `vjp_chain`: building the graphs of `vjp` (the traced forward and the backward) of a
-//!   chain of 1,000 elementwise operations on a [64] array, over building the forward graph
+//!   chain of 1,000 elementwise operations on a `[64]` array, over building the forward graph
 //!   alone. Nothing is evaluated in either timing: this is the cost of the transform itself.
 //!   (The backward alone costs the figure minus one forward.)
 //! - `vmap_mlp`: a 2-layer MLP (256 → 512 → 10, tanh) written for one example and
