@@ -59,10 +59,10 @@
 # `decode_b1_8k`'s two speeds, first in a process and after a copy, by L1 requests (any card).
 # Parts 45, 48 and 49 ran on an H100 in the nineteenth session (BENCHMARKS.md).
 # Part 50: the prefill's persistent walks (fixed shares, and items taken from a counter), their
-# tests, timings and ncu (any card). Part 51: the decoding product's and attention's knobs in
-# one short call (for the H200).
+# tests, timings and ncu (any card; ran on an H100 in the twentieth session, BENCHMARKS.md).
+# Part 51: the decoding product's and attention's knobs in one short call (for the H200).
 # Next, on an H200 (with `gpu_flash` and `gpu_index` packed): 26, 51, 27, 50, 49, 45, 43 and
-# 39, then 42 (MLX), 37, 24, 17, 22; on an H100, 50.
+# 39, then 42 (MLX), 37, 24, 17, 22; on an H100, 49.
 set -u
 part=${1:-1}
 .gpu/run tests __unpack_only__ > /dev/null 2>&1
