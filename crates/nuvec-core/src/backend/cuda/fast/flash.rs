@@ -35,7 +35,7 @@
 //! multiprocessor, each walking its share of the work items, the next item's loads under the
 //! last one's products and stores; 2-11% slower on an H100, off), `=2` as persistent blocks
 //! that each take their next item from a counter (FlashAttention-3's dynamic scheduler: on an
-//! H100 0.5-1.5% faster on `sdpa_causal_4k`, 2-6% slower on full attention, at head size 64
+//! H100 0-2% faster on `sdpa_causal_4k`, 2-6% slower on full attention, at head size 64
 //! and at 16k causal keys; off);
 //! `NUVEC_KERNEL_DEFINES="NV_FLASH_POLY=n"` takes every n-th tile of 8 scores' exponentials
 //! by a cubic on the FMA pipes (FlashAttention-4's relief of the special-function unit, whose
