@@ -68,11 +68,6 @@ struct NvTItems {
     const i64 g = gridDim.x, i = blockIdx.x;
     return r * g + ((r & 1) ? g - 1 - i : i);
   }
-  // The place of the block's j-th item (j < count) when persistent.
-  template <bool CAUSAL, int BN, int BM>
-  static __device__ __forceinline__ NvFlashBlock item(const NvFlash& a, int row_bytes, int j) {
-    return nv_flash_item<CAUSAL, BN, BM>(a, row_bytes, at(a, j), (a.lq + BM - 1) / BM);
-  }
 };
 
 // The dynamic walk's counters (NV_T_PERSISTENT 2; zero at the launch, zero again at the end):
@@ -116,13 +111,13 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
   // consumers take from before the warpgroups part and the producer works out again (ptxas
   // spills the masked kernels' registers when the consumers' branch works it out, and keeps
   // none when the producer's does).
-  auto place = [&](int j) {
-    return NV_T_PERSISTENT ? NvTItems::item<CAUSAL, BN, BM>(a, ROW_BYTES, j)
-                           : nv_flash_block<CAUSAL, BN, BM>(a, ROW_BYTES);
-  };
-  // The place of item `lin` of the dynamic walk.
-  auto taken = [&](int lin) {
+  // The place of work item `lin` (the launch order's rank) when persistent.
+  auto item_place = [&](i64 lin) {
     return nv_flash_item<CAUSAL, BN, BM>(a, ROW_BYTES, lin, (a.lq + BM - 1) / BM);
+  };
+  auto place = [&](int j) {
+    return NV_T_PERSISTENT ? item_place(NvTItems::at(a, j))
+                           : nv_flash_block<CAUSAL, BN, BM>(a, ROW_BYTES);
   };
   const NvFlashBlock own = NV_T_PERSISTENT ? NvFlashBlock{} : place(0);
   const int wg = threadIdx.x >> 7;
@@ -161,7 +156,7 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
             break;
           }
         }
-        const NvFlashBlock blk = NV_T_PERSISTENT == 2 ? taken(item) : place(j);
+        const NvFlashBlock blk = NV_T_PERSISTENT == 2 ? item_place(item) : place(j);
         const int b = (int)blk.b, h = (int)blk.h, kvh = (int)blk.kvh;
         nv_bar_expect(q_full, BM * D * 2);
         for (int c = 0; c < D / 64; ++c) nv_tma4(qa + c * BM * 128, qm, c * 64, blk.m0, h, b, q_full);
@@ -210,7 +205,7 @@ __device__ void nv_flash_tma(const NvTmap* qm, const NvTmap* km, const NvTmap* v
       if (item < 0) break;
     }
     const NvFlashBlock blk =
-        NV_T_PERSISTENT == 2 ? taken(item) : (NV_T_PERSISTENT ? place(j) : own);
+        NV_T_PERSISTENT == 2 ? item_place(item) : (NV_T_PERSISTENT ? place(j) : own);
     const int ntiles = blk.ntiles;
     Rows rows(a, mask, sinks, blk.b, blk.h, blk.m0, me, qa);
     typename Rows::Weights p;
